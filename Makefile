@@ -1,0 +1,47 @@
+# flinkstate: `make demo` runs the main job, `make test` runs the tests.
+# Both create the virtualenv (.venv) when it is missing.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PKG_DIRS := $(shell find state checkpoint connector -type d -not -name __pycache__ 2>/dev/null)
+
+export PYTHONDONTWRITEBYTECODE := 1
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
+
+.PHONY: help setup demo test test-fast bench lint typecheck clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt state/_speedups.c $(PKG_DIRS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	PIP_CONSTRAINT=$(abspath constraints.txt) $(BIN)/pip install -q -e ".[dev]" \
+		--config-settings editable_mode=strict
+	touch $(STAMP)
+
+setup: $(STAMP)  ## create .venv and install flinkstate with its dev tools
+
+demo: $(STAMP)  ## run the main job end to end on local defaults
+	$(BIN)/python examples/demo.py
+
+test: $(STAMP)  ## run every test tier
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)  ## run the tests that are not marked slow
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: $(STAMP)  ## run the benchmarks (JSON lines; BENCH_ARGS="--quick --only P1")
+	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+
+lint: $(STAMP)  ## ruff check and format check
+	$(BIN)/ruff check state checkpoint connector tests benchmarks examples
+	$(BIN)/ruff format --check state checkpoint connector tests benchmarks examples
+
+typecheck: $(STAMP)  ## mypy --strict on the library
+	$(BIN)/mypy state checkpoint connector
+
+clean:  ## remove the virtualenv and build output
+	rm -rf $(VENV) build *.egg-info state/*.so

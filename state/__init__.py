@@ -1,0 +1,88 @@
+"""Live keyed and operator state: key groups, types, descriptors, backends.
+
+Names follow PyFlink (``pyflink.datastream.state``, ``pyflink.common.typeinfo.Types``),
+so state code written for PyFlink ports by changing imports.
+"""
+
+from .backend import AbstractKeyedStateBackend
+from .descriptors import (
+    AggregateFunction,
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReduceFunction,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    StateKind,
+    ValueStateDescriptor,
+)
+from .errors import (
+    FlinkStateError,
+    InvalidArgumentError,
+    SerializationError,
+    StateAccessError,
+    StateConflictError,
+    StateMigrationError,
+    StateTypeError,
+)
+from .heap.backend import HeapKeyedStateBackend
+from .interfaces import (
+    AggregatingState,
+    AppendingState,
+    ListState,
+    MapState,
+    MergingState,
+    ReducingState,
+    State,
+    ValueState,
+)
+from .keygroups import (
+    KeyGroupRange,
+    assign_to_key_group,
+    compute_key_group_range_for_operator_index,
+    compute_operator_index_for_key_group,
+)
+from .snapshot import KeyedStateSnapshot, StateEntry, StateMetaInfo, StateSnapshot
+from .ttl import StateTtlConfig, Time
+from .types import TypeInformation, Types
+
+__all__ = [
+    "AbstractKeyedStateBackend",
+    "AggregateFunction",
+    "AggregatingState",
+    "AggregatingStateDescriptor",
+    "AppendingState",
+    "FlinkStateError",
+    "HeapKeyedStateBackend",
+    "InvalidArgumentError",
+    "KeyGroupRange",
+    "KeyedStateSnapshot",
+    "ListState",
+    "ListStateDescriptor",
+    "MapState",
+    "MapStateDescriptor",
+    "MergingState",
+    "ReduceFunction",
+    "ReducingState",
+    "ReducingStateDescriptor",
+    "SerializationError",
+    "State",
+    "StateAccessError",
+    "StateConflictError",
+    "StateDescriptor",
+    "StateEntry",
+    "StateKind",
+    "StateMetaInfo",
+    "StateMigrationError",
+    "StateSnapshot",
+    "StateTtlConfig",
+    "StateTypeError",
+    "Time",
+    "TypeInformation",
+    "Types",
+    "ValueState",
+    "ValueStateDescriptor",
+    "assign_to_key_group",
+    "compute_key_group_range_for_operator_index",
+    "compute_operator_index_for_key_group",
+]

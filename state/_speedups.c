@@ -1,0 +1,200 @@
+/*
+ * Optional C accelerator for flinkstate.state.keygroups.
+ *
+ * Computes Java hashCode() semantics (String over UTF-16 code units, Integer,
+ * Long) and Flink's murmur finalizer, then the key group. The pure-Python
+ * functions in keygroups.py define the semantics; tests check both agree.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static int32_t
+murmur(int32_t code)
+{
+    uint32_t h = (uint32_t)code;
+    h *= 0xcc9e2d51u;
+    h = (h << 15) | (h >> 17);
+    h *= 0x1b873593u;
+    h = (h << 13) | (h >> 19);
+    h = h * 5u + 0xe6546b64u;
+    h ^= 4u;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    int32_t s = (int32_t)h;
+    if (s >= 0) {
+        return s;
+    }
+    if (s != INT32_MIN) {
+        return -s;
+    }
+    return 0;
+}
+
+static int
+read_max_parallelism(PyObject *obj, long *out)
+{
+    long v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v <= 0) {
+        PyErr_SetString(PyExc_ValueError, "max parallelism must be positive");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int32_t
+string_hash(PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            h = 31u * h + (uint32_t)(0xD800 + (c >> 10));
+            h = 31u * h + (uint32_t)(0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31u * h + (uint32_t)c;
+        }
+    }
+    return (int32_t)h;
+}
+
+static PyObject *
+py_murmur_hash(PyObject *self, PyObject *arg)
+{
+    long long v = PyLong_AsLongLong(arg);
+    if (v == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (v < INT32_MIN || v > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "hash code out of 32-bit range");
+        return NULL;
+    }
+    return PyLong_FromLong(murmur((int32_t)v));
+}
+
+static PyObject *
+py_java_string_hash(PyObject *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "expected str");
+        return NULL;
+    }
+    return PyLong_FromLong(string_hash(arg));
+}
+
+static PyObject *
+py_key_group_for_hash(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    long maxp;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "expected (hash_code, max_parallelism)");
+        return NULL;
+    }
+    long long v = PyLong_AsLongLong(args[0]);
+    if (v == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (v < INT32_MIN || v > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "hash code out of 32-bit range");
+        return NULL;
+    }
+    if (read_max_parallelism(args[1], &maxp) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong(murmur((int32_t)v) % maxp);
+}
+
+static PyObject *
+py_key_group_for_long(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    long maxp;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "expected (key, max_parallelism)");
+        return NULL;
+    }
+    long long v = PyLong_AsLongLong(args[0]);
+    if (v == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (read_max_parallelism(args[1], &maxp) < 0) {
+        return NULL;
+    }
+    uint64_t u = (uint64_t)v;
+    int32_t code = (int32_t)(uint32_t)(u ^ (u >> 32));
+    return PyLong_FromLong(murmur(code) % maxp);
+}
+
+static PyObject *
+py_key_group_for_int(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    long maxp;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "expected (key, max_parallelism)");
+        return NULL;
+    }
+    long long v = PyLong_AsLongLong(args[0]);
+    if (v == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (v < INT32_MIN || v > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "INT key out of 32-bit range");
+        return NULL;
+    }
+    if (read_max_parallelism(args[1], &maxp) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong(murmur((int32_t)v) % maxp);
+}
+
+static PyObject *
+py_key_group_for_string(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    long maxp;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "expected (key, max_parallelism)");
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "expected str key");
+        return NULL;
+    }
+    if (read_max_parallelism(args[1], &maxp) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong(murmur(string_hash(args[0])) % maxp);
+}
+
+static PyMethodDef methods[] = {
+    {"murmur_hash", py_murmur_hash, METH_O, "Flink's murmur finalizer of a 32-bit hash code."},
+    {"java_string_hash", py_java_string_hash, METH_O, "Java String.hashCode() over UTF-16 units."},
+    {"key_group_for_hash", (PyCFunction)(void (*)(void))py_key_group_for_hash, METH_FASTCALL,
+     "Key group of a Java hash code."},
+    {"key_group_for_long", (PyCFunction)(void (*)(void))py_key_group_for_long, METH_FASTCALL,
+     "Key group of a LONG key."},
+    {"key_group_for_int", (PyCFunction)(void (*)(void))py_key_group_for_int, METH_FASTCALL,
+     "Key group of an INT key."},
+    {"key_group_for_string", (PyCFunction)(void (*)(void))py_key_group_for_string, METH_FASTCALL,
+     "Key group of a STRING key."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_speedups", "C accelerator for key-group assignment.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,345 @@
+"""What every keyed state backend shares: the key context, registration, caching.
+
+A backend implements one hook, :meth:`AbstractKeyedStateBackend._create_internal_state`,
+plus key listing and snapshots; TTL decoration happens here, once, for all backends.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from .descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
+from .errors import (
+    InvalidArgumentError,
+    StateAccessError,
+    StateConflictError,
+    StateMigrationError,
+    StateTypeError,
+)
+from .hashing import key_group_assigner
+from .interfaces import InternalKvState, StateIncrementalVisitor
+from .keygroups import KeyGroupRange, check_max_parallelism
+from .snapshot import ColumnTransform, KeyedStateSnapshot, StateMetaInfo
+from .ttl.time import WatermarkTimeProvider
+from .types import TypeInformation, infer_type, to_type_info
+
+S = TypeVar("S", bound=InternalKvState)
+
+
+class _NoKey:
+    """Stands for "no current key" so the hot path needs no check."""
+
+
+class KeyContext:
+    """The current key and its key-group index within the backend's range."""
+
+    __slots__ = ("key", "kgi")
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.kgi = -1
+
+
+def _int_like(key: Any) -> bool:
+    return hasattr(key, "__index__") and not isinstance(key, bool)
+
+
+class AbstractKeyedStateBackend(ABC):
+    """Keyed state scoped to a current key; see :class:`HeapKeyedStateBackend`."""
+
+    def __init__(
+        self,
+        key_type: Any = None,
+        max_parallelism: int = 128,
+        key_group_range: KeyGroupRange | None = None,
+        time_provider: Any = None,
+    ) -> None:
+        self._max_p = check_max_parallelism(max_parallelism)
+        full = KeyGroupRange(0, max_parallelism - 1)
+        rng = full if key_group_range is None else key_group_range
+        if not isinstance(rng, KeyGroupRange) or len(rng) == 0 or rng.intersection(full) != rng:
+            raise InvalidArgumentError(
+                f"key-group range {rng} is not a non-empty part of 0..{max_parallelism - 1}",
+                code="INVALID_KEY_GROUP_RANGE",
+            )
+        self.key_group_range = rng
+        self._kg_start, self._kg_count = rng.start, len(rng)
+        self._ctx = KeyContext()
+        self._key_type: TypeInformation | None = None
+        self._key_pytype: type = _NoKey
+        self._kg_fn: Callable[[Any, int], int] = lambda key, max_p: 0
+        if key_type is not None:
+            self._set_key_type(to_type_info(key_type))
+        self._states: dict[str, InternalKvState] = {}
+        self._metas: dict[str, StateMetaInfo] = {}
+        self._last_desc: StateDescriptor | None = None
+        self._last_state: Any = None
+        self._key_listeners: list[Callable[[], None]] = []
+        self._closed = False
+        if time_provider is not None and not callable(getattr(time_provider, "current_timestamp", None)):
+            raise StateTypeError(f"a time provider needs current_timestamp() -> int, got {time_provider!r}")
+        self.time_provider = time_provider
+        self._watermark = WatermarkTimeProvider()
+
+    # -- keys --------------------------------------------------------------------
+
+    @property
+    def max_parallelism(self) -> int:
+        return self._max_p
+
+    @property
+    def key_type(self) -> TypeInformation | None:
+        """The key type: declared, or inferred from the first key (``None`` before it)."""
+        return self._key_type
+
+    def _set_key_type(self, key_type: TypeInformation) -> None:
+        self._key_type = key_type
+        self._key_pytype = key_type.python_type
+        self._kg_fn = key_group_assigner(key_type)
+
+    def set_current_key(self, key: Any) -> None:
+        """Make ``key`` the key that every state of this backend reads and writes."""
+        if type(key) is not self._key_pytype:
+            key = self._check_key(key)
+        try:
+            kgi = self._kg_fn(key, self._max_p) - self._kg_start
+        except (OverflowError, TypeError, ValueError) as exc:
+            raise StateTypeError(
+                f"key {key!r} is not a valid {self._key_type} key: {exc}", code="INVALID_KEY"
+            ) from exc
+        if kgi < 0 or kgi >= self._kg_count:
+            raise InvalidArgumentError(
+                f"key {key!r} belongs to key group {kgi + self._kg_start}, outside this "
+                f"backend's {self.key_group_range}",
+                code="KEY_GROUP_OUT_OF_RANGE",
+            )
+        ctx = self._ctx
+        ctx.key = key
+        ctx.kgi = kgi
+        if self._key_listeners:
+            for listener in self._key_listeners:
+                listener()
+
+    def _check_key(self, key: Any) -> Any:
+        """The slow path of :meth:`set_current_key`: infer, validate or coerce the key."""
+        self._check_open()
+        if key is None:
+            raise InvalidArgumentError("a key must not be None", code="INVALID_KEY")
+        if self._key_type is None:
+            self._set_key_type(infer_type(key))
+            return key
+        expected = self._key_pytype
+        if expected is int and _int_like(key):
+            return int(key)
+        if expected is float and (isinstance(key, float) or _int_like(key)):
+            return float(key)
+        if expected is bytes and isinstance(key, (bytearray, memoryview)):
+            return bytes(key)
+        if expected is object or (
+            isinstance(key, expected) and not (expected is int and isinstance(key, bool))
+        ):
+            return key
+        raise StateTypeError(
+            f"key {key!r} ({type(key).__name__}) does not match the backend's key type {self._key_type}",
+            code="KEY_TYPE_MISMATCH",
+        )
+
+    def get_current_key(self) -> Any:
+        """The current key, ``None`` before the first :meth:`set_current_key`."""
+        return self._ctx.key
+
+    def get_current_key_group(self) -> int | None:
+        kgi = self._ctx.kgi
+        return None if kgi < 0 else kgi + self._kg_start
+
+    def register_key_selection_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every :meth:`set_current_key`."""
+        self._key_listeners.append(listener)
+
+    # -- states ------------------------------------------------------------------
+
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> Any:
+        return self._typed(state_descriptor, ValueStateDescriptor)
+
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> Any:
+        return self._typed(state_descriptor, ListStateDescriptor)
+
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        return self._typed(state_descriptor, MapStateDescriptor)
+
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> Any:
+        return self._typed(state_descriptor, ReducingStateDescriptor)
+
+    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> Any:
+        return self._typed(state_descriptor, AggregatingStateDescriptor)
+
+    def _typed(self, desc: StateDescriptor, cls: type[StateDescriptor]) -> Any:
+        if not isinstance(desc, cls):
+            raise StateTypeError(f"expected a {cls.__name__}, got {desc!r}", code="WRONG_DESCRIPTOR")
+        return self.get_partitioned_state(None, desc)
+
+    def get_partitioned_state(self, namespace: Any, state_descriptor: StateDescriptor) -> Any:
+        """The state ``state_descriptor`` names, scoped to ``namespace`` (``None``: void)."""
+        desc = state_descriptor
+        if desc is self._last_desc:
+            state = self._last_state
+        else:
+            state = self.get_or_create_keyed_state(desc)
+            self._last_desc, self._last_state = desc, state
+        state.set_current_namespace(namespace)
+        return state
+
+    def get_or_create_keyed_state(self, desc: StateDescriptor) -> InternalKvState:
+        """Create the state on first use (with TTL if the descriptor enables it)."""
+        self._check_open()
+        if not isinstance(desc, StateDescriptor):
+            raise StateTypeError(f"expected a state descriptor, got {desc!r}", code="WRONG_DESCRIPTOR")
+        meta = StateMetaInfo(
+            desc.name,
+            desc.kind,
+            desc.type_info,
+            desc.key_type_info if isinstance(desc, MapStateDescriptor) else None,
+            ttl=desc.ttl_config,
+        )
+        state = self._states.get(desc.name)
+        if state is not None:
+            self._check_compatible(self._metas[desc.name], meta)
+            return state
+        state = self._create_state(desc, meta)
+        self._states[desc.name] = state
+        self._metas[desc.name] = meta
+        return state
+
+    def _create_state(self, desc: StateDescriptor, meta: StateMetaInfo) -> InternalKvState:
+        if meta.ttl is None:
+            return self._create_internal_state(desc, meta)
+        from .ttl.factory import create_ttl_state
+
+        return create_ttl_state(self, desc, meta)
+
+    @staticmethod
+    def _check_compatible(old: StateMetaInfo, new: StateMetaInfo) -> None:
+        if old.kind is not new.kind:
+            raise StateConflictError(
+                f"state {old.name!r} is a {old.kind.value} state and cannot be used as a "
+                f"{new.kind.value} state",
+                code="STATE_KIND_CONFLICT",
+            )
+        if (old.value_type, old.user_key_type) != (new.value_type, new.user_key_type):
+            raise StateMigrationError(
+                f"state {old.name!r} has type {old.value_type}"
+                + (f" (user key {old.user_key_type})" if old.user_key_type else "")
+                + f"; it cannot be used with type {new.value_type}"
+                + (f" (user key {new.user_key_type})" if new.user_key_type else "")
+            )
+        if (old.ttl is None) != (new.ttl is None):
+            raise StateMigrationError(
+                f"state {old.name!r} was registered {'with' if old.ttl else 'without'} TTL; "
+                "it cannot be used " + ("without" if old.ttl else "with") + " TTL"
+            )
+
+    @abstractmethod
+    def _create_internal_state(
+        self,
+        desc: StateDescriptor,
+        meta: StateMetaInfo,
+        transform: Callable[[], ColumnTransform] | None = None,
+    ) -> InternalKvState:
+        """Create the backend's own state for ``desc`` (the one hook of a backend).
+
+        ``meta`` is what snapshots report; ``desc`` says what is stored (with TTL, a
+        descriptor of TtlValues). ``transform``, when given, makes at each snapshot the
+        function that turns stored entries into snapshot entries.
+        """
+
+    def _incremental_visitor(self, state_name: str) -> StateIncrementalVisitor | None:
+        """A resumable walk over a state's entries, if the backend has one (TTL cleanup)."""
+        return None
+
+    # -- time ----------------------------------------------------------------------
+
+    @property
+    def watermark_provider(self) -> WatermarkTimeProvider:
+        return self._watermark
+
+    def advance_watermark(self, watermark: int) -> None:
+        """Event time: "now" for event-time TTL states becomes ``watermark`` (never back)."""
+        if type(watermark) is not int:
+            raise StateTypeError(f"a watermark is epoch milliseconds (int), got {watermark!r}")
+        self._watermark.advance(watermark)
+
+    @property
+    def current_watermark(self) -> int:
+        return self._watermark.watermark
+
+    def state_names(self) -> list[str]:
+        return list(self._metas)
+
+    def state_meta(self, name: str) -> StateMetaInfo:
+        try:
+            return self._metas[name]
+        except KeyError:
+            raise InvalidArgumentError(
+                f"no state named {name!r}; registered: {sorted(self._metas)}", code="UNKNOWN_STATE"
+            ) from None
+
+    # -- keys of a state ---------------------------------------------------------
+
+    def get_keys(self, state_name: str, namespace: Any = None) -> Iterator[Any]:
+        """Every key with state under ``state_name`` in ``namespace`` (TTL-blind, as Flink)."""
+        self._check_open()
+        if state_name not in self._metas:
+            return iter(())
+        return self._keys(state_name, namespace)
+
+    @abstractmethod
+    def _keys(self, state_name: str, namespace: Any) -> Iterator[Any]: ...
+
+    def apply_to_all_keys(self, namespace: Any, state_descriptor: StateDescriptor, function: Any) -> None:
+        """Call ``function(key, state)`` (or ``function.process``) with each key current."""
+        process = function.process if hasattr(function, "process") else function
+        state = self.get_partitioned_state(namespace, state_descriptor)
+        previous = self._ctx.key if self._ctx.kgi >= 0 else _NoKey
+        for key in self.get_keys(state_descriptor.name, namespace):
+            self.set_current_key(key)
+            state.set_current_namespace(namespace)
+            process(key, state)
+        if previous is not _NoKey:
+            self.set_current_key(previous)
+
+    # -- snapshots and lifecycle ---------------------------------------------------
+
+    @abstractmethod
+    def snapshot(self) -> KeyedStateSnapshot:
+        """Freeze every state (the synchronous part of a checkpoint)."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StateAccessError("the backend is closed", code="BACKEND_CLOSED")
+
+    def close(self) -> None:
+        """Release the backend; later use is an error."""
+        self._closed = True
+        self._key_pytype = _NoKey
+        self._ctx.kgi = -1
+        self._ctx.key = None
+        self._last_desc = self._last_state = None
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self: Any) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

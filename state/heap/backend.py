@@ -1,0 +1,115 @@
+"""The heap keyed state backend: every state in Python dicts, per key group."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..backend import AbstractKeyedStateBackend
+from ..descriptors import (
+    AggregatingStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    StateKind,
+)
+from ..interfaces import InternalKvState, StateIncrementalVisitor
+from ..keygroups import KeyGroupRange
+from ..serializers import serializer_for
+from ..snapshot import ColumnTransform, KeyedStateSnapshot, StateMetaInfo
+from ..types import ListTypeInfo, MapTypeInfo, TypeInformation
+from .aggregating_state import HeapAggregatingState
+from .base import AbstractHeapState
+from .cow_map import CopyOnWriteStateMap
+from .list_state import HeapListState
+from .map_state import HeapMapState
+from .nested_map import NestedStateMap
+from .reducing_state import HeapReducingState
+from .state_map import CopyFn, StateMap
+from .state_table import HeapIncrementalVisitor, StateTable, _GuardMap
+from .value_state import HeapValueState
+
+
+def stored_type(desc: StateDescriptor) -> TypeInformation:
+    """The type of what one entry of a state map holds for ``desc``."""
+    if desc.kind is StateKind.LIST:
+        return ListTypeInfo(desc.type_info)
+    if isinstance(desc, MapStateDescriptor):
+        return MapTypeInfo(desc.key_type_info, desc.type_info)
+    return desc.type_info
+
+
+def copy_function(type_info: TypeInformation) -> CopyFn | None:
+    """How to copy a stored state for copy-on-write (``None``: immutable, never copied)."""
+    serializer = serializer_for(type_info)
+    return None if serializer.immutable else serializer.copy
+
+
+class HeapKeyedStateBackend(AbstractKeyedStateBackend):
+    """Keyed state on the heap.
+
+    ``async_snapshots=True`` stores each key group in a :class:`CopyOnWriteStateMap`
+    (incremental rehash, snapshots that stay consistent while writes go on);
+    ``False`` in a :class:`NestedStateMap` (nested dicts, synchronous snapshots).
+    """
+
+    def __init__(
+        self,
+        key_type: Any = None,
+        max_parallelism: int = 128,
+        key_group_range: KeyGroupRange | None = None,
+        time_provider: Any = None,
+        async_snapshots: bool = True,
+    ) -> None:
+        super().__init__(key_type, max_parallelism, key_group_range, time_provider)
+        self.async_snapshots = async_snapshots
+        self._create_map: Callable[[CopyFn | None], StateMap] = (
+            CopyOnWriteStateMap if async_snapshots else NestedStateMap
+        )
+        self._guard = _GuardMap(lambda: self._closed)
+        self._tables: dict[str, StateTable] = {}
+
+    def _create_internal_state(
+        self,
+        desc: StateDescriptor,
+        meta: StateMetaInfo,
+        transform: Callable[[], ColumnTransform] | None = None,
+    ) -> InternalKvState:
+        copy_state = copy_function(stored_type(desc))
+        table = StateTable(meta, self.key_group_range, self._create_map, copy_state, self._guard)
+        if transform is not None:
+            table.transform_factory = transform
+        self._tables[meta.name] = table
+        if isinstance(desc, ReducingStateDescriptor):
+            return HeapReducingState(table, self._ctx, desc.reduce)
+        if isinstance(desc, AggregatingStateDescriptor):
+            return HeapAggregatingState(table, self._ctx, desc.agg_function)
+        kinds: dict[StateKind, type[AbstractHeapState]] = {
+            StateKind.VALUE: HeapValueState,
+            StateKind.LIST: HeapListState,
+            StateKind.MAP: HeapMapState,
+        }
+        return kinds[meta.kind](table, self._ctx)
+
+    def table(self, state_name: str) -> StateTable:
+        """The state table of ``state_name`` (for decorators, tests and tools)."""
+        self.state_meta(state_name)
+        return self._tables[state_name]
+
+    def _incremental_visitor(self, state_name: str) -> StateIncrementalVisitor:
+        return HeapIncrementalVisitor(self._tables[state_name])
+
+    def _keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
+        return self._tables[state_name].keys(namespace)
+
+    def snapshot(self) -> KeyedStateSnapshot:
+        self._check_open()
+        key_is_tuple = self._key_pytype is tuple
+        states = {name: table.snapshot(key_is_tuple) for name, table in self._tables.items()}
+        return KeyedStateSnapshot(self._key_type, self._max_p, self.key_group_range, states)
+
+    def close(self) -> None:
+        super().close()
+        self._tables.clear()
+        self._states.clear()
+        self._metas.clear()

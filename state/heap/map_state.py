@@ -1,0 +1,76 @@
+"""Heap MapState: one dict per key and namespace; an emptied map is removed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..interfaces import MapState
+from ..validation import check_user_key
+from .base import AbstractHeapState
+
+
+class HeapMapState(AbstractHeapState, MapState[Any, Any]):
+    __slots__ = ()
+
+    def _stored(self) -> Any:
+        ctx = self._ctx
+        return self._maps[ctx.kgi].get(ctx.key, self._ns)
+
+    def get(self, key: Any) -> Any:
+        stored = self._stored()
+        return None if stored is None else stored.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        check_user_key(key)
+        ctx = self._ctx
+        state_map = self._maps[ctx.kgi]
+        stored = state_map.get(ctx.key, self._ns)
+        if stored is None:
+            state_map.put(ctx.key, self._ns, {key: value})
+        else:
+            stored[key] = value
+
+    def put_all(self, dict_value: Mapping[Any, Any] | None) -> None:
+        if dict_value is None:
+            return
+        items = dict(dict_value)
+        if not items:
+            return
+        for key in items:
+            check_user_key(key)
+        ctx = self._ctx
+        state_map = self._maps[ctx.kgi]
+        stored = state_map.get(ctx.key, self._ns)
+        if stored is None:
+            state_map.put(ctx.key, self._ns, items)
+        else:
+            stored.update(items)
+
+    def remove(self, key: Any) -> None:
+        ctx = self._ctx
+        state_map = self._maps[ctx.kgi]
+        stored = state_map.get(ctx.key, self._ns)
+        if stored is not None and key in stored:
+            del stored[key]
+            if not stored:
+                state_map.remove(ctx.key, self._ns)
+
+    def contains(self, key: Any) -> bool:
+        stored = self._stored()
+        return stored is not None and key in stored
+
+    def items(self) -> Iterable[tuple[Any, Any]]:
+        stored = self._stored()
+        return [] if stored is None else list(stored.items())
+
+    def keys(self) -> Iterable[Any]:
+        stored = self._stored()
+        return [] if stored is None else list(stored)
+
+    def values(self) -> Iterable[Any]:
+        stored = self._stored()
+        return [] if stored is None else list(stored.values())
+
+    def is_empty(self) -> bool:
+        return not self._stored()

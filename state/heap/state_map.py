@@ -1,0 +1,115 @@
+"""The interface of a heap state map: the (key, namespace) -> state entries of one key group."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..interfaces import StoredEntry
+
+Entry = StoredEntry
+
+CopyFn = Callable[[Any], Any]
+
+
+class StateMapSnapshot(ABC):
+    """A map's entries as of one moment; unaffected by later writes until released."""
+
+    @abstractmethod
+    def entries(self) -> Iterator[Entry]: ...
+
+    @abstractmethod
+    def raw_columns(self, composite: bool) -> tuple[list[Any], list[Any] | None, list[Any]]:
+        """(keys, namespaces or None when all void, states); ``composite``: keys may be
+        tuples or namespaces non-void (otherwise a C-speed path is taken)."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Free what the snapshot holds; the map stops copying on its behalf."""
+
+
+class StateMap(ABC):
+    """(key, namespace) -> state. ``None`` is never stored: it means absent.
+
+    When constructed with a ``copy_state`` function, a state returned by :meth:`get` may
+    be mutated in place: it is never shared with a snapshot.
+
+    ``fast_table`` is an optional shortcut for the hottest path: when not ``None`` it is
+    a list of dict buckets, and the state of a non-tuple key in the void namespace is
+    ``fast_table[hash(key) % len(fast_table)][key]``; reading it, or replacing an
+    existing entry in place, needs no other bookkeeping.
+    """
+
+    fast_table: list[dict[Any, Any] | None] | None = None
+
+    @abstractmethod
+    def get(self, key: Any, namespace: Any) -> Any: ...
+
+    @abstractmethod
+    def put(self, key: Any, namespace: Any, state: Any) -> None: ...
+
+    @abstractmethod
+    def remove(self, key: Any, namespace: Any) -> Any:
+        """Remove the entry; return its state or ``None``."""
+
+    @abstractmethod
+    def contains(self, key: Any, namespace: Any) -> bool: ...
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def entries(self) -> Iterator[Entry]:
+        """Live entries; the map must not be modified while iterating."""
+
+    @abstractmethod
+    def keys(self, namespace: Any) -> list[Any]:
+        """The keys with state in ``namespace``, as a list (safe to modify the map after)."""
+
+    @abstractmethod
+    def snapshot(self) -> StateMapSnapshot: ...
+
+    @abstractmethod
+    def cursor(self) -> MapCursor:
+        """A resumable walk over the entries, tolerant of writes between steps."""
+
+    def reset_hints(self) -> None:
+        """Forget the hints cursors left on buckets (maps without hints have none)."""
+        return None
+
+
+class MapCursor(ABC):
+    """Walks a map in small steps (for incremental TTL cleanup); restarts when done.
+
+    A batch is a list of ``(handle, state)`` pairs, cheap to make; a handle stands for
+    an entry until the next batch. Between steps the map may change: entries written
+    after the walk began may be visited or not, but every entry present for a whole pass
+    is visited in that pass.
+    """
+
+    @abstractmethod
+    def next_batch(self) -> list[tuple[Any, Any]]:
+        """The next few entries (empty at the end of a pass; the next call restarts)."""
+
+    @abstractmethod
+    def entry(self, handle: Any) -> tuple[Any, Any]:
+        """The (key, namespace) of an entry of the last batch."""
+
+    def skip(self, fresh_after: Any) -> int:
+        """Pass over the next buckets whose hint is above ``fresh_after``; return their size."""
+        return 0
+
+    def set_hint(self, hint: Any) -> None:
+        """Annotate the bucket of the last batch (maps without hints ignore it)."""
+        return None
+
+    def remove(self, handle: Any) -> None:
+        """Remove an entry of the last batch."""
+        self._map.remove(*self.entry(handle))
+
+    def update(self, handle: Any, state: Any) -> None:
+        """Replace the state of an entry of the last batch."""
+        self._map.put(*self.entry(handle), state)
+
+    _map: StateMap

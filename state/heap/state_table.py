@@ -1,0 +1,171 @@
+"""A state table: the entries of one state, one state map per key group of the backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from ..errors import StateAccessError, StateTypeError
+from ..interfaces import StateIncrementalVisitor
+from ..keygroups import KeyGroupRange
+from ..snapshot import ColumnTransform, StateColumns, StateMetaInfo, StateSnapshot, plain_columns
+from ..types import TypeInformation, infer_type
+from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot
+
+
+class _GuardMap(StateMap):
+    """Sits at index -1 of every table: any access without a current key lands here."""
+
+    def __init__(self, closed: Callable[[], bool]) -> None:
+        self._closed = closed
+
+    def _fail(self) -> StateAccessError:
+        if self._closed():
+            return StateAccessError("the backend is closed", code="BACKEND_CLOSED")
+        return StateAccessError(
+            "no current key: call set_current_key(key) before using keyed state",
+            code="NO_CURRENT_KEY",
+        )
+
+    def get(self, key: Any, namespace: Any) -> Any:
+        raise self._fail()
+
+    def put(self, key: Any, namespace: Any, state: Any) -> None:
+        raise self._fail()
+
+    def remove(self, key: Any, namespace: Any) -> Any:
+        raise self._fail()
+
+    def contains(self, key: Any, namespace: Any) -> bool:
+        raise self._fail()
+
+    def keys(self, namespace: Any) -> list[Any]:
+        raise self._fail()
+
+    def __len__(self) -> int:
+        return 0
+
+    def entries(self) -> Iterator[Entry]:
+        return iter(())
+
+    def snapshot(self) -> StateMapSnapshot:
+        raise self._fail()
+
+    def cursor(self) -> MapCursor:
+        raise self._fail()
+
+
+class StateTable:
+    """The maps of one state; ``lookup[kgi]`` is the map of key-group index ``kgi``."""
+
+    def __init__(
+        self,
+        meta: StateMetaInfo,
+        key_group_range: KeyGroupRange,
+        create_map: Callable[[CopyFn | None], StateMap],
+        copy_state: CopyFn | None,
+        guard: StateMap,
+    ) -> None:
+        self.meta = meta
+        self.key_group_range = key_group_range
+        self.maps = [create_map(copy_state) for _ in key_group_range]
+        self.lookup = [*self.maps, guard]
+        self.namespace_type: TypeInformation | None = None
+        self._ns_pytype: type | None = None
+        self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns
+
+    def check_namespace(self, namespace: Any) -> None:
+        """Fix the namespace type at the first non-void namespace; refuse others after."""
+        if namespace is None or type(namespace) is self._ns_pytype:
+            return
+        inferred = infer_type(namespace)
+        if self.namespace_type is None:
+            self.namespace_type, self._ns_pytype = inferred, type(namespace)
+        elif inferred != self.namespace_type:
+            raise StateTypeError(
+                f"namespace {namespace!r} does not match the namespace type "
+                f"{self.namespace_type} of state {self.meta.name!r}",
+                code="NAMESPACE_TYPE_MISMATCH",
+            )
+
+    def keys(self, namespace: Any) -> Iterator[Any]:
+        for state_map in self.maps:
+            yield from state_map.keys(namespace)
+
+    def __len__(self) -> int:
+        return sum(len(m) for m in self.maps)
+
+    def snapshot(self, key_is_tuple: bool = False) -> HeapStateSnapshot:
+        meta = replace(self.meta, namespace_type=self.namespace_type)
+        snapshots = [m.snapshot() for m in self.maps]
+        composite = key_is_tuple or self.namespace_type is not None
+        return HeapStateSnapshot(meta, self.key_group_range, snapshots, self.transform_factory(), composite)
+
+
+class HeapStateSnapshot(StateSnapshot):
+    """A state's map snapshots, one per key group."""
+
+    def __init__(
+        self,
+        meta: StateMetaInfo,
+        key_group_range: KeyGroupRange,
+        snapshots: list[StateMapSnapshot],
+        transform: ColumnTransform,
+        composite: bool,
+    ) -> None:
+        self.meta = meta
+        self._range = key_group_range
+        self._snapshots = snapshots
+        self._transform = transform
+        self._composite = composite
+
+    def columns(self, key_group: int) -> StateColumns:
+        if key_group not in self._range:
+            return StateColumns([], None, [])
+        if not self._snapshots:
+            raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
+        keys, namespaces, states = self._snapshots[key_group - self._range.start].raw_columns(self._composite)
+        return self._transform(keys, namespaces, states)
+
+    def release(self) -> None:
+        for snap in self._snapshots:
+            snap.release()
+        self._snapshots = []
+
+
+class HeapIncrementalVisitor(StateIncrementalVisitor):
+    """Walks a table's maps key group by key group, resuming where it stopped."""
+
+    def __init__(self, table: StateTable) -> None:
+        self._maps = table.maps
+        self._index = 0
+        self._cursor = self._maps[0].cursor()
+
+    def next_entries(self) -> list[tuple[Any, Any]]:
+        while True:
+            batch = self._cursor.next_batch()
+            if batch:
+                return batch
+            self._index += 1
+            if self._index >= len(self._maps):
+                self._index = 0
+                self._cursor = self._maps[0].cursor()
+                return []
+            self._cursor = self._maps[self._index].cursor()
+
+    def remove(self, handle: Any) -> None:
+        self._cursor.remove(handle)
+
+    def update(self, handle: Any, state: Any) -> None:
+        self._cursor.update(handle, state)
+
+    def skip(self, fresh_after: Any) -> int:
+        return self._cursor.skip(fresh_after)
+
+    def set_hint(self, hint: Any) -> None:
+        self._cursor.set_hint(hint)
+
+    def reset_hints(self) -> None:
+        for state_map in self._maps:
+            state_map.reset_hints()

@@ -1,0 +1,39 @@
+"""Heap ValueState: ``update(None)`` removes the value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..interfaces import ValueState
+from .base import AbstractHeapState
+
+
+class HeapValueState(AbstractHeapState, ValueState[Any]):
+    __slots__ = ()
+
+    # The per-record path of most jobs: it uses the map's fast table when it can.
+
+    def value(self) -> Any:
+        ctx = self._ctx
+        state_map = self._maps[ctx.kgi]
+        key = ctx.key
+        table = state_map.fast_table
+        if table is not None and self._ns is None and type(key) is not tuple:
+            bucket = table[hash(key) % len(table)]
+            return None if bucket is None else bucket.get(key)
+        return state_map.get(key, self._ns)
+
+    def update(self, value: Any) -> None:
+        ctx = self._ctx
+        state_map = self._maps[ctx.kgi]
+        key = ctx.key
+        if value is None:
+            state_map.remove(key, self._ns)
+            return
+        table = state_map.fast_table
+        if table is not None and self._ns is None and type(key) is not tuple:
+            bucket = table[hash(key) % len(table)]
+            if bucket is not None and key in bucket:
+                bucket[key] = value
+                return
+        state_map.put(key, self._ns, value)

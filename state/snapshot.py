@@ -1,0 +1,120 @@
+"""Backend-neutral snapshots: what the checkpoint layer writes and any backend restores."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .descriptors import StateKind
+from .keygroups import KeyGroupRange
+from .types import TypeInformation
+
+if TYPE_CHECKING:
+    from .ttl.config import StateTtlConfig
+
+
+@dataclass(frozen=True)
+class StateMetaInfo:
+    """What a keyed state is: name, kind and types.
+
+    ``value_type`` is the value type (VALUE, REDUCING), the element type (LIST), the
+    map value type (MAP) or the accumulator type (AGGREGATING).
+    """
+
+    name: str
+    kind: StateKind
+    value_type: TypeInformation
+    user_key_type: TypeInformation | None = None
+    namespace_type: TypeInformation | None = None
+    ttl: StateTtlConfig | None = None
+
+
+class StateEntry(NamedTuple):
+    """One entry of a snapshot.
+
+    ``value`` is the state's value: a value, a list (LIST) or a dict (MAP). With TTL,
+    ``timestamp`` is the last-access time in epoch milliseconds: one int for
+    value-like kinds, a list parallel to the elements (LIST), a dict by user key (MAP).
+    """
+
+    key: Any
+    namespace: Any
+    value: Any
+    timestamp: Any = None
+
+
+@dataclass
+class StateColumns:
+    """A key group's entries as parallel lists (``namespaces`` is None when all void)."""
+
+    keys: list[Any]
+    namespaces: list[Any] | None
+    values: list[Any]
+    timestamps: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def entries(self) -> Iterator[StateEntry]:
+        n = len(self.keys)
+        namespaces = self.namespaces if self.namespaces is not None else [None] * n
+        timestamps = self.timestamps if self.timestamps is not None else [None] * n
+        for row in zip(self.keys, namespaces, self.values, timestamps, strict=True):
+            yield StateEntry(*row)
+
+
+ColumnTransform = Callable[[list[Any], "list[Any] | None", list[Any]], StateColumns]
+"""Turns stored (keys, namespaces, states) into snapshot columns (unwrapping, filtering)."""
+
+
+def plain_columns(keys: list[Any], namespaces: list[Any] | None, states: list[Any]) -> StateColumns:
+    return StateColumns(keys, namespaces, states)
+
+
+class StateSnapshot(ABC):
+    """One state's frozen entries, readable key group by key group."""
+
+    meta: StateMetaInfo
+
+    @abstractmethod
+    def columns(self, key_group: int) -> StateColumns:
+        """The entries of ``key_group`` (absolute index) as of the snapshot, as columns."""
+
+    def entries(self, key_group: int) -> Iterator[StateEntry]:
+        """The entries of ``key_group`` one by one."""
+        return self.columns(key_group).entries()
+
+    @abstractmethod
+    def release(self) -> None: ...
+
+
+@dataclass
+class KeyedStateSnapshot:
+    """A keyed backend's frozen state: per state name, entries by key group.
+
+    Taking it is the synchronous part of a checkpoint; reading it may run in another
+    thread while the backend goes on. ``release()`` (or a ``with`` block) frees it.
+    """
+
+    key_type: TypeInformation | None
+    max_parallelism: int
+    key_group_range: KeyGroupRange
+    states: Mapping[str, StateSnapshot]
+
+    def release(self) -> None:
+        for state in self.states.values():
+            state.release()
+
+    def __enter__(self) -> KeyedStateSnapshot:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
