@@ -1,1 +1,35 @@
-"""."""
+"""Key-grouped checkpoints and savepoints on any fsspec filesystem, with rescaling restore."""
+
+from .checkpoints import (
+    CheckpointStorage,
+    PendingCheckpoint,
+    begin_savepoint,
+    load_directory,
+    open_checkpoint,
+)
+from .errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointExistsError,
+    CheckpointNotFoundError,
+)
+from .manifest import Manifest
+from .restore import CompletedCheckpoint
+from .storage import Storage
+from .writer import SubtaskResult
+
+__all__ = [
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "CheckpointExistsError",
+    "CheckpointNotFoundError",
+    "CheckpointStorage",
+    "CompletedCheckpoint",
+    "Manifest",
+    "PendingCheckpoint",
+    "Storage",
+    "SubtaskResult",
+    "begin_savepoint",
+    "load_directory",
+    "open_checkpoint",
+]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from .descriptors import (
@@ -28,7 +29,8 @@ from .errors import (
 from .hashing import key_group_assigner
 from .interfaces import InternalKvState, StateIncrementalVisitor
 from .keygroups import KeyGroupRange, check_max_parallelism
-from .snapshot import ColumnTransform, KeyedStateSnapshot, StateMetaInfo
+from .migration import Migrate, check_registered, restored_migrators
+from .snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
 from .ttl.time import WatermarkTimeProvider
 from .types import TypeInformation, infer_type, to_type_info
 
@@ -212,8 +214,13 @@ class AbstractKeyedStateBackend(ABC):
         )
         state = self._states.get(desc.name)
         if state is not None:
-            self._check_compatible(self._metas[desc.name], meta)
+            check_registered(self._metas[desc.name], meta)
             return state
+        restored = self._metas.get(desc.name)
+        if restored is not None:
+            value, user_key = restored_migrators(restored, meta)
+            self._bind_restored(restored, meta, value, user_key)
+            meta = replace(meta, namespace_type=restored.namespace_type)
         state = self._create_state(desc, meta)
         self._states[desc.name] = state
         self._metas[desc.name] = meta
@@ -225,27 +232,6 @@ class AbstractKeyedStateBackend(ABC):
         from .ttl.factory import create_ttl_state
 
         return create_ttl_state(self, desc, meta)
-
-    @staticmethod
-    def _check_compatible(old: StateMetaInfo, new: StateMetaInfo) -> None:
-        if old.kind is not new.kind:
-            raise StateConflictError(
-                f"state {old.name!r} is a {old.kind.value} state and cannot be used as a "
-                f"{new.kind.value} state",
-                code="STATE_KIND_CONFLICT",
-            )
-        if (old.value_type, old.user_key_type) != (new.value_type, new.user_key_type):
-            raise StateMigrationError(
-                f"state {old.name!r} has type {old.value_type}"
-                + (f" (user key {old.user_key_type})" if old.user_key_type else "")
-                + f"; it cannot be used with type {new.value_type}"
-                + (f" (user key {new.user_key_type})" if new.user_key_type else "")
-            )
-        if (old.ttl is None) != (new.ttl is None):
-            raise StateMigrationError(
-                f"state {old.name!r} was registered {'with' if old.ttl else 'without'} TTL; "
-                "it cannot be used " + ("without" if old.ttl else "with") + " TTL"
-            )
 
     @abstractmethod
     def _create_internal_state(
@@ -260,6 +246,50 @@ class AbstractKeyedStateBackend(ABC):
         descriptor of TtlValues). ``transform``, when given, makes at each snapshot the
         function that turns stored entries into snapshot entries.
         """
+
+    @abstractmethod
+    def _bind_restored(
+        self, restored: StateMetaInfo, meta: StateMetaInfo, value: Migrate | None, user_key: Migrate | None
+    ) -> None:
+        """A restored state is registered as ``meta``: migrate its entries if needed."""
+
+    # -- restore -------------------------------------------------------------------
+
+    def restore_key_type(self, key_type: TypeInformation | None) -> None:
+        """Adopt the key type of restored state (it must match a declared one)."""
+        if key_type is None or key_type == self._key_type:
+            return
+        if self._key_type is not None:
+            raise StateMigrationError(
+                f"the checkpoint's key type is {key_type}; this backend's is {self._key_type} "
+                "(keys of another type would land in other key groups)"
+            )
+        self._set_key_type(key_type)
+
+    def restore_state(self, meta: StateMetaInfo, key_group: int, columns: StateColumns) -> None:
+        """Bulk-load one key group of a restored state (before it is registered)."""
+        self._check_open()
+        if key_group not in self.key_group_range:
+            raise InvalidArgumentError(
+                f"key group {key_group} is outside this backend's {self.key_group_range}",
+                code="KEY_GROUP_OUT_OF_RANGE",
+            )
+        if meta.name in self._states:
+            raise StateAccessError(
+                f"state {meta.name!r} is already in use; restore before use", code="RESTORE_AFTER_USE"
+            )
+        known = self._metas.get(meta.name)
+        if known is None:
+            self._metas[meta.name] = meta
+        elif known != meta:
+            raise StateConflictError(
+                f"state {meta.name!r} is restored with two different descriptions", code="STATE_KIND_CONFLICT"
+            )
+        self._restore_columns(meta, key_group - self._kg_start, columns)
+
+    @abstractmethod
+    def _restore_columns(self, meta: StateMetaInfo, kgi: int, columns: StateColumns) -> None:
+        """Insert restored entries of key-group index ``kgi``."""
 
     def _incremental_visitor(self, state_name: str) -> StateIncrementalVisitor | None:
         """A resumable walk over a state's entries, if the backend has one (TTL cleanup)."""

@@ -15,8 +15,11 @@ from ..descriptors import (
 )
 from ..interfaces import InternalKvState, StateIncrementalVisitor
 from ..keygroups import KeyGroupRange
+from ..migration import Migrate
 from ..serializers import serializer_for
-from ..snapshot import ColumnTransform, KeyedStateSnapshot, StateMetaInfo
+from ..snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from ..ttl.factory import clock as ttl_clock
+from ..ttl.factory import snapshot_transform
 from ..types import ListTypeInfo, MapTypeInfo, TypeInformation
 from .aggregating_state import HeapAggregatingState
 from .base import AbstractHeapState
@@ -25,6 +28,7 @@ from .list_state import HeapListState
 from .map_state import HeapMapState
 from .nested_map import NestedStateMap
 from .reducing_state import HeapReducingState
+from .restore import stored_migration, stored_states, stored_type_of
 from .state_map import CopyFn, StateMap
 from .state_table import HeapIncrementalVisitor, StateTable, _GuardMap
 from .value_state import HeapValueState
@@ -69,17 +73,23 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         self._guard = _GuardMap(lambda: self._closed)
         self._tables: dict[str, StateTable] = {}
 
+    def _table_for(self, meta: StateMetaInfo, copy_state: CopyFn | None) -> StateTable:
+        table = self._tables.get(meta.name)
+        if table is None:
+            table = StateTable(meta, self.key_group_range, self._create_map, copy_state, self._guard)
+            self._tables[meta.name] = table
+        return table
+
     def _create_internal_state(
         self,
         desc: StateDescriptor,
         meta: StateMetaInfo,
         transform: Callable[[], ColumnTransform] | None = None,
     ) -> InternalKvState:
-        copy_state = copy_function(stored_type(desc))
-        table = StateTable(meta, self.key_group_range, self._create_map, copy_state, self._guard)
+        table = self._table_for(meta, copy_function(stored_type(desc)))
+        table.meta = meta
         if transform is not None:
             table.transform_factory = transform
-        self._tables[meta.name] = table
         if isinstance(desc, ReducingStateDescriptor):
             return HeapReducingState(table, self._ctx, desc.reduce)
         if isinstance(desc, AggregatingStateDescriptor):
@@ -90,6 +100,29 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             StateKind.MAP: HeapMapState,
         }
         return kinds[meta.kind](table, self._ctx)
+
+    def _restore_columns(self, meta: StateMetaInfo, kgi: int, columns: StateColumns) -> None:
+        if meta.name not in self._tables:
+            table = self._table_for(meta, copy_function(stored_type_of(meta)))
+            table.set_namespace_type(meta.namespace_type)
+            if meta.ttl is not None:
+                now = ttl_clock(self, meta.ttl)
+                table.transform_factory = snapshot_transform(meta.kind, meta.ttl, now)
+        state_map = self._tables[meta.name].maps[kgi]
+        namespaces = columns.namespaces or [None] * len(columns.keys)
+        for key, ns, stored in zip(columns.keys, namespaces, stored_states(meta, columns), strict=True):
+            state_map.put(key, ns, stored)
+
+    def _bind_restored(
+        self, restored: StateMetaInfo, meta: StateMetaInfo, value: Migrate | None, user_key: Migrate | None
+    ) -> None:
+        table = self._tables[restored.name]
+        migrate = stored_migration(restored, value, user_key)
+        if migrate is not None:
+            for state_map in table.maps:
+                for key, ns, stored in list(state_map.entries()):
+                    state_map.put(key, ns, migrate(stored))
+        table.set_copy_state(copy_function(stored_type_of(meta)))
 
     def table(self, state_name: str) -> StateTable:
         """The state table of ``state_name`` (for decorators, tests and tools)."""

@@ -74,6 +74,12 @@ class StateMap(ABC):
     def cursor(self) -> MapCursor:
         """A resumable walk over the entries, tolerant of writes between steps."""
 
+    def set_copy_state(self, copy_state: CopyFn | None) -> None:
+        """Change how mutable states are copied (a restored state got its new type)."""
+        self._copy = copy_state
+
+    _copy: CopyFn | None
+
     def reset_hints(self) -> None:
         """Forget the hints cursors left on buckets (maps without hints have none)."""
         return None

@@ -75,6 +75,15 @@ class StateTable:
         self._ns_pytype: type | None = None
         self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns
 
+    def set_namespace_type(self, namespace_type: TypeInformation | None) -> None:
+        """Adopt a restored namespace type."""
+        if namespace_type is not None:
+            self.namespace_type, self._ns_pytype = namespace_type, None
+
+    def set_copy_state(self, copy_state: CopyFn | None) -> None:
+        for state_map in self.maps:
+            state_map.set_copy_state(copy_state)
+
     def check_namespace(self, namespace: Any) -> None:
         """Fix the namespace type at the first non-void namespace; refuse others after."""
         if namespace is None or type(namespace) is self._ns_pytype:
@@ -82,7 +91,9 @@ class StateTable:
         inferred = infer_type(namespace)
         if self.namespace_type is None:
             self.namespace_type, self._ns_pytype = inferred, type(namespace)
-        elif inferred != self.namespace_type:
+        elif inferred == self.namespace_type:
+            self._ns_pytype = type(namespace)
+        else:
             raise StateTypeError(
                 f"namespace {namespace!r} does not match the namespace type "
                 f"{self.namespace_type} of state {self.meta.name!r}",

@@ -1,0 +1,258 @@
+"""Checkpoints and savepoints on storage: ids, the commit protocol, retention, discovery.
+
+Layout (modelled on Flink's)::
+
+    <root>/chk-<id>/_metadata      the manifest, written last, create-if-absent
+    <root>/chk-<id>/<unique>.parquet  immutable data files
+
+A checkpoint exists exactly when its manifest does. A savepoint is one such directory
+on its own, anywhere, with relative paths: it can be copied or moved. After a commit the
+last ``retain`` completed checkpoints are kept; older ones, abandoned attempts (no
+manifest, older than the newest completed) and files no retained manifest references
+are deleted.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from flinkstate.state.backend import AbstractKeyedStateBackend
+from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.operator import OperatorStateBackend
+
+from .committer import build_manifest, commit_manifest
+from .errors import CheckpointError, CheckpointNotFoundError
+from .manifest import METADATA, Manifest
+from .restore import CompletedCheckpoint
+from .storage import Storage
+from .writer import SubtaskResult, SubtaskWriter
+
+_CHK = re.compile(r"^chk-(\d+)$")
+
+
+class PendingCheckpoint:
+    """A checkpoint being written: subtasks write data files, then :meth:`commit`."""
+
+    def __init__(
+        self,
+        directory: Storage,
+        checkpoint_id: int,
+        kind: str = "checkpoint",
+        on_commit: Any = None,
+        base: Manifest | None = None,
+    ) -> None:
+        self.directory = directory
+        self.checkpoint_id = checkpoint_id
+        self.kind = kind
+        self._on_commit = on_commit
+        self._base = base
+        self._results: list[SubtaskResult] = []
+        self._futures: list[Future[SubtaskResult]] = []
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"chk-{checkpoint_id}")
+        self._done = False
+
+    def writer(self, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> SubtaskWriter:
+        return SubtaskWriter(self.directory, uid, subtask, parallelism, max_parallelism)
+
+    def write_keyed(
+        self, uid: str, backend: AbstractKeyedStateBackend, subtask: int = 0, parallelism: int = 1
+    ) -> Future[SubtaskResult]:
+        """Snapshot ``backend`` now (the synchronous part) and write it in the background."""
+        snapshot = backend.snapshot()
+        writer = self.writer(uid, subtask, parallelism, backend.max_parallelism)
+
+        def run() -> SubtaskResult:
+            try:
+                return writer.write(keyed=snapshot)
+            finally:
+                snapshot.release()
+
+        return self._submit(run)
+
+    def write_operator(
+        self,
+        uid: str,
+        backend: OperatorStateBackend,
+        subtask: int = 0,
+        parallelism: int = 1,
+        max_parallelism: int = 128,
+    ) -> Future[SubtaskResult]:
+        states = backend.snapshot()
+        writer = self.writer(uid, subtask, parallelism, max_parallelism)
+        return self._submit(lambda: writer.write(operator=states))
+
+    def write_subtask(
+        self,
+        uid: str,
+        subtask: int,
+        parallelism: int,
+        max_parallelism: int,
+        *,
+        keyed: AbstractKeyedStateBackend | None = None,
+        operator: OperatorStateBackend | None = None,
+        raw_keyed: Mapping[int, bytes] | None = None,
+        raw_operator: Iterable[bytes] | None = None,
+        key_group_range: KeyGroupRange | None = None,
+    ) -> Future[SubtaskResult]:
+        """Everything one subtask has: keyed, operator and raw state, in one result."""
+        snapshot = None if keyed is None else keyed.snapshot()
+        states = None if operator is None else operator.snapshot()
+        raw_k = None if raw_keyed is None else dict(raw_keyed)
+        raw_o = None if raw_operator is None else list(raw_operator)
+        writer = self.writer(uid, subtask, parallelism, max_parallelism)
+
+        def run() -> SubtaskResult:
+            try:
+                return writer.write(snapshot, states, raw_k, raw_o, key_group_range)
+            finally:
+                if snapshot is not None:
+                    snapshot.release()
+
+        return self._submit(run)
+
+    def _submit(self, run: Any) -> Future[SubtaskResult]:
+        if self._done:
+            raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
+        future = self._pool.submit(run)
+        self._futures.append(future)
+        return future
+
+    def add(self, result: SubtaskResult) -> None:
+        """Record a subtask result produced elsewhere (e.g. by a Spark task)."""
+        self._results.append(result)
+
+    def commit(self, properties: Mapping[str, str] | None = None) -> CompletedCheckpoint:
+        """Wait for every write, then publish the manifest (create-if-absent)."""
+        if self._done:
+            raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
+        try:
+            results = self._results + [f.result() for f in self._futures]
+            manifest = build_manifest(self.checkpoint_id, self.kind, results, properties, self._base)
+            commit_manifest(self.directory, manifest, [p for r in results for p in r.written])
+        except BaseException:
+            self.abort()
+            raise
+        self._done = True
+        self._pool.shutdown()
+        if self._on_commit is not None:
+            self._on_commit(manifest)
+        return CompletedCheckpoint(self.directory, manifest)
+
+    def abort(self) -> None:
+        """Delete what this attempt wrote; the previous checkpoint is untouched."""
+        for future in self._futures:
+            try:
+                result = future.result()
+            except Exception:
+                continue
+            for path in result.written:
+                self.directory.delete(path)
+        for result in self._results:
+            for path in result.written:
+                self.directory.delete(path)
+        self._done = True
+        self._pool.shutdown()
+
+
+class CheckpointStorage:
+    """The checkpoints of one job under a root URL (``file://``, ``s3://``, ``memory://``, a path)."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None, retain: int = 3) -> None:
+        if type(retain) is not int or retain < 1:
+            raise CheckpointError(f"retain must be a positive int, got {retain!r}", code="INVALID_ARGUMENT")
+        self.storage = Storage(url, storage_options)
+        self.retain = retain
+
+    def _ids(self) -> list[int]:
+        return sorted(int(m.group(1)) for n in self.storage.list_dir() if (m := _CHK.match(n)))
+
+    def completed_ids(self) -> list[int]:
+        return [i for i in self._ids() if self.storage.exists(f"chk-{i}/{METADATA}")]
+
+    def latest_id(self) -> int | None:
+        ids = self.completed_ids()
+        return ids[-1] if ids else None
+
+    def begin(self, checkpoint_id: int | None = None) -> PendingCheckpoint:
+        """Start checkpoint ``checkpoint_id`` (default: one past every existing id)."""
+        known = self._ids()
+        latest = self.latest_id()
+        if checkpoint_id is None:
+            checkpoint_id = (known[-1] if known else 0) + 1
+        elif type(checkpoint_id) is not int or checkpoint_id < 1:
+            raise CheckpointError(
+                f"a checkpoint id is a positive int, got {checkpoint_id!r}", code="INVALID_ARGUMENT"
+            )
+        elif latest is not None and checkpoint_id <= latest:
+            raise CheckpointError(
+                f"checkpoint ids only move forward: {checkpoint_id} is not after the latest "
+                f"completed {latest}",
+                code="CHECKPOINT_ID_NOT_NEW",
+            )
+        directory = self.storage.child(f"chk-{checkpoint_id}")
+        return PendingCheckpoint(directory, checkpoint_id, on_commit=lambda _: self.cleanup())
+
+    def load(self, checkpoint_id: int | None = None, allow_pickle: bool = False) -> CompletedCheckpoint:
+        """A completed checkpoint (default: the latest)."""
+        if checkpoint_id is None:
+            checkpoint_id = self.latest_id()
+            if checkpoint_id is None:
+                raise CheckpointNotFoundError(f"no completed checkpoint under {self.storage!r}")
+        return load_directory(self.storage.child(f"chk-{checkpoint_id}"), allow_pickle)
+
+    def cleanup(self) -> list[str]:
+        """Apply retention and delete what no retained checkpoint references; return it."""
+        completed = self.completed_ids()
+        if not completed:
+            return []
+        keep = completed[-self.retain :]
+        deleted = []
+        for i in self._ids():
+            if i not in keep and i < keep[-1]:  # older completed, or abandoned attempts
+                self.storage.delete(f"chk-{i}")
+                deleted.append(f"chk-{i}")
+        referenced: set[str] = set()
+        for i in keep:
+            manifest = self.load(i).manifest
+            referenced.update(posixpath.normpath(f"chk-{i}/{f.path}") for f in manifest.files())
+        for i in keep:
+            for path in self.storage.walk_files(f"chk-{i}"):
+                if posixpath.basename(path) != METADATA and path not in referenced:
+                    self.storage.delete(path)
+                    deleted.append(path)
+        return deleted
+
+
+def load_directory(directory: Storage, allow_pickle: bool = False) -> CompletedCheckpoint:
+    """The checkpoint or savepoint whose manifest is in ``directory``."""
+    data = directory.read_bytes(METADATA)
+    return CompletedCheckpoint(
+        directory, Manifest.from_bytes(data, f"{directory!r}/{METADATA}"), allow_pickle
+    )
+
+
+def open_checkpoint(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    checkpoint_id: int | None = None,
+    allow_pickle: bool = False,
+) -> CompletedCheckpoint:
+    """A savepoint directory, a ``chk-<id>`` directory, or a root (its latest checkpoint)."""
+    storage = Storage(url, storage_options)
+    if checkpoint_id is None and storage.exists(METADATA):
+        return load_directory(storage, allow_pickle)
+    return CheckpointStorage(url, storage_options).load(checkpoint_id, allow_pickle)
+
+
+def begin_savepoint(
+    url: str, storage_options: Mapping[str, Any] | None = None, savepoint_id: int = 1
+) -> PendingCheckpoint:
+    """A savepoint written into the directory ``url`` (which must not hold one yet)."""
+    storage = Storage(url, storage_options)
+    if storage.exists(METADATA):
+        raise CheckpointError(f"{storage!r} already holds a savepoint", code="CHECKPOINT_EXISTS")
+    return PendingCheckpoint(storage, savepoint_id, kind="savepoint")

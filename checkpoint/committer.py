@@ -1,0 +1,129 @@
+"""Turning subtask results into a manifest and committing it (data files first, manifest last)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from flinkstate.state.snapshot import StateMetaInfo
+from flinkstate.state.types import TypeInformation
+
+from .errors import CheckpointError, CheckpointExistsError
+from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from .storage import Storage
+from .writer import SubtaskResult
+
+
+def _merge_metas(uid: str, metas: Iterable[StateMetaInfo]) -> tuple[StateMetaInfo, ...]:
+    merged: dict[str, StateMetaInfo] = {}
+    for meta in metas:
+        known = merged.get(meta.name)
+        if known is None or (known.namespace_type is None and meta.namespace_type is not None):
+            if known is not None and replace(known, namespace_type=None) != replace(
+                meta, namespace_type=None
+            ):
+                raise CheckpointError(f"operator {uid!r}: subtasks describe state {meta.name!r} differently")
+            merged[meta.name] = meta
+        elif replace(known, namespace_type=None) != replace(meta, namespace_type=None):
+            raise CheckpointError(f"operator {uid!r}: subtasks describe state {meta.name!r} differently")
+    return tuple(merged.values())
+
+
+def _merge_infos(uid: str, infos: Iterable[OperatorStateInfo]) -> tuple[OperatorStateInfo, ...]:
+    merged: dict[tuple[bool, str], OperatorStateInfo] = {}
+    for info in infos:
+        key = (info.mode.value == "broadcast", info.name)
+        if merged.setdefault(key, info) != info:
+            raise CheckpointError(
+                f"operator {uid!r}: subtasks describe operator state {info.name!r} differently",
+                code="STATE_MODE_CONFLICT",
+            )
+    return tuple(merged.values())
+
+
+def _merge_entries(uid: str, entries: list[SubtaskEntry]) -> SubtaskEntry:
+    """One subtask's entry from several partial writes (keyed, operator, raw)."""
+    first = entries[0]
+    ranges = {e.key_group_range for e in entries if e.key_group_range is not None}
+    if len(ranges) > 1:
+        raise CheckpointError(f"operator {uid!r} subtask {first.index}: different key-group ranges {ranges}")
+    merged: dict[str, dict[str, FileRef]] = {"keyed": {}, "operator": {}, "broadcast": {}}
+    raw: dict[str, FileRef | None] = {"raw_keyed": None, "raw_operator": None}
+    for entry in entries:
+        for part, files in merged.items():
+            for name, ref in getattr(entry, part).items():
+                if name in files:
+                    raise CheckpointError(
+                        f"operator {uid!r} subtask {first.index} wrote {part} state {name!r} twice"
+                    )
+                files[name] = ref
+        for part in raw:
+            ref = getattr(entry, part)
+            if ref is not None:
+                if raw[part] is not None:
+                    raise CheckpointError(f"operator {uid!r} subtask {first.index} wrote {part} twice")
+                raw[part] = ref
+    return SubtaskEntry(
+        first.index, next(iter(ranges), None), merged["keyed"], merged["operator"], merged["broadcast"],
+        raw["raw_keyed"], raw["raw_operator"],
+    )  # fmt: skip
+
+
+def operator_entry(uid: str, results: list[SubtaskResult]) -> OperatorEntry:
+    """One operator's entry from the results of its subtasks."""
+    shapes = {(r.parallelism, r.max_parallelism) for r in results}
+    if len(shapes) != 1:
+        raise CheckpointError(
+            f"operator {uid!r}: subtasks disagree on (parallelism, max parallelism): {shapes}"
+        )
+    parallelism, max_parallelism = shapes.pop()
+    by_index: dict[int, list[SubtaskEntry]] = {}
+    for r in results:
+        by_index.setdefault(r.entry.index, []).append(r.entry)
+    if any(not 0 <= i < parallelism for i in by_index):
+        raise CheckpointError(
+            f"operator {uid!r}: subtask indexes {sorted(by_index)} do not fit parallelism {parallelism}"
+        )
+    entries = [_merge_entries(uid, by_index[i]) for i in sorted(by_index)]
+    key_types: set[TypeInformation] = {r.key_type for r in results if r.key_type is not None}
+    if len(key_types) > 1:
+        raise CheckpointError(
+            f"operator {uid!r}: subtasks have different key types {sorted(map(str, key_types))}"
+        )
+    return OperatorEntry(
+        uid,
+        parallelism,
+        max_parallelism,
+        key_types.pop() if key_types else None,
+        _merge_metas(uid, (m for r in results for m in r.keyed_states)),
+        _merge_infos(uid, (i for r in results for i in r.operator_states)),
+        tuple(entries),
+    )
+
+
+def build_manifest(
+    checkpoint_id: int,
+    kind: str,
+    results: Iterable[SubtaskResult],
+    properties: Mapping[str, str] | None = None,
+    base: Manifest | None = None,
+) -> Manifest:
+    """The manifest of ``results``, plus the operators of ``base`` that they do not replace."""
+    by_uid: dict[str, list[SubtaskResult]] = {}
+    for result in results:
+        by_uid.setdefault(result.uid, []).append(result)
+    operators = [operator_entry(uid, rs) for uid, rs in by_uid.items()]
+    if base is not None:
+        operators = [op for op in base.operators if op.uid not in by_uid] + operators
+    return Manifest(checkpoint_id, kind, tuple(operators), dict(properties or {}), int(time.time() * 1000))
+
+
+def commit_manifest(directory: Storage, manifest: Manifest, written: Iterable[str]) -> None:
+    """Publish ``manifest`` in ``directory``; if another committer won, delete our files."""
+    try:
+        directory.create_exclusive(METADATA, manifest.to_bytes())
+    except CheckpointExistsError:
+        for name in written:
+            directory.delete(name)
+        raise

@@ -1,0 +1,38 @@
+"""Checkpoint errors: part of the one flinkstate hierarchy."""
+
+from __future__ import annotations
+
+from flinkstate.state.errors import FlinkStateError, StateMigrationError
+
+
+class CheckpointError(FlinkStateError):
+    """A checkpoint could not be written, found or read."""
+
+    default_code = "CHECKPOINT_ERROR"
+
+
+class CheckpointCorruptError(CheckpointError):
+    """A manifest or data file is truncated, altered or unreadable; the message names it."""
+
+    default_code = "CHECKPOINT_CORRUPT"
+
+
+class CheckpointExistsError(CheckpointError):
+    """Another writer committed this checkpoint id first."""
+
+    default_code = "CHECKPOINT_EXISTS"
+
+
+class CheckpointNotFoundError(CheckpointError):
+    """No (completed) checkpoint where one was asked for."""
+
+    default_code = "CHECKPOINT_NOT_FOUND"
+
+
+__all__ = [
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "CheckpointExistsError",
+    "CheckpointNotFoundError",
+    "StateMigrationError",
+]

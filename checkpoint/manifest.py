@@ -1,0 +1,283 @@
+"""The manifest (``_metadata``): versioned, human-readable JSON describing one checkpoint.
+
+It records every operator (uid, parallelism, max parallelism, key type), its states'
+meta information (name, kind, key/namespace/value types, TTL, operator-state mode,
+pickled flag) and each subtask's files (key-group ranges, row counts, sizes, SHA-256).
+Paths are relative to the manifest's directory, so a savepoint can be moved or copied.
+A checksum over the content detects truncation and tampering.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flinkstate.state.descriptors import StateKind
+from flinkstate.state.operator import OperatorStateMode
+from flinkstate.state.snapshot import StateMetaInfo
+from flinkstate.state.ttl import StateTtlConfig
+from flinkstate.state.types import TypeInformation, type_from_json
+
+from .errors import CheckpointCorruptError
+
+FORMAT = "flinkstate-checkpoint"
+VERSION = 1
+METADATA = "_metadata"
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """One data file. ``key_groups`` maps key group -> (row group index, rows)."""
+
+    path: str
+    size: int
+    sha256: str
+    rows: int
+    key_groups: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "path": self.path,
+            "size": self.size,
+            "sha256": self.sha256,
+            "rows": self.rows,
+        }
+        if self.key_groups:
+            data["key_groups"] = [[kg, rg, n] for kg, (rg, n) in sorted(self.key_groups.items())]
+        return data
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> FileRef:
+        groups = {int(kg): (int(rg), int(n)) for kg, rg, n in data.get("key_groups", [])}
+        return FileRef(str(data["path"]), int(data["size"]), str(data["sha256"]), int(data["rows"]), groups)
+
+
+@dataclass(frozen=True)
+class OperatorStateInfo:
+    """An operator state's meta information."""
+
+    name: str
+    mode: OperatorStateMode
+    value_type: TypeInformation
+    user_key_type: TypeInformation | None = None
+
+    @property
+    def pickled(self) -> bool:
+        return self.value_type.is_pickled or bool(self.user_key_type and self.user_key_type.is_pickled)
+
+
+@dataclass(frozen=True)
+class SubtaskEntry:
+    """What one subtask wrote."""
+
+    index: int
+    key_group_range: tuple[int, int] | None = None
+    keyed: Mapping[str, FileRef] = field(default_factory=dict)
+    operator: Mapping[str, FileRef] = field(default_factory=dict)
+    broadcast: Mapping[str, FileRef] = field(default_factory=dict)
+    raw_keyed: FileRef | None = None
+    raw_operator: FileRef | None = None
+
+    def files(self) -> list[FileRef]:
+        out = [*self.keyed.values(), *self.operator.values(), *self.broadcast.values()]
+        return out + [f for f in (self.raw_keyed, self.raw_operator) if f is not None]
+
+
+@dataclass(frozen=True)
+class OperatorEntry:
+    """One operator of the job."""
+
+    uid: str
+    parallelism: int
+    max_parallelism: int
+    key_type: TypeInformation | None = None
+    keyed_states: tuple[StateMetaInfo, ...] = ()
+    operator_states: tuple[OperatorStateInfo, ...] = ()
+    subtasks: tuple[SubtaskEntry, ...] = ()
+
+    def keyed_state(self, name: str) -> StateMetaInfo | None:
+        return next((s for s in self.keyed_states if s.name == name), None)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A checkpoint or savepoint."""
+
+    checkpoint_id: int
+    kind: str = "checkpoint"
+    operators: tuple[OperatorEntry, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    created_at_ms: int = 0
+
+    def operator(self, uid: str) -> OperatorEntry | None:
+        return next((op for op in self.operators if op.uid == uid), None)
+
+    def files(self) -> list[FileRef]:
+        return [f for op in self.operators for st in op.subtasks for f in st.files()]
+
+    def to_bytes(self) -> bytes:
+        body = _manifest_json(self)
+        digest = hashlib.sha256(_canonical(body)).hexdigest()
+        return json.dumps({**body, "checksum": digest}, indent=1, ensure_ascii=True).encode()
+
+    @staticmethod
+    def from_bytes(data: bytes, name: str = METADATA) -> Manifest:
+        try:
+            doc = json.loads(data.decode("utf-8"))
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
+            checksum = doc.pop("checksum", None)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CheckpointCorruptError(f"manifest {name} is not valid JSON: {exc}") from exc
+        if doc.get("format") != FORMAT:
+            raise CheckpointCorruptError(
+                f"{name} is not a flinkstate manifest (format {doc.get('format')!r})"
+            )
+        if checksum != hashlib.sha256(_canonical(doc)).hexdigest():
+            raise CheckpointCorruptError(f"manifest {name} fails its checksum: truncated or altered")
+        if doc.get("version") != VERSION:
+            raise CheckpointCorruptError(
+                f"manifest {name} has format version {doc.get('version')!r}; this flinkstate reads {VERSION}",
+                code="UNSUPPORTED_VERSION",
+            )
+        try:
+            return _manifest_from(doc)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointCorruptError(f"manifest {name} is malformed: {exc!r}") from exc
+
+
+def _canonical(doc: Mapping[str, Any]) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _type_json(t: TypeInformation | None) -> Any:
+    return None if t is None else t.to_json()
+
+
+def _type_from(data: Any) -> TypeInformation | None:
+    return None if data is None else type_from_json(data)
+
+
+def meta_to_json(meta: StateMetaInfo) -> dict[str, Any]:
+    types = (meta.value_type, meta.user_key_type, meta.namespace_type)
+    return {
+        "name": meta.name,
+        "kind": meta.kind.value,
+        "value_type": meta.value_type.to_json(),
+        "user_key_type": _type_json(meta.user_key_type),
+        "namespace_type": _type_json(meta.namespace_type),
+        "ttl": None if meta.ttl is None else meta.ttl.to_json(),
+        "pickled": any(t is not None and t.is_pickled for t in types),
+    }
+
+
+def meta_from_json(data: Mapping[str, Any]) -> StateMetaInfo:
+    value_type = type_from_json(data["value_type"])
+    ttl = data.get("ttl")
+    return StateMetaInfo(
+        str(data["name"]),
+        StateKind(data["kind"]),
+        value_type,
+        _type_from(data.get("user_key_type")),
+        _type_from(data.get("namespace_type")),
+        None if ttl is None else StateTtlConfig.from_json(ttl),
+    )
+
+
+def _manifest_json(m: Manifest) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "checkpoint_id": m.checkpoint_id,
+        "kind": m.kind,
+        "created_at_ms": m.created_at_ms,
+        "properties": dict(m.properties),
+        "operators": [
+            {
+                "uid": op.uid,
+                "parallelism": op.parallelism,
+                "max_parallelism": op.max_parallelism,
+                "key_type": _type_json(op.key_type),
+                "keyed_states": [meta_to_json(s) for s in op.keyed_states],
+                "operator_states": [
+                    {
+                        "name": s.name,
+                        "mode": s.mode.value,
+                        "value_type": s.value_type.to_json(),
+                        "user_key_type": _type_json(s.user_key_type),
+                        "pickled": s.pickled,
+                    }
+                    for s in op.operator_states
+                ],
+                "subtasks": [_subtask_json(st) for st in op.subtasks],
+            }
+            for op in m.operators
+        ],
+    }
+
+
+def _subtask_json(st: SubtaskEntry) -> dict[str, Any]:
+    return {
+        "index": st.index,
+        "key_group_range": None if st.key_group_range is None else list(st.key_group_range),
+        "keyed": {name: f.to_json() for name, f in st.keyed.items()},
+        "operator": {name: f.to_json() for name, f in st.operator.items()},
+        "broadcast": {name: f.to_json() for name, f in st.broadcast.items()},
+        "raw_keyed": None if st.raw_keyed is None else st.raw_keyed.to_json(),
+        "raw_operator": None if st.raw_operator is None else st.raw_operator.to_json(),
+    }
+
+
+def _subtask_from(data: Mapping[str, Any]) -> SubtaskEntry:
+    rng = data.get("key_group_range")
+
+    def files(key: str) -> dict[str, FileRef]:
+        return {str(n): FileRef.from_json(f) for n, f in data.get(key, {}).items()}
+
+    def optional(key: str) -> FileRef | None:
+        return None if data.get(key) is None else FileRef.from_json(data[key])
+
+    return SubtaskEntry(
+        int(data["index"]),
+        None if rng is None else (int(rng[0]), int(rng[1])),
+        files("keyed"),
+        files("operator"),
+        files("broadcast"),
+        optional("raw_keyed"),
+        optional("raw_operator"),
+    )
+
+
+def _manifest_from(doc: Mapping[str, Any]) -> Manifest:
+    operators = []
+    for op in doc["operators"]:
+        states = tuple(
+            OperatorStateInfo(
+                str(s["name"]),
+                OperatorStateMode(s["mode"]),
+                type_from_json(s["value_type"]),
+                _type_from(s.get("user_key_type")),
+            )
+            for s in op.get("operator_states", [])
+        )
+        operators.append(
+            OperatorEntry(
+                str(op["uid"]),
+                int(op["parallelism"]),
+                int(op["max_parallelism"]),
+                _type_from(op.get("key_type")),
+                tuple(meta_from_json(s) for s in op.get("keyed_states", [])),
+                states,
+                tuple(_subtask_from(st) for st in op.get("subtasks", [])),
+            )
+        )
+    return Manifest(
+        int(doc["checkpoint_id"]),
+        str(doc["kind"]),
+        tuple(operators),
+        {str(k): str(v) for k, v in doc.get("properties", {}).items()},
+        int(doc.get("created_at_ms", 0)),
+    )

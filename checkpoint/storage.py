@@ -1,0 +1,238 @@
+"""Storage on any fsspec filesystem: a root URL plus storage options, picklable.
+
+Data files are written once under unique names; the only object that must not already
+exist is a manifest, created with :meth:`Storage.create_exclusive` (a hard link of a
+finished temporary file locally, ``If-None-Match`` on S3, exclusive create elsewhere),
+so it appears whole or not at all. Bytes read are counted, for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import fsspec
+
+from .errors import CheckpointError, CheckpointExistsError, CheckpointNotFoundError
+
+
+class _CountingFile:
+    """A read-only, seekable file that adds what it reads to its storage's counter."""
+
+    def __init__(self, raw: Any, storage: Storage) -> None:
+        self._raw = raw
+        self._storage = storage
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self._raw.read(size)
+        self._storage._add_read(len(data))
+        return data
+
+    def readinto(self, buf: Any) -> int:
+        data = self.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self._raw.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._raw.tell())
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._raw.closed)
+
+    @property
+    def size(self) -> int:
+        return int(self._raw.size)
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> _CountingFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Storage:
+    """A directory tree on one fsspec filesystem. Pickles as its URL and options."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        if not isinstance(url, str) or not url:
+            raise CheckpointError(f"a storage URL must be a non-empty str, got {url!r}", code="INVALID_PATH")
+        self.url = url
+        self.options = dict(storage_options or {})
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(url, **self.options)
+        except (ValueError, ImportError, TypeError) as exc:
+            raise CheckpointError(f"cannot open storage {_redact(url)}: {exc}", code="INVALID_PATH") from exc
+        self.root = self.root.rstrip("/") or "/"
+        self.protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
+        self._lock = threading.Lock()
+        self.bytes_read = 0
+        self.files_opened = 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Storage, (self.url, self.options))
+
+    def __repr__(self) -> str:
+        return f"Storage({_redact(self.url)})"
+
+    def _add_read(self, n: int) -> None:
+        with self._lock:
+            self.bytes_read += n
+
+    @property
+    def is_local(self) -> bool:
+        return self.protocol in ("file", "local")
+
+    def path(self, *parts: str) -> str:
+        """The full path of ``parts`` (relative, '/'-separated) under the root."""
+        return posixpath.join(self.root, *parts)
+
+    def child(self, relative: str) -> Storage:
+        """Storage rooted at a subdirectory (same filesystem and options)."""
+        sep = "" if self.url.endswith("/") else "/"
+        return Storage(self.url + sep + relative, self.options)
+
+    # -- reading ---------------------------------------------------------------
+
+    def exists(self, relative: str) -> bool:
+        return bool(self.fs.exists(self.path(relative)))
+
+    def read_bytes(self, relative: str) -> bytes:
+        try:
+            with self.fs.open(self.path(relative), "rb") as f:
+                data: bytes = f.read()
+        except FileNotFoundError as exc:
+            raise CheckpointNotFoundError(f"{relative} does not exist under {self!r}") from exc
+        with self._lock:
+            self.files_opened += 1
+            self.bytes_read += len(data)
+        return data
+
+    def open_input(self, relative: str) -> _CountingFile:
+        """A seekable input file for ranged reads (Parquet footers, row groups)."""
+        try:
+            raw = self.fs.open(self.path(relative), "rb", cache_type="none")
+        except FileNotFoundError as exc:
+            raise CheckpointNotFoundError(f"{relative} does not exist under {self!r}") from exc
+        with self._lock:
+            self.files_opened += 1
+        return _CountingFile(raw, self)
+
+    def size(self, relative: str) -> int:
+        return int(self.fs.size(self.path(relative)))
+
+    def list_dir(self, relative: str = "") -> list[str]:
+        """Names (not paths) directly under ``relative``; empty if it does not exist."""
+        base = self.path(relative) if relative else self.root
+        self.fs.invalidate_cache(base)
+        try:
+            entries = self.fs.ls(base, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
+
+    def walk_files(self, relative: str = "") -> Iterator[str]:
+        """Every file under ``relative``, as paths relative to the root."""
+        base = self.path(relative) if relative else self.root
+        self.fs.invalidate_cache(base)
+        try:
+            found = self.fs.find(base)
+        except FileNotFoundError:
+            return
+        prefix = self.root.rstrip("/") + "/"
+        for full in found:
+            text = str(full)
+            if not text.startswith("/") and prefix.startswith("/"):
+                text = "/" + text
+            yield text[len(prefix) :] if text.startswith(prefix) else text
+
+    # -- writing ---------------------------------------------------------------
+
+    def makedirs(self, relative: str) -> None:
+        if self.is_local or self.protocol == "memory":
+            self.fs.makedirs(self.path(relative), exist_ok=True)
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        """Write a new (uniquely named) file."""
+        self.makedirs(posixpath.dirname(relative))
+        with self.fs.open(self.path(relative), "wb") as f:
+            f.write(data)
+
+    def open_output(self, relative: str) -> Any:
+        """A writable file for a new (uniquely named) file."""
+        self.makedirs(posixpath.dirname(relative))
+        return self.fs.open(self.path(relative), "wb")
+
+    def create_exclusive(self, relative: str, data: bytes) -> None:
+        """Create ``relative`` with ``data`` whole, or raise if it already exists."""
+        target = self.path(relative)
+        self.makedirs(posixpath.dirname(relative))
+        try:
+            if self.is_local:
+                temp = f"{target}.{uuid.uuid4().hex}.tmp"
+                with open(temp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                try:
+                    os.link(temp, target)
+                finally:
+                    os.unlink(temp)
+            elif self.protocol == "s3":
+                self.fs.pipe_file(target, data, mode="create")
+                self.fs.invalidate_cache(posixpath.dirname(target))
+            else:
+                with self.fs.open(target, "xb") as f:
+                    f.write(data)
+        except FileExistsError as exc:
+            raise CheckpointExistsError(f"{relative} already exists under {self!r}") from exc
+        except OSError as exc:
+            if _is_precondition_failure(exc):
+                raise CheckpointExistsError(f"{relative} already exists under {self!r}") from exc
+            raise CheckpointError(
+                f"cannot create {relative} under {self!r}: {exc}", code="WRITE_FAILED"
+            ) from exc
+
+    def delete(self, relative: str) -> None:
+        """Delete a file or a whole directory; missing ones are ignored."""
+        target = self.path(relative)
+        try:
+            if self.fs.isdir(target):
+                self.fs.rm(target, recursive=True)
+            else:
+                self.fs.rm_file(target)
+        except FileNotFoundError:
+            pass
+        self.fs.invalidate_cache(posixpath.dirname(target))
+
+
+def _is_precondition_failure(exc: BaseException) -> bool:
+    text = f"{exc} {exc.__cause__ or ''}"
+    return "PreconditionFailed" in text or "412" in text or "already exists" in text.lower()
+
+
+def _redact(url: str) -> str:
+    """A URL safe for messages: no credentials embedded in it."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url

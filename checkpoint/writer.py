@@ -1,0 +1,139 @@
+"""Writing one subtask's state into a checkpoint directory.
+
+Every data file gets a unique name (nothing is ever overwritten); the result, a small
+picklable :class:`SubtaskResult`, is what the committer records in the manifest, so a
+subtask can run anywhere (a thread, a Spark task) and hand it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.operator import OperatorStateData, OperatorStateMode
+from flinkstate.state.snapshot import KeyedStateSnapshot, StateMetaInfo
+from flinkstate.state.types import TypeInformation
+
+from .format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator
+from .manifest import FileRef, OperatorStateInfo, SubtaskEntry
+from .storage import Storage
+
+
+@dataclass(frozen=True)
+class SubtaskResult:
+    """What one subtask of one operator wrote (the commit message of a task)."""
+
+    uid: str
+    parallelism: int
+    max_parallelism: int
+    entry: SubtaskEntry
+    key_type: TypeInformation | None = None
+    keyed_states: tuple[StateMetaInfo, ...] = ()
+    operator_states: tuple[OperatorStateInfo, ...] = ()
+    written: tuple[str, ...] = field(default=())
+    """Paths (relative to the checkpoint directory) of the files written, for abort."""
+
+
+def slug(name: str) -> str:
+    """A file-name-safe, collision-free rendering of any state or operator name."""
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40]
+    return f"{readable}-{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
+class SubtaskWriter:
+    """Writes the files of one subtask of one operator into ``directory``."""
+
+    def __init__(
+        self, directory: Storage, uid: str, subtask: int, parallelism: int, max_parallelism: int
+    ) -> None:
+        self.directory = directory
+        self.uid = uid
+        self.subtask = subtask
+        self.parallelism = parallelism
+        self.max_parallelism = max_parallelism
+        self._prefix = f"{uuid.uuid4().hex[:12]}-{slug(uid)}-{subtask}"
+        self.written: list[str] = []
+
+    def _store(self, suffix: str, written: WrittenFile) -> FileRef:
+        name = f"{self._prefix}-{suffix}.parquet"
+        self.written.append(name)
+        self.directory.write_bytes(name, written.data)
+        return FileRef(name, len(written.data), written.sha256, written.rows, written.key_groups)
+
+    def keyed(self, snapshot: KeyedStateSnapshot) -> tuple[dict[str, FileRef], tuple[StateMetaInfo, ...]]:
+        """A file per state holding the snapshot's key groups (an empty state gets none)."""
+        files: dict[str, FileRef] = {}
+        metas = []
+        for name, state in snapshot.states.items():
+            metas.append(state.meta)
+            if snapshot.key_type is None:
+                continue
+            groups = ((kg, state.columns(kg)) for kg in snapshot.key_group_range)
+            written = write_keyed(state.meta, snapshot.key_type, groups)
+            if written.rows:
+                files[name] = self._store(f"k-{slug(name)}", written)
+        return files, tuple(metas)
+
+    def operator(
+        self, states: Iterable[OperatorStateData]
+    ) -> tuple[dict[str, FileRef], dict[str, FileRef], tuple[OperatorStateInfo, ...]]:
+        lists: dict[str, FileRef] = {}
+        broadcast: dict[str, FileRef] = {}
+        infos = []
+        for data in states:
+            infos.append(OperatorStateInfo(data.name, data.mode, data.value_type, data.user_key_type))
+            if data.mode is OperatorStateMode.BROADCAST:
+                written = write_operator(data.elements, data.value_type, data.user_key_type)
+                broadcast[data.name] = self._store(f"b-{slug(data.name)}", written)
+            else:
+                lists[data.name] = self._store(
+                    f"o-{slug(data.name)}", write_operator(data.elements, data.value_type, None)
+                )
+        return lists, broadcast, tuple(infos)
+
+    def write(
+        self,
+        keyed: KeyedStateSnapshot | None = None,
+        operator: Iterable[OperatorStateData] | None = None,
+        raw_keyed: dict[int, bytes] | None = None,
+        raw_operator: list[bytes] | None = None,
+        key_group_range: KeyGroupRange | None = None,
+    ) -> SubtaskResult:
+        """Write whatever is given; return the subtask's commit message."""
+        keyed_files: dict[str, FileRef] = {}
+        metas: tuple[StateMetaInfo, ...] = ()
+        key_type = None
+        rng = key_group_range
+        if keyed is not None:
+            keyed_files, metas = self.keyed(keyed)
+            key_type, rng = keyed.key_type, keyed.key_group_range
+        lists, broadcast, infos = self.operator(operator or ())
+        raw_k = None if not raw_keyed else self._store("raw-keyed", write_raw_keyed(raw_keyed))
+        raw_o = None if not raw_operator else self._store("raw-operator", write_raw_operator(raw_operator))
+        entry = SubtaskEntry(
+            self.subtask,
+            None if rng is None else (rng.start, rng.end),
+            keyed_files,
+            lists,
+            broadcast,
+            raw_k,
+            raw_o,
+        )
+        return SubtaskResult(
+            self.uid,
+            self.parallelism,
+            self.max_parallelism,
+            entry,
+            key_type,
+            metas,
+            infos,
+            tuple(self.written),
+        )
+
+    def abort(self) -> None:
+        for name in self.written:
+            self.directory.delete(name)
