@@ -10,11 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from checkpoint_bench import BENCHMARKS as CHECKPOINT
 from common import Result
 from state_bench import BENCHMARKS as STATE
 from ttl_bench import BENCHMARKS as TTL
 
-ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL}
+ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL, **CHECKPOINT}
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ from flinkstate.state.snapshot import StateMetaInfo
 from flinkstate.state.types import TypeInformation
 
 from .errors import CheckpointError, CheckpointExistsError
-from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from .manifest import METADATA, FileRef, Files, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
 from .storage import Storage
 from .writer import SubtaskResult
 
@@ -48,7 +48,7 @@ def _merge_entries(uid: str, entries: list[SubtaskEntry]) -> SubtaskEntry:
     ranges = {e.key_group_range for e in entries if e.key_group_range is not None}
     if len(ranges) > 1:
         raise CheckpointError(f"operator {uid!r} subtask {first.index}: different key-group ranges {ranges}")
-    merged: dict[str, dict[str, FileRef]] = {"keyed": {}, "operator": {}, "broadcast": {}}
+    merged: dict[str, dict[str, Files]] = {"keyed": {}, "operator": {}, "broadcast": {}}
     raw: dict[str, FileRef | None] = {"raw_keyed": None, "raw_operator": None}
     for entry in entries:
         for part, files in merged.items():

@@ -7,6 +7,12 @@ with one row per map entry (MAP); with TTL, ``ttl_timestamp`` (epoch ms; a list 
 them for LIST). Operator state files hold ``position`` and ``value`` (list states) or
 ``key`` and ``value`` (broadcast); raw state files hold bytes per key group or per
 position. Pages carry CRC checksums; the file's key-value metadata names the state.
+
+A subtask may hold several files of one state (Spark writers, streaming upserts); they
+are applied in order: a row sets the value of its (key, namespace) — a null value
+removes it — (VALUE, REDUCING, AGGREGATING), appends its elements (LIST), or sets its
+map entry (MAP). A file may carry an ``op`` column (int8, 1 = delete): a delete row
+removes its (key, namespace), or for MAP with a user key only that entry.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +43,14 @@ TTL_TYPE = pa.int64()
 class WrittenFile:
     """A finished data file: its bytes and what the manifest records about it."""
 
-    data: bytes
+    data: Any
+    """The file's bytes (any buffer: bytes, or an Arrow buffer written without a copy)."""
     rows: int
     key_groups: dict[int, tuple[int, int]]
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        return hashlib.sha256(memoryview(self.data)).hexdigest()
 
 
 def keyed_schema(meta: StateMetaInfo, key_type: TypeInformation) -> pa.Schema:
@@ -81,7 +89,7 @@ def _keyed_table(
         if stamps is not None:
             stamps = [ts[uk] for ts, v in zip(stamps, values, strict=True) for uk in v]
         values = [x for v in values for x in v.values()]
-    arrays: list[pa.Array] = [pa.array([kg] * len(keys), pa.int32()), to_arrow(keys, key_type)]
+    arrays: list[pa.Array] = [pa.repeat(pa.scalar(kg, pa.int32()), len(keys)), to_arrow(keys, key_type)]
     if meta.namespace_type is not None:
         arrays.append(to_arrow(namespaces or [None] * len(keys), meta.namespace_type))
     if meta.kind is StateKind.MAP:
@@ -103,20 +111,35 @@ def write_keyed(
 ) -> WrittenFile:
     """A keyed state file: one row group per non-empty key group, in the order given."""
     schema = keyed_schema(meta, key_type)
-    return _write(schema, ((kg, _keyed_table(schema, meta, key_type, kg, c)) for kg, c in groups if len(c)))
+    return write_row_groups(
+        schema, ((kg, _keyed_table(schema, meta, key_type, kg, c)) for kg, c in groups if len(c))
+    )
 
 
-def _write(schema: pa.Schema, tables: Iterable[tuple[int, pa.Table]]) -> WrittenFile:
+def write_row_groups(schema: pa.Schema, tables: Iterable[tuple[int, pa.Table]]) -> WrittenFile:
+    """Write row groups in a second thread while the next table is built.
+
+    Building a table from Python values holds the GIL; encoding and compressing a row
+    group does not, so the two overlap.
+    """
     sink = pa.BufferOutputStream()
     index: dict[int, tuple[int, int]] = {}
     rows = 0
-    with pq.ParquetWriter(sink, schema, compression=COMPRESSION, write_page_checksum=True) as writer:
+    with (
+        pq.ParquetWriter(sink, schema, compression=COMPRESSION, write_page_checksum=True) as writer,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as pool,
+    ):
+        pending: Future[None] | None = None
         for kg, table in tables:
             if table.num_rows:
                 index[kg] = (len(index), table.num_rows)
-                writer.write_table(table, row_group_size=table.num_rows)
                 rows += table.num_rows
-    return WrittenFile(sink.getvalue().to_pybytes(), rows, index)
+                if pending is not None:
+                    pending.result()
+                pending = pool.submit(writer.write_table, table, row_group_size=table.num_rows)
+        if pending is not None:
+            pending.result()
+    return WrittenFile(sink.getvalue(), rows, index)
 
 
 def open_parquet(source: Any, name: str) -> pq.ParquetFile:
@@ -200,7 +223,7 @@ def write_operator(
         first = to_arrow(list(elements), key_type)
         values = list(elements.values())
     table = pa.Table.from_arrays([first, to_arrow(values, value_type)], schema=schema)
-    return _write(schema, [(0, table)])
+    return write_row_groups(schema, [(0, table)])
 
 
 def read_operator(
@@ -235,16 +258,96 @@ def write_raw_keyed(blobs: dict[int, bytes]) -> WrittenFile:
         )
         for kg, data in sorted(blobs.items())
     )
-    return _write(RAW_KEYED, tables)
+    return write_row_groups(RAW_KEYED, tables)
 
 
 def write_raw_operator(blobs: list[bytes]) -> WrittenFile:
     table = pa.Table.from_arrays(
         [pa.array(range(len(blobs)), pa.int64()), pa.array(blobs, pa.binary())], schema=RAW_OPERATOR
     )
-    return _write(RAW_OPERATOR, [(0, table)])
+    return write_row_groups(RAW_OPERATOR, [(0, table)])
 
 
 def iter_row_groups(pf: pq.ParquetFile, name: str, indexes: Iterable[int]) -> Iterator[pa.Table]:
     for i in indexes:
         yield read_row_group(pf, i, name)
+
+
+DELETE = 1
+
+
+def merge_keyed(
+    tables: list[pa.Table], meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
+) -> StateColumns:
+    """The entries of one key group held in several files (or with deletes), applied in order."""
+    if len(tables) == 1 and "op" not in tables[0].column_names:
+        return keyed_columns(tables[0], meta, key_type, allow_pickle)
+    from flinkstate.state.types import ListTypeInfo
+
+    acc: dict[tuple[Any, Any], Any] = {}
+    kind = meta.kind
+    for table in tables:
+        n = table.num_rows
+        keys = from_arrow(table.column("key"), key_type, allow_pickle)
+        namespaces: list[Any] = [None] * n
+        if meta.namespace_type is not None and "namespace" in table.column_names:
+            namespaces = from_arrow(table.column("namespace"), meta.namespace_type, allow_pickle)
+        ops = table.column("op").to_pylist() if "op" in table.column_names else [0] * n
+        stamps = (
+            table.column("ttl_timestamp").to_pylist() if "ttl_timestamp" in table.column_names else [None] * n
+        )
+        value_type = ListTypeInfo(meta.value_type) if kind is StateKind.LIST else meta.value_type
+        values = from_arrow(table.column("value"), value_type, allow_pickle)
+        user_keys: list[Any] = [None] * n
+        if kind is StateKind.MAP:
+            assert meta.user_key_type is not None
+            user_keys = from_arrow(table.column("user_key"), meta.user_key_type, allow_pickle)
+        for i in range(n):
+            scope = (keys[i], namespaces[i])
+            delete = ops[i] == DELETE
+            if kind is StateKind.LIST:
+                if delete:
+                    acc.pop(scope, None)
+                elif values[i]:
+                    elems, ts = acc.setdefault(scope, ([], []))
+                    elems.extend(values[i])
+                    ts.extend(stamps[i] if stamps[i] is not None else [None] * len(values[i]))
+            elif kind is StateKind.MAP:
+                entries = acc.get(scope)
+                if delete and user_keys[i] is None:
+                    acc.pop(scope, None)
+                elif delete:
+                    if entries is not None:
+                        entries.pop(user_keys[i], None)
+                        if not entries:
+                            del acc[scope]
+                else:
+                    acc.setdefault(scope, {})[user_keys[i]] = (values[i], stamps[i])
+            elif delete or values[i] is None:
+                acc.pop(scope, None)
+            else:
+                acc[scope] = (values[i], stamps[i])
+    return _columns_of(acc, meta)
+
+
+def _columns_of(acc: dict[tuple[Any, Any], Any], meta: StateMetaInfo) -> StateColumns:
+    keys = [scope[0] for scope in acc]
+    namespaces = [scope[1] for scope in acc] if meta.namespace_type is not None else None
+    ttl = meta.ttl is not None
+    if meta.kind is StateKind.LIST:
+        values = [elems for elems, _ in acc.values()]
+        stamps = [ts for _, ts in acc.values()] if ttl else None
+    elif meta.kind is StateKind.MAP:
+        values = [{k: e[0] for k, e in entries.items()} for entries in acc.values()]
+        stamps = [{k: e[1] for k, e in entries.items()} for entries in acc.values()] if ttl else None
+    else:
+        values = [v for v, _ in acc.values()]
+        stamps = [t for _, t in acc.values()] if ttl else None
+    return StateColumns(keys, namespaces, values, stamps)
+
+
+def storage_table(
+    meta: StateMetaInfo, key_type: TypeInformation, key_group: int, cols: StateColumns
+) -> pa.Table:
+    """Entries back in the stored layout (one key group), e.g. after :func:`merge_keyed`."""
+    return _keyed_table(keyed_schema(meta, key_type), meta, key_type, key_group, cols)

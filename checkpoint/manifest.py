@@ -69,20 +69,27 @@ class OperatorStateInfo:
         return self.value_type.is_pickled or bool(self.user_key_type and self.user_key_type.is_pickled)
 
 
+Files = tuple[FileRef, ...]
+
+
 @dataclass(frozen=True)
 class SubtaskEntry:
-    """What one subtask wrote."""
+    """What one subtask holds. Each state has an ordered tuple of files, applied in order
+    (see :mod:`flinkstate.checkpoint.format` for how later rows combine with earlier ones);
+    the state engine writes one file per state, Spark writers may write several."""
 
     index: int
     key_group_range: tuple[int, int] | None = None
-    keyed: Mapping[str, FileRef] = field(default_factory=dict)
-    operator: Mapping[str, FileRef] = field(default_factory=dict)
-    broadcast: Mapping[str, FileRef] = field(default_factory=dict)
+    keyed: Mapping[str, Files] = field(default_factory=dict)
+    operator: Mapping[str, Files] = field(default_factory=dict)
+    broadcast: Mapping[str, Files] = field(default_factory=dict)
     raw_keyed: FileRef | None = None
     raw_operator: FileRef | None = None
 
     def files(self) -> list[FileRef]:
-        out = [*self.keyed.values(), *self.operator.values(), *self.broadcast.values()]
+        out = [
+            f for group in (self.keyed, self.operator, self.broadcast) for fs in group.values() for f in fs
+        ]
         return out + [f for f in (self.raw_keyed, self.raw_operator) if f is not None]
 
 
@@ -223,9 +230,9 @@ def _subtask_json(st: SubtaskEntry) -> dict[str, Any]:
     return {
         "index": st.index,
         "key_group_range": None if st.key_group_range is None else list(st.key_group_range),
-        "keyed": {name: f.to_json() for name, f in st.keyed.items()},
-        "operator": {name: f.to_json() for name, f in st.operator.items()},
-        "broadcast": {name: f.to_json() for name, f in st.broadcast.items()},
+        "keyed": {name: [f.to_json() for f in fs] for name, fs in st.keyed.items()},
+        "operator": {name: [f.to_json() for f in fs] for name, fs in st.operator.items()},
+        "broadcast": {name: [f.to_json() for f in fs] for name, fs in st.broadcast.items()},
         "raw_keyed": None if st.raw_keyed is None else st.raw_keyed.to_json(),
         "raw_operator": None if st.raw_operator is None else st.raw_operator.to_json(),
     }
@@ -234,8 +241,8 @@ def _subtask_json(st: SubtaskEntry) -> dict[str, Any]:
 def _subtask_from(data: Mapping[str, Any]) -> SubtaskEntry:
     rng = data.get("key_group_range")
 
-    def files(key: str) -> dict[str, FileRef]:
-        return {str(n): FileRef.from_json(f) for n, f in data.get(key, {}).items()}
+    def files(key: str) -> dict[str, Files]:
+        return {str(n): tuple(FileRef.from_json(f) for f in fs) for n, fs in data.get(key, {}).items()}
 
     def optional(key: str) -> FileRef | None:
         return None if data.get(key) is None else FileRef.from_json(data[key])

@@ -20,7 +20,7 @@ from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, O
 from flinkstate.state.snapshot import StateColumns, StateMetaInfo
 
 from .errors import CheckpointCorruptError, CheckpointError, StateMigrationError
-from .format import keyed_columns, open_parquet, read_operator, read_row_group
+from .format import merge_keyed, open_parquet, read_operator, read_row_group
 from .manifest import FileRef, Manifest, OperatorEntry
 from .storage import Storage
 
@@ -72,24 +72,31 @@ class CompletedCheckpoint:
 
     def read_keyed(
         self, uid: str, state: str, key_groups: KeyGroupRange | None = None, columns: list[str] | None = None
-    ) -> Iterator[tuple[int, Any]]:
-        """(key group, Arrow table) of a state's row groups, optionally limited to ``key_groups``."""
+    ) -> Iterator[tuple[int, list[Any]]]:
+        """(key group, its Arrow tables in file order) of a state, optionally limited to ``key_groups``.
+
+        Only files holding wanted key groups are opened, and only those row groups read.
+        """
         op = self.operator(uid)
         if op.keyed_state(state) is None:
-            raise CheckpointError(
-                f"operator {uid!r} has no keyed state {state!r}; it has {[s.name for s in op.keyed_states]}",
-                code="UNKNOWN_STATE",
-            )
+            names = [s.name for s in op.keyed_states]
+            raise CheckpointError(f"operator {uid!r} has no keyed state {state!r}; it has {names}",
+                                  code="UNKNOWN_STATE")  # fmt: skip
         for subtask in op.subtasks:
-            ref = subtask.keyed.get(state)
-            if ref is None:
-                continue
-            wanted = sorted(kg for kg in ref.key_groups if key_groups is None or kg in key_groups)
+            refs = subtask.keyed.get(state, ())
+            wanted = sorted(
+                {kg for r in refs for kg in r.key_groups if key_groups is None or kg in key_groups}
+            )
             if not wanted:
                 continue
-            pf = self._open(ref)
+            opened = {r.path: self._open(r) for r in refs if any(kg in r.key_groups for kg in wanted)}
             for kg in wanted:
-                yield kg, read_row_group(pf, ref.key_groups[kg][0], ref.path, columns)
+                tables = [
+                    read_row_group(opened[r.path], r.key_groups[kg][0], r.path, columns)
+                    for r in refs
+                    if kg in r.key_groups
+                ]
+                yield kg, tables
 
     def restore_keyed(self, backend: AbstractKeyedStateBackend, uid: str) -> None:
         """Load into ``backend`` every key group of its range (at any parallelism)."""
@@ -100,12 +107,11 @@ class CompletedCheckpoint:
                 f"has {backend.max_parallelism}: rewrite the savepoint with rewrite_max_parallelism() first"
             )
         backend.restore_key_type(op.key_type)
-        assert op.key_type is not None or not any(st.keyed for st in op.subtasks)
         for meta in op.keyed_states:
             registered = False
-            for kg, table in self.read_keyed(uid, meta.name, backend.key_group_range):
+            for kg, tables in self.read_keyed(uid, meta.name, backend.key_group_range):
                 assert op.key_type is not None
-                backend.restore_state(meta, kg, keyed_columns(table, meta, op.key_type, self.allow_pickle))
+                backend.restore_state(meta, kg, merge_keyed(tables, meta, op.key_type, self.allow_pickle))
                 registered = True
             if not registered:  # no entries in this range: still known to the backend
                 backend.restore_state(meta, backend.key_group_range.start, StateColumns([], None, []))
@@ -141,11 +147,20 @@ class CompletedCheckpoint:
         for subtask in op.subtasks:
             states = []
             for broadcast, files in ((False, subtask.operator), (True, subtask.broadcast)):
-                for name, ref in files.items():
+                for name, refs in files.items():
                     info = infos[(broadcast, name)]
                     key_type = info.user_key_type if broadcast else None
-                    elements = read_operator(self._read_whole(ref), ref.path, info.value_type, key_type,
-                                             self.allow_pickle)  # fmt: skip
+                    parts = [
+                        read_operator(
+                            self._read_whole(r), r.path, info.value_type, key_type, self.allow_pickle
+                        )
+                        for r in refs
+                    ]
+                    elements: Any = (
+                        {k: v for p in parts for k, v in p.items()}
+                        if broadcast
+                        else [e for p in parts for e in p]
+                    )
                     states.append(
                         OperatorStateData(name, info.mode, info.value_type, elements, info.user_key_type)
                     )

@@ -21,7 +21,7 @@ from flinkstate.state.snapshot import StateColumns
 
 from .checkpoints import begin_savepoint
 from .errors import StateMigrationError
-from .format import keyed_columns
+from .format import merge_keyed
 from .restore import CompletedCheckpoint
 
 
@@ -68,8 +68,8 @@ def rewrite_max_parallelism(
                 if op.key_type is None:
                     continue
                 assign = key_group_assigner(op.key_type)
-                for _, table in source.read_keyed(op.uid, meta.name):
-                    cols = keyed_columns(table, meta, op.key_type, source.allow_pickle)
+                for _, tables in source.read_keyed(op.uid, meta.name):
+                    cols = merge_keyed(tables, meta, op.key_type, source.allow_pickle)
                     groups: dict[int, list[int]] = {}
                     for row, key in enumerate(cols.keys):
                         groups.setdefault(assign(key, max_parallelism), []).append(row)

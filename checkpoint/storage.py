@@ -104,7 +104,7 @@ class Storage:
 
     def path(self, *parts: str) -> str:
         """The full path of ``parts`` (relative, '/'-separated) under the root."""
-        return posixpath.join(self.root, *parts)
+        return posixpath.normpath(posixpath.join(self.root, *parts))
 
     def child(self, relative: str) -> Storage:
         """Storage rooted at a subdirectory (same filesystem and options)."""

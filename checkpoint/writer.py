@@ -19,7 +19,7 @@ from flinkstate.state.snapshot import KeyedStateSnapshot, StateMetaInfo
 from flinkstate.state.types import TypeInformation
 
 from .format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator
-from .manifest import FileRef, OperatorStateInfo, SubtaskEntry
+from .manifest import FileRef, Files, OperatorStateInfo, SubtaskEntry
 from .storage import Storage
 
 
@@ -64,9 +64,9 @@ class SubtaskWriter:
         self.directory.write_bytes(name, written.data)
         return FileRef(name, len(written.data), written.sha256, written.rows, written.key_groups)
 
-    def keyed(self, snapshot: KeyedStateSnapshot) -> tuple[dict[str, FileRef], tuple[StateMetaInfo, ...]]:
+    def keyed(self, snapshot: KeyedStateSnapshot) -> tuple[dict[str, Files], tuple[StateMetaInfo, ...]]:
         """A file per state holding the snapshot's key groups (an empty state gets none)."""
-        files: dict[str, FileRef] = {}
+        files: dict[str, Files] = {}
         metas = []
         for name, state in snapshot.states.items():
             metas.append(state.meta)
@@ -75,24 +75,23 @@ class SubtaskWriter:
             groups = ((kg, state.columns(kg)) for kg in snapshot.key_group_range)
             written = write_keyed(state.meta, snapshot.key_type, groups)
             if written.rows:
-                files[name] = self._store(f"k-{slug(name)}", written)
+                files[name] = (self._store(f"k-{slug(name)}", written),)
         return files, tuple(metas)
 
     def operator(
         self, states: Iterable[OperatorStateData]
-    ) -> tuple[dict[str, FileRef], dict[str, FileRef], tuple[OperatorStateInfo, ...]]:
-        lists: dict[str, FileRef] = {}
-        broadcast: dict[str, FileRef] = {}
+    ) -> tuple[dict[str, Files], dict[str, Files], tuple[OperatorStateInfo, ...]]:
+        lists: dict[str, Files] = {}
+        broadcast: dict[str, Files] = {}
         infos = []
         for data in states:
             infos.append(OperatorStateInfo(data.name, data.mode, data.value_type, data.user_key_type))
             if data.mode is OperatorStateMode.BROADCAST:
                 written = write_operator(data.elements, data.value_type, data.user_key_type)
-                broadcast[data.name] = self._store(f"b-{slug(data.name)}", written)
+                broadcast[data.name] = (self._store(f"b-{slug(data.name)}", written),)
             else:
-                lists[data.name] = self._store(
-                    f"o-{slug(data.name)}", write_operator(data.elements, data.value_type, None)
-                )
+                written = write_operator(data.elements, data.value_type, None)
+                lists[data.name] = (self._store(f"o-{slug(data.name)}", written),)
         return lists, broadcast, tuple(infos)
 
     def write(
@@ -104,7 +103,7 @@ class SubtaskWriter:
         key_group_range: KeyGroupRange | None = None,
     ) -> SubtaskResult:
         """Write whatever is given; return the subtask's commit message."""
-        keyed_files: dict[str, FileRef] = {}
+        keyed_files: dict[str, Files] = {}
         metas: tuple[StateMetaInfo, ...] = ()
         key_type = None
         rng = key_group_range

@@ -1,0 +1,201 @@
+"""P4, P5 and P3 end to end: writing and restoring checkpoints."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
+from flinkstate.checkpoint.format import COMPRESSION
+from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types, ValueStateDescriptor
+from flinkstate.state.hashing import key_group_assigner
+from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+
+from common import Result
+
+DESC = ValueStateDescriptor("v", Types.LONG())
+
+
+def _filled(n: int) -> HeapKeyedStateBackend:
+    backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    state = backend.get_state(DESC)
+    for k in range(n):
+        backend.set_current_key(k)
+        state.update(k)
+    return backend
+
+
+def _write_ours(backend: HeapKeyedStateBackend, root: str) -> tuple[float, float]:
+    """(synchronous part, whole checkpoint) in seconds."""
+    storage = CheckpointStorage(root, retain=1)
+    start = time.perf_counter()
+    pending = storage.begin()
+    future = pending.write_keyed("op", backend)
+    sync = time.perf_counter() - start
+    future.result()
+    pending.commit()
+    return sync, time.perf_counter() - start
+
+
+def _write_anchor(groups: list[tuple[int, list[int], list[int]]], path: str) -> float:
+    """The same columns, one row group per key group, written with pyarrow directly."""
+    schema = pa.schema(
+        [
+            pa.field("key_group", pa.int32(), nullable=False),
+            pa.field("key", pa.int64()),
+            pa.field("value", pa.int64()),
+        ]
+    )
+    start = time.perf_counter()
+    with pq.ParquetWriter(path, schema, compression=COMPRESSION) as writer:
+        for kg, keys, values in groups:
+            table = pa.table(
+                [
+                    pa.array([kg] * len(keys), pa.int32()),
+                    pa.array(keys, pa.int64()),
+                    pa.array(values, pa.int64()),
+                ],
+                schema=schema,
+            )
+            writer.write_table(table, row_group_size=len(keys))
+    return time.perf_counter() - start
+
+
+def p4(quick: bool) -> Iterator[Result]:
+    n = 1_000_000 if quick else 5_000_000
+    runs = 1 if quick else 3
+    backend = _filled(n)
+    snap = backend.snapshot()
+    groups = [
+        (kg, snap.states["v"].columns(kg).keys, snap.states["v"].columns(kg).values) for kg in range(128)
+    ]
+    snap.release()
+    work = tempfile.mkdtemp(prefix="flinkstate-p4-")
+    try:
+        _write_ours(backend, os.path.join(work, "warm-up"))  # first-touch memory and codec setup
+        _write_anchor(groups, os.path.join(work, "warm-up.parquet"))
+        rounds = []
+        for i in range(runs):
+            ours = _write_ours(backend, os.path.join(work, f"ours-{i}"))[1]
+            anchor = _write_anchor(groups, os.path.join(work, f"anchor-{i}.parquet"))
+            rounds.append((n / ours, n / anchor))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ratio = statistics.median(o / a for o, a in rounds)
+    yield Result(
+        "P4",
+        f"asynchronous snapshot write of {n} ValueState entries",
+        statistics.median(r[0] for r in rounds),
+        "rows/s",
+        "same columns written with pyarrow directly",
+        statistics.median(r[1] for r in rounds),
+        ratio,
+        ">= 0.8x",
+        ratio >= 0.8,
+    )
+    backend.close()
+
+
+def p3_end_to_end(quick: bool) -> Iterator[Result]:
+    n = 1_000_000 if quick else 5_000_000
+    backend = _filled(n)
+    work = tempfile.mkdtemp(prefix="flinkstate-p3-")
+    try:
+        syncs, totals = [], []
+        for i in range(1 if quick else 3):
+            sync, total = _write_ours(backend, os.path.join(work, f"r{i}"))
+            syncs.append(sync * 1e3)
+            totals.append(total * 1e3)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        backend.close()
+    sync, total = statistics.median(syncs), statistics.median(totals)
+    yield Result(
+        "P3",
+        f"synchronous part of a full checkpoint ({n} entries, write included)",
+        sync,
+        "ms",
+        "whole checkpoint (sync + asynchronous write + commit)",
+        total,
+        total / sync,
+        "<= 5 ms",
+        sync <= 5.0,
+    )
+
+
+def p5(quick: bool) -> Iterator[Result]:
+    n = 1_000_000 if quick else 5_000_000
+    work = tempfile.mkdtemp(prefix="flinkstate-p5-")
+    try:
+        storage = CheckpointStorage(work)
+        pending = storage.begin()
+        for i in range(3):  # written at parallelism 3
+            rng = compute_key_group_range_for_operator_index(128, 3, i)
+            pending.write_keyed("op", _fill_range(n, rng), i, 3).result()
+        pending.commit()
+        rounds = []
+        for _ in range(1 if quick else 3):
+            full = _restore(work, 0, 1)
+            part = _restore(work, 1, 4)
+            rounds.append((part[0] / full[0], part[1] / full[1], part, full))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    t_ratio = statistics.median(r[0] for r in rounds)
+    b_ratio = statistics.median(r[1] for r in rounds)
+    part_t = statistics.median(r[2][0] for r in rounds)
+    full_t = statistics.median(r[3][0] for r in rounds)
+    yield Result(
+        "P5",
+        "restore of subtask 1 of 4 (written at 3) against a full restore: time",
+        part_t * 1e3,
+        "ms",
+        "full restore",
+        full_t * 1e3,
+        1 / t_ratio,
+        "<= 0.35x the time (ratio >= 2.86)",
+        t_ratio <= 0.35,
+    )
+    part_b = statistics.median(r[2][1] for r in rounds)
+    full_b = statistics.median(r[3][1] for r in rounds)
+    yield Result(
+        "P5",
+        "restore of subtask 1 of 4: bytes read",
+        part_b,
+        "bytes",
+        "full restore",
+        full_b,
+        1 / b_ratio,
+        "<= 0.3x the bytes (ratio >= 3.33)",
+        b_ratio <= 0.3,
+    )
+
+
+def _fill_range(n: int, rng: KeyGroupRange) -> HeapKeyedStateBackend:
+    """A backend owning ``rng`` with the keys of 0..n-1 that fall in it."""
+    assign = key_group_assigner(Types.LONG())
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), key_group_range=rng)
+    state = backend.get_state(DESC)
+    for k in range(n):
+        if rng.start <= assign(k, 128) <= rng.end:
+            backend.set_current_key(k)
+            state.update(k)
+    return backend
+
+
+def _restore(root: str, subtask: int, parallelism: int) -> tuple[float, int]:
+    start = time.perf_counter()
+    checkpoint = open_checkpoint(root)
+    backend = checkpoint.keyed_backend("op", subtask, parallelism)
+    elapsed = time.perf_counter() - start
+    backend.close()
+    return elapsed, checkpoint.directory.bytes_read
+
+
+BENCHMARKS = {"P4": p4, "P5": p5, "P3E": p3_end_to_end}

@@ -1,0 +1,97 @@
+"""Versions of a savepoint or checkpoint root, each referencing files of earlier ones.
+
+Spark writes and the streaming sink add versions (``chk-<n>``) that reference files of
+earlier versions (relative paths such as ``../chk-3/x.parquet`` or ``../_data/y.parquet``)
+instead of copying them. Garbage collection is reference-aware: a file goes only when no
+retained version references it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import replace
+
+from .manifest import METADATA, FileRef, Manifest, OperatorEntry, SubtaskEntry
+from .storage import Storage
+
+_CHK = re.compile(r"^chk-(\d+)$")
+DATA_DIR = "_data"
+
+
+def version_ids(root: Storage) -> list[int]:
+    """Every ``chk-<n>`` id under ``root``, completed or not."""
+    return sorted(int(m.group(1)) for n in root.list_dir() if (m := _CHK.match(n)))
+
+
+def completed_ids(root: Storage) -> list[int]:
+    return [i for i in version_ids(root) if root.exists(f"chk-{i}/{METADATA}")]
+
+
+def load_version(root: Storage, version: int) -> Manifest:
+    return Manifest.from_bytes(root.read_bytes(f"chk-{version}/{METADATA}"), f"chk-{version}/{METADATA}")
+
+
+def _move(ref: FileRef, old_dir: str, new_dir: str) -> FileRef:
+    absolute = posixpath.normpath(posixpath.join(old_dir, ref.path))
+    return replace(ref, path=posixpath.relpath(absolute, new_dir or "."))
+
+
+def rebase(manifest: Manifest, old_dir: str, new_dir: str) -> Manifest:
+    """``manifest`` with its paths rewritten from ``old_dir`` to ``new_dir`` (root-relative)."""
+
+    def files(group: dict[str, tuple[FileRef, ...]]) -> dict[str, tuple[FileRef, ...]]:
+        return {name: tuple(_move(r, old_dir, new_dir) for r in refs) for name, refs in group.items()}
+
+    def subtask(st: SubtaskEntry) -> SubtaskEntry:
+        raw_k = None if st.raw_keyed is None else _move(st.raw_keyed, old_dir, new_dir)
+        raw_o = None if st.raw_operator is None else _move(st.raw_operator, old_dir, new_dir)
+        return SubtaskEntry(st.index, st.key_group_range, files(dict(st.keyed)), files(dict(st.operator)),
+                            files(dict(st.broadcast)), raw_k, raw_o)  # fmt: skip
+
+    ops = tuple(replace(op, subtasks=tuple(subtask(st) for st in op.subtasks)) for op in manifest.operators)
+    return replace(manifest, operators=ops)
+
+
+def referenced(manifest: Manifest, directory: str) -> set[str]:
+    """Root-relative paths of every file ``manifest`` (in ``directory``) references."""
+    return {posixpath.normpath(posixpath.join(directory, f.path)) for f in manifest.files()}
+
+
+def collect_garbage(root: Storage, retain: int | None) -> list[str]:
+    """Keep the last ``retain`` completed versions (all when ``None``) and what they use.
+
+    Deleted: older versions, abandoned attempts older than the newest completed version,
+    and files (in version directories or ``_data``) that no kept version references.
+    Nothing newer than the newest completed version is touched (it may be in progress).
+    """
+    done = completed_ids(root)
+    if not done:
+        return []
+    keep = done if retain is None else done[-retain:]
+    used: set[str] = set()
+    for i in keep:
+        used |= referenced(load_version(root, i), f"chk-{i}")
+    deleted: list[str] = []
+    for i in version_ids(root):
+        if i > keep[-1]:
+            continue
+        directory = f"chk-{i}"
+        for path in list(root.walk_files(directory)):
+            is_kept_manifest = i in keep and posixpath.basename(path) == METADATA
+            if path not in used and not is_kept_manifest:
+                root.delete(path)
+                deleted.append(path)
+        if i not in keep and not any(p.startswith(directory + "/") for p in used):
+            root.delete(directory)
+    for path in list(root.walk_files(DATA_DIR)):
+        if path not in used:
+            root.delete(path)
+            deleted.append(path)
+    return deleted
+
+
+def replace_operator(manifest: Manifest, op: OperatorEntry) -> Manifest:
+    """``manifest`` with ``op`` added, or replacing the operator of the same uid."""
+    others = tuple(o for o in manifest.operators if o.uid != op.uid)
+    return replace(manifest, operators=(*others, op))

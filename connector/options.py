@@ -1,0 +1,208 @@
+"""Data source options, parsed once into frozen objects.
+
+Spark hands options over lower-cased, every value a string. Unknown options are an
+error that lists the valid ones; ``fs.``-prefixed options become fsspec storage options
+(``fs.key``, ``fs.client_kwargs.endpoint_url`` -> ``{"key": ..., "client_kwargs":
+{"endpoint_url": ...}}``) and are never echoed in messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flinkstate.state.errors import FlinkStateError
+
+
+class OptionError(FlinkStateError, ValueError):
+    """A data source option is unknown, missing or malformed."""
+
+    default_code = "INVALID_OPTION"
+
+
+READ_OPTIONS = (
+    "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",
+    "keygroupsperpartition", "watermark",
+)  # fmt: skip
+WRITE_OPTIONS = (
+    "path", "operator", "state", "statetype", "keycolumns", "valuecolumns", "maxparallelism",
+    "parallelism", "opcolumn", "positioncolumn", "namespacecolumn", "userkeycolumn", "ttl",
+)  # fmt: skip
+STATE_TYPES = ("value", "list", "map", "split", "union", "broadcast")
+_CANONICAL = {
+    "checkpointid": "checkpointId", "includeexpired": "includeExpired", "allowpickle": "allowPickle",
+    "keygroupsperpartition": "keyGroupsPerPartition", "statetype": "stateType", "keycolumns": "keyColumns",
+    "valuecolumns": "valueColumns", "maxparallelism": "maxParallelism", "opcolumn": "opColumn",
+    "positioncolumn": "positionColumn", "namespacecolumn": "namespaceColumn",
+    "userkeycolumn": "userKeyColumn",
+}  # fmt: skip
+
+
+def _name(key: str) -> str:
+    return _CANONICAL.get(key, key)
+
+
+def storage_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """fsspec storage options from ``fs.``-prefixed options (dots nest, JSON values parsed)."""
+    out: dict[str, Any] = {}
+    for key, raw in options.items():
+        if not key.lower().startswith("fs."):
+            continue
+        parts = key[3:].split(".")
+        target = out
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        target[parts[-1]] = value
+    return out
+
+
+SPARK_OWN = frozenset({"checkpointlocation"})
+"""Options Spark itself sets on a streaming sink; not ours to check."""
+
+
+def _check_known(options: Mapping[str, str], valid: tuple[str, ...], what: str) -> dict[str, str]:
+    lowered = {k.lower(): v for k, v in options.items()}
+    plain = {k: v for k, v in lowered.items() if not k.startswith("fs.") and k not in SPARK_OWN}
+    unknown = sorted(k for k in plain if k not in valid)
+    if unknown:
+        raise OptionError(
+            f"unknown {what} option(s) {[_name(k) for k in unknown]}; valid options: "
+            f"{sorted(_name(k) for k in valid)} and fs.* storage options"
+        )
+    return plain
+
+
+def _bool(plain: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = plain.get(key)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "1", "yes"):
+        return True
+    if raw.strip().lower() in ("false", "0", "no"):
+        return False
+    raise OptionError(f"option {_name(key)} must be true or false, got {raw!r}")
+
+
+def _int(plain: Mapping[str, str], key: str, default: int | None, low: int = 1) -> int | None:
+    raw = plain.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"option {_name(key)} must be an integer, got {raw!r}") from None
+    if value < low:
+        raise OptionError(f"option {_name(key)} must be at least {low}, got {value}")
+    return value
+
+
+def _path(plain: Mapping[str, str]) -> str:
+    path = plain.get("path")
+    if not path:
+        raise OptionError("a path is required: .load(path) / .save(path) or option path")
+    return path
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str
+    storage: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    checkpoint_id: int | None = None
+    operator: str | None = None
+    state: str | None = None
+    flatten: bool = True
+    include_expired: bool = False
+    allow_pickle: bool = False
+    key_groups_per_partition: int = 32
+    watermark: int | None = None
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> ReadOptions:
+        plain = _check_known(options, READ_OPTIONS, "read")
+        operator, state = plain.get("operator"), plain.get("state")
+        if (operator is None) != (state is None):
+            raise OptionError("options operator and state go together (neither: the metadata view)")
+        return ReadOptions(
+            _path(plain),
+            storage_options(options),
+            _int(plain, "checkpointid", None),
+            operator,
+            state,
+            _bool(plain, "flatten", True),
+            _bool(plain, "includeexpired", False),
+            _bool(plain, "allowpickle", False),
+            _int(plain, "keygroupsperpartition", 32) or 32,
+            _int(plain, "watermark", None, low=-(1 << 63)),
+        )
+
+
+def _columns(plain: Mapping[str, str], key: str) -> tuple[str, ...]:
+    raw = plain.get(key)
+    if raw is None:
+        return ()
+    cols = tuple(c.strip() for c in raw.split(",") if c.strip())
+    if not cols:
+        raise OptionError(f"option {_name(key)} names no column")
+    return cols
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    path: str
+    operator: str
+    state: str
+    state_type: str
+    key_columns: tuple[str, ...]
+    value_columns: tuple[str, ...]
+    max_parallelism: int
+    parallelism: int
+    op_column: str | None = None
+    position_column: str | None = None
+    namespace_column: str | None = None
+    user_key_column: str | None = None
+    ttl_ms: int | None = None
+    storage: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> WriteOptions:
+        plain = _check_known(options, WRITE_OPTIONS, "write")
+        for required in ("operator", "state", "statetype"):
+            if not plain.get(required):
+                raise OptionError(f"option {_name(required)} is required to write state")
+        state_type = plain["statetype"].strip().lower()
+        if state_type not in STATE_TYPES:
+            raise OptionError(
+                f"option stateType must be one of {list(STATE_TYPES)}, got {plain['statetype']!r}"
+            )
+        keys = _columns(plain, "keycolumns")
+        if state_type in ("value", "list", "map", "broadcast") and not keys:
+            raise OptionError(f"option keyColumns is required for stateType {state_type}")
+        if state_type in ("split", "union") and keys:
+            raise OptionError(f"operator list state ({state_type}) has no key: drop option keyColumns")
+        max_p = _int(plain, "maxparallelism", 128)
+        p = _int(plain, "parallelism", 1)
+        assert max_p is not None and p is not None
+        if max_p > 1 << 15 or p > max_p:
+            raise OptionError(f"need 1 <= parallelism ({p}) <= maxParallelism ({max_p}) <= 32768")
+        return WriteOptions(
+            _path(plain),
+            plain["operator"],
+            plain["state"],
+            state_type,
+            keys,
+            _columns(plain, "valuecolumns"),
+            max_p,
+            p,
+            plain.get("opcolumn"),
+            plain.get("positioncolumn"),
+            plain.get("namespacecolumn"),
+            plain.get("userkeycolumn"),
+            _int(plain, "ttl", None),
+            storage_options(options),
+        )

@@ -1,0 +1,396 @@
+"""Reading checkpoints into DataFrames: planning partitions, pushing filters, reading batches.
+
+Partitions are small picklable descriptions (files and row groups); executors open the
+files themselves. Filters on ``key_group``, on the ``key`` (equality or IN: the key's
+group is computed, and only it is read) and on ``subtask`` are pushed down and applied
+exactly; everything else is left to Spark.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
+from flinkstate.checkpoint.format import merge_keyed, open_parquet, read_row_group, storage_table
+from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
+from flinkstate.checkpoint.storage import Storage
+from flinkstate.state.keygroups import assign_to_key_group
+from flinkstate.state.operator import OperatorStateMode
+from flinkstate.state.snapshot import StateMetaInfo
+from flinkstate.state.ttl import TtlTimeCharacteristic
+from flinkstate.state.typeinfo import BasicTypeInfo
+
+from .options import OptionError, ReadOptions
+from .views import METADATA_SCHEMA, keyed_view, operator_view_schema
+
+_RANGE_FILTERS = (EqualTo, In, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+
+
+@dataclass(frozen=True)
+class KeyedPartition(InputPartition):
+    """Row groups of one subtask's files: ((path, ((key group, row group), ...)), ...)."""
+
+    files: tuple[tuple[str, int, tuple[tuple[int, int], ...]], ...]
+
+
+@dataclass(frozen=True)
+class OperatorPartition(InputPartition):
+    subtask: int
+    files: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class MetadataPartition(InputPartition):
+    checkpoint_id: int
+
+
+def _predicate(f: Filter) -> Any:
+    """A Python predicate for a range/equality filter on an int column."""
+    if isinstance(f, EqualTo):
+        return lambda v: v == f.value
+    if isinstance(f, In):
+        values = set(f.value)
+        return lambda v: v in values
+    if isinstance(f, GreaterThan):
+        return lambda v: v > f.value
+    if isinstance(f, GreaterThanOrEqual):
+        return lambda v: v >= f.value
+    if isinstance(f, LessThan):
+        return lambda v: v < f.value
+    assert isinstance(f, LessThanOrEqual)
+    return lambda v: v <= f.value
+
+
+def _int_filter(f: Filter) -> bool:
+    if not isinstance(f, _RANGE_FILTERS):
+        return False
+    values = f.value if isinstance(f, In) else (f.value,)
+    return all(type(v) is int for v in values)
+
+
+class FlinkStateReader(DataSourceReader):
+    """Reads one view of one checkpoint; see the module docstring."""
+
+    def __init__(self, options: ReadOptions, checkpoint: CompletedCheckpoint, schema: pa.Schema) -> None:
+        self.options = options
+        self.directory_url = checkpoint.directory.url
+        self.checkpoint_id = checkpoint.checkpoint_id
+        self.arrow_schema = schema
+        self.manifest = checkpoint.manifest
+        self.op: OperatorEntry | None = None
+        self.meta: StateMetaInfo | None = None
+        self.operator_mode: OperatorStateMode | None = None
+        if options.operator is not None:
+            self.op = checkpoint.operator(options.operator)
+            self.meta = self.op.keyed_state(options.state or "")
+            if self.meta is None:
+                self.operator_mode = _operator_mode(self.op, options.state or "")
+        self.key_groups: list[Any] = []  # predicates on key_group
+        self.subtasks: list[Any] = []  # predicates on subtask
+        self.key_values: list[set[Any]] | None = None  # AND of IN-sets on key
+        # Spark's guard refuses readers that define pushFilters while pushdown is off;
+        # ours applies accepted filters exactly and is correct without pushdown too, so it
+        # installs pushFilters per instance, where the guard does not look (see README).
+        self.pushFilters = _PushFilters(self)  # type: ignore[method-assign]
+
+    # -- pushdown ------------------------------------------------------------------------
+
+    def push(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Record the filters applied here; return the rest (Spark evaluates them)."""
+        rejected = []
+        for f in filters:
+            attribute = getattr(f, "attribute", ())
+            column = attribute if len(attribute) == 1 else ()
+            if self.meta is not None and column == ("key_group",) and _int_filter(f):
+                self.key_groups.append(_predicate(f))
+            elif self.meta is not None and column == ("key",) and self._key_filter(f):
+                pass
+            elif self.operator_mode is not None and self.operator_mode is not OperatorStateMode.BROADCAST \
+                    and column == ("subtask",) and _int_filter(f):  # fmt: skip
+                self.subtasks.append(_predicate(f))
+            else:
+                rejected.append(f)
+        return rejected
+
+    def _key_filter(self, f: Filter) -> bool:
+        assert self.op is not None
+        key_type = self.op.key_type
+        if not isinstance(f, EqualTo | In) or not isinstance(key_type, BasicTypeInfo):
+            return False
+        values = set(f.value) if isinstance(f, In) else {f.value}
+        if any(v is None or not isinstance(v, key_type.python_type) for v in values):
+            return False
+        self.key_values = (self.key_values or []) + [values]
+        return True
+
+    def _wanted_key_groups(self) -> set[int] | None:
+        """Key groups the pushed filters allow (``None``: all)."""
+        assert self.op is not None
+        wanted: set[int] | None = None
+        if self.key_values is not None:
+            common = set.intersection(*self.key_values)
+            wanted = set()
+            for value in common:
+                try:
+                    wanted.add(assign_to_key_group(value, self.op.max_parallelism, self.op.key_type))
+                except ValueError:
+                    continue
+        if self.key_groups:
+            allowed = {kg for kg in range(self.op.max_parallelism) if all(p(kg) for p in self.key_groups)}
+            wanted = allowed if wanted is None else wanted & allowed
+        return wanted
+
+    # -- planning ------------------------------------------------------------------------
+
+    def partitions(self) -> Sequence[InputPartition]:
+        if self.op is None:
+            return [MetadataPartition(self.checkpoint_id)]
+        if self.meta is None:
+            return self._operator_partitions()
+        wanted = self._wanted_key_groups()
+        size = self.options.key_groups_per_partition
+        out: list[InputPartition] = []
+        for subtask in self.op.subtasks:
+            ref_list: list[FileRef] = list(subtask.keyed.get(self.meta.name, ()))
+            groups = sorted({kg for r in ref_list for kg in r.key_groups if wanted is None or kg in wanted})
+            for i in range(0, len(groups), size):
+                chunk = set(groups[i : i + size])
+                files = tuple(
+                    (
+                        r.path,
+                        r.size,
+                        tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items()) if kg in chunk),
+                    )
+                    for r in ref_list
+                )
+                out.append(KeyedPartition(files))
+        return out
+
+    def _operator_partitions(self) -> list[InputPartition]:
+        assert self.op is not None
+        name = self.options.state or ""
+        out: list[InputPartition] = []
+        for subtask in self.op.subtasks:
+            broadcast = self.operator_mode is OperatorStateMode.BROADCAST
+            refs = (subtask.broadcast if broadcast else subtask.operator).get(name, ())
+            if not refs or not all(p(subtask.index) for p in self.subtasks):
+                continue
+            out.append(OperatorPartition(subtask.index, tuple((r.path, r.size) for r in refs)))
+            if broadcast:  # every subtask holds the same map: read one copy
+                break
+        return out
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        storage = Storage(self.directory_url, self.options.storage)
+        if isinstance(partition, MetadataPartition):
+            yield from self._cast(metadata_table(self.manifest, self.checkpoint_id)).to_batches()
+        elif isinstance(partition, OperatorPartition):
+            yield from self._read_operator(storage, partition)
+        else:
+            assert isinstance(partition, KeyedPartition)
+            yield from self._read_keyed(storage, partition)
+
+    def _read_keyed(self, storage: Storage, partition: KeyedPartition) -> Iterator[pa.RecordBatch]:
+        meta, op = self.meta, self.op
+        assert meta is not None and op is not None
+        expired_before = None if self.options.include_expired else _expired_before(meta, self.options)
+        key_filter = None
+        if self.key_values is not None:
+            assert op.key_type is not None
+            common = list(set.intersection(*self.key_values))
+            key_filter = pa.array(common, op.key_type.to_arrow())
+        by_group: dict[int, list[pa.Table]] = {}
+        for path, size, groups in partition.files:
+            _check_size(storage, path, size)
+            pf = open_parquet(storage.open_input(path), path)
+            for kg, rg in groups:
+                by_group.setdefault(kg, []).append(read_row_group(pf, rg, path))
+        for kg in sorted(by_group):
+            tables = by_group[kg]
+            if len(tables) > 1 or "op" in tables[0].column_names:
+                assert op.key_type is not None
+                merged = merge_keyed(tables, meta, op.key_type, self.options.allow_pickle)
+                table = storage_table(meta, op.key_type, kg, merged)
+            else:
+                table = tables[0]
+            if key_filter is not None:
+                table = table.filter(pc.is_in(table.column("key"), value_set=key_filter))
+            if table.num_rows:
+                view = keyed_view(table, meta, self.options.flatten, expired_before)
+                if view.num_rows:
+                    yield from self._cast(view).to_batches()
+
+    def _read_operator(self, storage: Storage, partition: OperatorPartition) -> Iterator[pa.RecordBatch]:
+        tables = []
+        for path, size in partition.files:
+            _check_size(storage, path, size)
+            pf = open_parquet(storage.open_input(path), path)
+            tables += [read_row_group(pf, i, path) for i in range(pf.num_row_groups)]
+        if not tables:
+            return
+        table = pa.concat_tables(tables)
+        if self.operator_mode is OperatorStateMode.BROADCAST:
+            view = table.select(["key", "value"])
+        else:
+            subtask = pa.array([partition.subtask] * table.num_rows, pa.int32())
+            position = pa.array(range(table.num_rows), pa.int32())
+            view = pa.table({"subtask": subtask, "position": position, "value": table.column("value")})
+        if view.num_rows:
+            yield from self._cast(view).to_batches()
+
+    def _cast(self, view: pa.Table) -> pa.Table:
+        """The columns Spark asked for, in its exact Arrow schema."""
+        names = self.arrow_schema.names
+        missing = [n for n in names if n not in view.column_names]
+        if missing:
+            raise OptionError(
+                f"the schema asks for columns {missing} that this view does not have; "
+                f"it has {view.column_names}"
+            )
+        return view.select(names).cast(self.arrow_schema)
+
+
+class _PushFilters:
+    """``reader.pushFilters`` as Spark calls it; looks like the base method to its guard."""
+
+    def __init__(self, reader: FlinkStateReader) -> None:
+        self._reader = reader
+        self.__func__ = DataSourceReader.pushFilters
+
+    def __call__(self, filters: list[Filter]) -> Iterable[Filter]:
+        return self._reader.push(filters)
+
+
+def _operator_mode(op: OperatorEntry, state: str) -> OperatorStateMode:
+    modes = [i.mode for i in op.operator_states if i.name == state]
+    if not modes:
+        names = sorted({s.name for s in op.keyed_states} | {i.name for i in op.operator_states})
+        raise OptionError(
+            f"operator {op.uid!r} has no state {state!r}; its states: {names}", code="UNKNOWN_STATE"
+        )
+    if len(modes) > 1:
+        raise OptionError(f"operator {op.uid!r} has a list and a broadcast state both named {state!r}")
+    mode: OperatorStateMode = modes[0]
+    return mode
+
+
+def _expired_before(meta: StateMetaInfo, options: ReadOptions) -> int | None:
+    """Timestamps at or before this are expired (``None``: nothing is hidden)."""
+    if meta.ttl is None:
+        return None
+    if meta.ttl.time_characteristic is TtlTimeCharacteristic.EventTime:
+        return None if options.watermark is None else options.watermark - meta.ttl.ttl_ms
+    return int(time.time() * 1000) - meta.ttl.ttl_ms
+
+
+def _check_size(storage: Storage, path: str, size: int) -> None:
+    from flinkstate.checkpoint import CheckpointCorruptError
+
+    actual = storage.size(path)
+    if actual != size:
+        raise CheckpointCorruptError(f"data file {path} has {actual} bytes; the manifest says {size}")
+
+
+def _type_text(t: Any) -> str | None:
+    return None if t is None else str(t)
+
+
+def metadata_table(manifest: Any, checkpoint_id: int) -> pa.Table:
+    """One row per operator and state."""
+    rows: list[dict[str, Any]] = []
+    for op in manifest.operators:
+        base = {
+            "checkpoint_id": checkpoint_id,
+            "operator": op.uid,
+            "parallelism": op.parallelism,
+            "max_parallelism": op.max_parallelism,
+        }
+        for meta in op.keyed_states:
+            refs = [r for st in op.subtasks for r in st.keyed.get(meta.name, ())]
+            types = (op.key_type, meta.value_type, meta.user_key_type, meta.namespace_type)
+            row = {
+                "state": meta.name,
+                "kind": meta.kind.value,
+                "key_type": _type_text(op.key_type),
+                "namespace_type": _type_text(meta.namespace_type),
+                "user_key_type": _type_text(meta.user_key_type),
+                "value_type": str(meta.value_type),
+                "ttl": None if meta.ttl is None else _ttl_text(meta.ttl),
+                "pickled": any(t is not None and t.is_pickled for t in types),
+                "rows": sum(r.rows for r in refs),
+                "bytes": sum(r.size for r in refs),
+            }
+            rows.append({**base, **row})
+        for info in op.operator_states:
+            broadcast = info.mode is OperatorStateMode.BROADCAST
+            refs = [
+                r
+                for st in op.subtasks
+                for r in (st.broadcast if broadcast else st.operator).get(info.name, ())
+            ]
+            row = {
+                "state": info.name,
+                "kind": {"split": "split list", "union": "union list", "broadcast": "broadcast"}[
+                    info.mode.value
+                ],
+                "key_type": None,
+                "namespace_type": None,
+                "user_key_type": _type_text(info.user_key_type),
+                "value_type": str(info.value_type),
+                "ttl": None,
+                "pickled": info.pickled,
+                "rows": sum(r.rows for r in refs),
+                "bytes": sum(r.size for r in refs),
+            }
+            rows.append({**base, **row})
+    return pa.Table.from_pylist(rows, schema=METADATA_SCHEMA)
+
+
+def _ttl_text(ttl: Any) -> str:
+    parts = [
+        f"{ttl.ttl_ms} ms",
+        ttl.update_type.name,
+        ttl.state_visibility.name,
+        ttl.time_characteristic.name,
+    ]
+    return ", ".join(parts)
+
+
+def open_for_read(options: ReadOptions) -> CompletedCheckpoint:
+    return open_checkpoint(options.path, options.storage, options.checkpoint_id, options.allow_pickle)
+
+
+def view_schema_of(options: ReadOptions, checkpoint: CompletedCheckpoint) -> pa.Schema:
+    """The Arrow schema of the view the options select."""
+    from .views import keyed_view_schema
+
+    if options.operator is None:
+        return METADATA_SCHEMA
+    op = checkpoint.operator(options.operator)
+    meta = op.keyed_state(options.state or "")
+    if meta is not None:
+        return keyed_view_schema(meta, op.key_type, options.flatten)
+    mode = _operator_mode(op, options.state or "")
+    info = next(i for i in op.operator_states if i.name == options.state and i.mode is mode)
+    return operator_view_schema(
+        info.value_type, info.user_key_type if mode is OperatorStateMode.BROADCAST else None
+    )

@@ -1,0 +1,180 @@
+"""``df.write.format("flinkstate")``: bootstrap a savepoint from a DataFrame.
+
+Every write adds a version ``chk-<n>`` under the path. ``overwrite`` makes a version
+holding only this state; ``append`` derives the new version from the latest one, with
+this state added or replaced and everything else referenced, not copied; the previous
+version stays readable (``checkpointId``) until removed. Tasks write uniquely named
+files and report them; the driver's commit writes the manifest (create-if-absent), so
+retried and speculative tasks never duplicate rows: only the files in the commit
+messages Spark hands over are referenced, and the rest are deleted.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from flinkstate.checkpoint import Manifest
+from flinkstate.checkpoint.committer import commit_manifest
+from flinkstate.checkpoint.format import WrittenFile
+from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
+from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint.versions import completed_ids, load_version, rebase, replace_operator, version_ids
+from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.operator import OperatorStateMode
+
+from .encode import WritePlan, encode_keyed, encode_operator, make_plan
+from .options import OptionError, WriteOptions
+
+
+@dataclass
+class TaskFiles(WriterCommitMessage):
+    """What one task wrote: (subtask index, file) pairs."""
+
+    partition: int
+    files: list[tuple[int, FileRef]] = field(default_factory=list)
+
+
+def task_files(messages: list[WriterCommitMessage | None]) -> list[tuple[int, FileRef]]:
+    """The (subtask, file) pairs of every task, in partition order."""
+    tasks = sorted((m for m in messages if isinstance(m, TaskFiles)), key=lambda m: m.partition)
+    return [f for m in tasks for f in m.files]
+
+
+def partition_id() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return 0 if context is None else context.partitionId()
+
+
+def store(directory: Storage, prefix: str, index: int, written: WrittenFile) -> FileRef:
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}-{index}.parquet"
+    directory.write_bytes(name, written.data)
+    return FileRef(name, len(written.data), written.sha256, written.rows, written.key_groups)
+
+
+def write_task(
+    plan: WritePlan, directory: Storage, batches: Iterator[pa.RecordBatch], streaming: bool
+) -> TaskFiles:
+    """Encode and store one task's rows."""
+    part = partition_id()
+    message = TaskFiles(part)
+    collected = list(batches)
+    if not collected:
+        return message
+    table = pa.Table.from_batches(collected)
+    if table.num_rows == 0:
+        return message
+    if plan.keyed:
+        for index, written in sorted(encode_keyed(plan, table, streaming).items()):
+            message.files.append((index, store(directory, f"t{part}", index, written)))
+    else:
+        index = part % plan.options.parallelism
+        message.files.append((index, store(directory, f"t{part}", index, encode_operator(plan, table))))
+    return message
+
+
+def operator_entry(
+    plan: WritePlan, files: list[tuple[int, FileRef]], base: OperatorEntry | None
+) -> OperatorEntry:
+    """The operator entry with this state's files (other states of ``base`` kept)."""
+    opts = plan.options
+    p, max_p = opts.parallelism, opts.max_parallelism
+    if base is not None and (base.parallelism, base.max_parallelism) != (p, max_p):
+        raise OptionError(
+            f"operator {opts.operator!r} exists with parallelism {base.parallelism} and max parallelism "
+            f"{base.max_parallelism}; write with the same, or use mode overwrite"
+        )
+    if base is not None and plan.keyed and base.key_type not in (None, plan.key_type):
+        raise OptionError(
+            f"operator {opts.operator!r} has key type {base.key_type}, this write {plan.key_type}"
+        )
+    per_subtask: dict[int, list[FileRef]] = {i: [] for i in range(p)}
+    for index, ref in files:
+        per_subtask[index].append(ref)
+    broadcast = not plan.keyed and plan.operator_info().mode is OperatorStateMode.BROADCAST
+    subtasks = []
+    for i in range(p):
+        old = base.subtasks[i] if base is not None and i < len(base.subtasks) else SubtaskEntry(i)
+        mine = tuple(ref for _, ref in files) if broadcast else tuple(per_subtask[i])
+        keyed, operator, bcast = dict(old.keyed), dict(old.operator), dict(old.broadcast)
+        target = keyed if plan.keyed else bcast if broadcast else operator
+        for group in (keyed, operator, bcast):
+            group.pop(opts.state, None)
+        if mine:
+            target[opts.state] = mine
+        rng = compute_key_group_range_for_operator_index(max_p, p, i)
+        subtasks.append(
+            SubtaskEntry(i, (rng.start, rng.end), keyed, operator, bcast, old.raw_keyed, old.raw_operator)
+        )
+    keyed_states = tuple(s for s in (base.keyed_states if base else ()) if s.name != opts.state)
+    operator_states = tuple(s for s in (base.operator_states if base else ()) if s.name != opts.state)
+    if plan.keyed:
+        keyed_states += (plan.meta(),)
+    else:
+        operator_states += (plan.operator_info(),)
+    key_type = plan.key_type if plan.keyed else (base.key_type if base else None)
+    return OperatorEntry(opts.operator, p, max_p, key_type, keyed_states, operator_states, tuple(subtasks))
+
+
+class BootstrapWriter(DataSourceArrowWriter):
+    """See the module docstring."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self.options = WriteOptions.parse(options)
+        self.plan = make_plan(self.options, to_arrow_schema(schema, timezone="UTC"))
+        self.overwrite = overwrite
+        root = Storage(self.options.path, self.options.storage)
+        if root.exists(METADATA) and not overwrite:
+            raise OptionError(
+                f"{self.options.path} holds a single savepoint (its _metadata at the top); append "
+                "needs a path written by Spark or a checkpoint root: use mode overwrite or another path",
+                code="INVALID_PATH",
+            )
+        ids = version_ids(root)
+        self.version = (ids[-1] if ids else 0) + 1
+        done = completed_ids(root)
+        self.base_version = None if overwrite or not done else done[-1]
+
+    def _directory(self) -> Storage:
+        return Storage(self.options.path, self.options.storage).child(f"chk-{self.version}")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskFiles:
+        return write_task(self.plan, self._directory(), iterator, streaming=False)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        root = Storage(self.options.path, self.options.storage)
+        files = task_files(messages)
+        base = None
+        if self.base_version is not None:
+            base = rebase(
+                load_version(root, self.base_version), f"chk-{self.base_version}", f"chk-{self.version}"
+            )
+        old_op = base.operator(self.options.operator) if base is not None else None
+        op = operator_entry(self.plan, files, old_op)
+        manifest = replace_operator(base or Manifest(self.version, "savepoint"), op)
+        manifest = Manifest(self.version, "savepoint", manifest.operators,
+                            {"writer": "spark", "mode": "overwrite" if self.overwrite else "append"},
+                            int(time.time() * 1000))  # fmt: skip
+        directory = self._directory()
+        mine = [ref.path for _, ref in files]
+        commit_manifest(directory, manifest, mine)
+        for path in directory.list_dir():  # files of failed or speculative task attempts
+            if path != METADATA and path not in mine:
+                directory.delete(path)
+        if self.overwrite and root.exists(METADATA):
+            root.delete(METADATA)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        directory = self._directory()
+        for _, ref in task_files(messages):
+            directory.delete(ref.path)
