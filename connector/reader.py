@@ -200,7 +200,10 @@ class FlinkStateReader(DataSourceReader):
     # -- reading -------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        storage = Storage(self.directory_url, self.options.storage)
+        return self.read_from(Storage(self.directory_url, self.options.storage), partition)
+
+    def read_from(self, storage: Storage, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Read ``partition`` through ``storage`` (whose counters then show the I/O)."""
         if isinstance(partition, MetadataPartition):
             yield from self._cast(metadata_table(self.manifest, self.checkpoint_id)).to_batches()
         elif isinstance(partition, OperatorPartition):
