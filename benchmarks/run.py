@@ -12,15 +12,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from checkpoint_bench import BENCHMARKS as CHECKPOINT
 from common import Result
+from spark_bench import BENCHMARKS as SPARK
 from state_bench import BENCHMARKS as STATE
 from ttl_bench import BENCHMARKS as TTL
 
-ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL, **CHECKPOINT}
+ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL, **CHECKPOINT, **SPARK}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="", help="comma-separated ids, e.g. P1,P3")
+    parser.add_argument("--only", default="", help="comma-separated ids, e.g. P1,P3 (P6 runs P6-P8)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, one run each")
     args = parser.parse_args()
     wanted = [i.strip().upper() for i in args.only.split(",") if i.strip()] or list(ALL)

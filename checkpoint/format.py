@@ -144,7 +144,7 @@ def write_row_groups(schema: pa.Schema, tables: Iterable[tuple[int, pa.Table]]) 
 
 def open_parquet(source: Any, name: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(source, page_checksum_verification=True)
+        return pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=True)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CheckpointCorruptError(f"data file {name} is not a readable Parquet file: {exc}") from exc
 
@@ -276,12 +276,31 @@ def iter_row_groups(pf: pq.ParquetFile, name: str, indexes: Iterable[int]) -> It
 DELETE = 1
 
 
+def combine_key_group(tables: list[pa.Table], meta: StateMetaInfo) -> pa.Table | None:
+    """Several files' rows of one key group as one table, when applying them in order is
+    just concatenating them: no deletes and no scope in more than one row. Else ``None``."""
+    if any("op" in t.column_names for t in tables):
+        return None
+    try:
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        if len(tables) == 1:
+            return table
+        scope = [c for c in ("key", "namespace", "user_key") if c in table.column_names]
+        if meta.kind is not StateKind.MAP and "user_key" in scope:
+            scope.remove("user_key")
+        groups = table.group_by(scope, use_threads=False).aggregate([]).num_rows
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    return table if groups == table.num_rows else None
+
+
 def merge_keyed(
     tables: list[pa.Table], meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
 ) -> StateColumns:
     """The entries of one key group held in several files (or with deletes), applied in order."""
-    if len(tables) == 1 and "op" not in tables[0].column_names:
-        return keyed_columns(tables[0], meta, key_type, allow_pickle)
+    combined = combine_key_group(tables, meta)
+    if combined is not None:
+        return keyed_columns(combined, meta, key_type, allow_pickle)
     from flinkstate.state.types import ListTypeInfo
 
     acc: dict[tuple[Any, Any], Any] = {}

@@ -132,9 +132,10 @@ def encode_keyed(plan: WritePlan, table: pa.Table, streaming: bool = False) -> d
     assert plan.key_type is not None
     opts, meta = plan.options, plan.meta()
     key = _column(table, plan.key_columns, plan.key_type)
-    python_keys = from_arrow(key, plan.key_type, allow_pickle=True)
-    groups = assign_key_groups(key, plan.key_type, opts.max_parallelism)
-    cols: dict[str, Any] = {"key_group": groups, "key": key}
+    cols: dict[str, Any] = {
+        "key_group": assign_key_groups(key, plan.key_type, opts.max_parallelism),
+        "key": key,
+    }
     if plan.namespace_type is not None:
         cols["namespace"] = table.column(opts.namespace_column).combine_chunks()
     if plan.user_key_type is not None:
@@ -144,24 +145,32 @@ def encode_keyed(plan: WritePlan, table: pa.Table, streaming: bool = False) -> d
     cols["value"] = _column(table, plan.value_columns, plan.value_type)
     if opts.position_column:
         cols["position"] = table.column(opts.position_column).combine_chunks()
-    ops = _ops(table.column(opts.op_column)) if streaming and opts.op_column else None
-    if ops is not None:
-        cols["op"] = ops
+    if streaming and opts.op_column:
+        cols["op"] = _ops(table.column(opts.op_column))
     work = pa.table(cols)
-    order = pc.sort_indices(work, sort_keys=[("key_group", "ascending")])
-    work = work.take(order)
-    python_keys = [python_keys[i] for i in order.to_pylist()]
-    rows = _scoped_rows(work, meta, python_keys)
+    work = work.take(pc.sort_indices(work, sort_keys=[("key_group", "ascending")]))
+    if meta.kind is StateKind.LIST or _repeats(work, meta):
+        work = _scoped_rows(work, meta, from_arrow(work.column("key"), plan.key_type, allow_pickle=True))
     schema = keyed_schema(meta, plan.key_type)
-    if ops is not None:
+    if "op" in work.column_names:
         schema = schema.append(pa.field("op", pa.int8()))
     now = int(time.time() * 1000)
     by_subtask: dict[int, list[tuple[int, pa.Table]]] = {}
-    for kg, table_kg in _split_by_key_group(rows):
-        out = _stored_layout(table_kg, meta, schema, now)
+    for kg, table_kg in _split_by_key_group(work):
         index = compute_operator_index_for_key_group(opts.max_parallelism, opts.parallelism, kg)
-        by_subtask.setdefault(index, []).append((kg, out))
+        by_subtask.setdefault(index, []).append((kg, _stored_layout(table_kg, meta, schema, now)))
     return {index: write_row_groups(schema, tables) for index, tables in by_subtask.items()}
+
+
+def _repeats(work: pa.Table, meta: StateMetaInfo) -> bool:
+    """Whether some scope (key, namespace[, user key]) has more than one row."""
+    scope = [c for c in ("key", "namespace") if c in work.column_names]
+    if meta.kind is StateKind.MAP:
+        scope.append("user_key")
+    try:
+        return bool(work.group_by(scope, use_threads=False).aggregate([]).num_rows != work.num_rows)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return True
 
 
 def _ops(column: pa.ChunkedArray) -> pa.Array:
@@ -220,13 +229,13 @@ def _gather_lists(work: pa.Table, groups: list[int], keys: list[Any], namespaces
 
 
 def _split_by_key_group(rows: pa.Table) -> list[tuple[int, pa.Table]]:
-    groups = rows.column("key_group").to_pylist()
+    """(key group, its rows) of rows sorted by key group."""
+    counts = pc.value_counts(rows.column("key_group")).to_pylist()
     out = []
     start = 0
-    for i in range(1, len(groups) + 1):
-        if i == len(groups) or groups[i] != groups[start]:
-            out.append((groups[start], rows.slice(start, i - start)))
-            start = i
+    for item in counts:
+        out.append((item["values"], rows.slice(start, item["counts"])))
+        start += item["counts"]
     return out
 
 

@@ -28,7 +28,13 @@ from pyspark.sql.datasource import (
 )
 
 from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.format import merge_keyed, open_parquet, read_row_group, storage_table
+from flinkstate.checkpoint.format import (
+    combine_key_group,
+    merge_keyed,
+    open_parquet,
+    read_row_group,
+    storage_table,
+)
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.state.keygroups import assign_to_key_group
@@ -40,6 +46,8 @@ from flinkstate.state.typeinfo import BasicTypeInfo
 from .options import OptionError, ReadOptions
 from .views import METADATA_SCHEMA, keyed_view, operator_view_schema
 
+BATCH_ROWS = 1 << 16
+"""Rows per Arrow batch handed to Spark (key groups are gathered into batches this big)."""
 _RANGE_FILTERS = (EqualTo, In, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 
 
@@ -227,20 +235,28 @@ class FlinkStateReader(DataSourceReader):
             pf = open_parquet(storage.open_input(path), path)
             for kg, rg in groups:
                 by_group.setdefault(kg, []).append(read_row_group(pf, rg, path))
+        pending: list[pa.Table] = []
+        rows = 0
         for kg in sorted(by_group):
-            tables = by_group[kg]
-            if len(tables) > 1 or "op" in tables[0].column_names:
+            combined = combine_key_group(by_group[kg], meta)
+            if combined is None:  # scopes repeat across files, or deletes: merge in Python
                 assert op.key_type is not None
-                merged = merge_keyed(tables, meta, op.key_type, self.options.allow_pickle)
+                merged = merge_keyed(by_group[kg], meta, op.key_type, self.options.allow_pickle)
                 table = storage_table(meta, op.key_type, kg, merged)
             else:
-                table = tables[0]
+                table = combined
             if key_filter is not None:
                 table = table.filter(pc.is_in(table.column("key"), value_set=key_filter))
             if table.num_rows:
                 view = keyed_view(table, meta, self.options.flatten, expired_before)
                 if view.num_rows:
-                    yield from self._cast(view).to_batches()
+                    pending.append(self._cast(view))
+                    rows += view.num_rows
+            if rows >= BATCH_ROWS:
+                yield from pa.concat_tables(pending).to_batches(max_chunksize=BATCH_ROWS)
+                pending, rows = [], 0
+        if pending:
+            yield from pa.concat_tables(pending).to_batches(max_chunksize=BATCH_ROWS)
 
     def _read_operator(self, storage: Storage, partition: OperatorPartition) -> Iterator[pa.RecordBatch]:
         tables = []

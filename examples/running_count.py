@@ -41,8 +41,7 @@ def run(n_events: int = 10_000) -> HeapKeyedStateBackend:
     return backend
 
 
-def main() -> None:
-    backend = run()
+def show(backend: HeapKeyedStateBackend) -> None:
     count = backend.get_state(ValueStateDescriptor("count", Types.LONG()))
     pages = backend.get_map_state(MapStateDescriptor("pages", Types.STRING(), Types.LONG()))
     recent = backend.get_list_state(ListStateDescriptor("recent", Types.STRING()))
@@ -54,8 +53,7 @@ def main() -> None:
             f"{user:<8} {backend.get_current_key_group():>3} {count.value():>6}  "
             f"{page_counts:<45} {list(recent.get())}"
         )
-    backend.close()
 
 
 if __name__ == "__main__":
-    main()
+    show(run())

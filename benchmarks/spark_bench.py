@@ -1,0 +1,139 @@
+"""P6-P8: the Spark data source against Spark's own Parquet reader and writer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from common import Result
+
+
+def _spark() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from flinkstate.connector import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def _timed(fn: Any) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _rows(spark: Any, n: int) -> Any:
+    return spark.range(0, n, 1, 2).selectExpr("id as user", "id * 3 as total")
+
+
+def _bootstrap(df: Any, path: str) -> None:
+    (
+        df.write.format("flinkstate")
+        .mode("overwrite")
+        .option("operator", "op")
+        .option("state", "total")
+        .option("stateType", "value")
+        .option("keyColumns", "user")
+        .save(path)
+    )
+
+
+def _noop(df: Any) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def p6_p8(quick: bool) -> Iterator[Result]:
+    n = 1_000_000 if quick else 10_000_000
+    runs = 1 if quick else 3
+    spark = _spark()
+    work = tempfile.mkdtemp(prefix="flinkstate-spark-")
+    try:
+        source = _rows(spark, n).repartition(2, "user").cache()
+        source.count()
+        savepoint = os.path.join(work, "sp")
+        rounds = []
+        for i in range(runs + 1):  # the first round warms up the JVM and the workers
+            ours = _timed(lambda: _bootstrap(source, savepoint))
+            anchor = _timed(lambda i=i: source.write.mode("overwrite").parquet(os.path.join(work, f"pq{i}")))
+            if i:
+                rounds.append((n / ours, n / anchor))
+        ratio = statistics.median(o / a for o, a in rounds)
+        yield Result(
+            "P7",
+            f"bootstrap write of {n} ValueState rows",
+            statistics.median(r[0] for r in rounds),
+            "rows/s",
+            "df.write.parquet of the same rows",
+            statistics.median(r[1] for r in rounds),
+            ratio,
+            ">= 0.9x",
+            ratio >= 0.9,
+        )
+
+        state = (
+            spark.read.format("flinkstate").option("operator", "op").option("state", "total").load(savepoint)
+        )
+        plain = os.path.join(work, "plain")
+        state.write.mode("overwrite").parquet(plain)  # the same rows and columns, as plain Parquet
+        parquet = spark.read.parquet(plain)
+        rounds = []
+        for i in range(runs + 1):
+            ours = _timed(lambda: _noop(state))
+            anchor = _timed(lambda: _noop(parquet))
+            if i:
+                rounds.append((n / ours, n / anchor))
+        ratio = statistics.median(o / a for o, a in rounds)
+        yield Result(
+            "P6",
+            f"read {n} ValueState rows (all columns) into the noop sink",
+            statistics.median(r[0] for r in rounds),
+            "rows/s",
+            "spark.read.parquet of the same rows",
+            statistics.median(r[1] for r in rounds),
+            ratio,
+            ">= 0.8x",
+            ratio >= 0.8,
+        )
+
+        key = n // 3
+        rounds = []
+        for i in range(runs + 1):
+            one = _timed(lambda: state.filter(f"key = {key}").collect())
+            full = _timed(lambda: _noop(state))
+            if i:
+                rounds.append((one, full))
+        one_t = statistics.median(r[0] for r in rounds)
+        full_t = statistics.median(r[1] for r in rounds)
+        yield Result(
+            "P8",
+            "single-key filter (128 key groups)",
+            one_t * 1e3,
+            "ms",
+            "full scan",
+            full_t * 1e3,
+            full_t / one_t,
+            ">= 20x faster",
+            full_t / one_t >= 20,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        spark.stop()
+
+
+BENCHMARKS = {"P6": p6_p8}
