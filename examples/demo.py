@@ -11,9 +11,9 @@ import os
 import sys
 import tempfile
 
-import running_count
-
 from flinkstate.checkpoint import CheckpointStorage
+
+import running_count
 
 
 def main() -> None:
