@@ -30,3 +30,55 @@ def make_backend(request: pytest.FixtureRequest) -> Any:
     yield factory
     for backend in made:
         backend.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Any:
+    """A real HTTP S3 server (moto_server) on a free loopback port, for the whole session."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    binary = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [binary, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("moto_server did not start") from None
+            time.sleep(0.2)
+    yield endpoint
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_options(s3_server: str) -> dict[str, Any]:
+    """Storage options for s3fs against the test server, with a fresh bucket per test."""
+    import uuid
+
+    import s3fs
+
+    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3_server}}
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(**options).mkdir(bucket)
+    return {"bucket": bucket, "options": options}
