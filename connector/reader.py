@@ -43,6 +43,7 @@ from flinkstate.state.snapshot import StateMetaInfo
 from flinkstate.state.ttl import TtlTimeCharacteristic
 from flinkstate.state.typeinfo import BasicTypeInfo
 
+from .metadata import metadata_table
 from .options import OptionError, ReadOptions
 from .views import METADATA_SCHEMA, keyed_view, operator_view_schema
 
@@ -327,71 +328,6 @@ def _check_size(storage: Storage, path: str, size: int) -> None:
     actual = storage.size(path)
     if actual != size:
         raise CheckpointCorruptError(f"data file {path} has {actual} bytes; the manifest says {size}")
-
-
-def _type_text(t: Any) -> str | None:
-    return None if t is None else str(t)
-
-
-def metadata_table(manifest: Any, checkpoint_id: int) -> pa.Table:
-    """One row per operator and state."""
-    rows: list[dict[str, Any]] = []
-    for op in manifest.operators:
-        base = {
-            "checkpoint_id": checkpoint_id,
-            "operator": op.uid,
-            "parallelism": op.parallelism,
-            "max_parallelism": op.max_parallelism,
-        }
-        for meta in op.keyed_states:
-            refs = [r for st in op.subtasks for r in st.keyed.get(meta.name, ())]
-            types = (op.key_type, meta.value_type, meta.user_key_type, meta.namespace_type)
-            row = {
-                "state": meta.name,
-                "kind": meta.kind.value,
-                "key_type": _type_text(op.key_type),
-                "namespace_type": _type_text(meta.namespace_type),
-                "user_key_type": _type_text(meta.user_key_type),
-                "value_type": str(meta.value_type),
-                "ttl": None if meta.ttl is None else _ttl_text(meta.ttl),
-                "pickled": any(t is not None and t.is_pickled for t in types),
-                "rows": sum(r.rows for r in refs),
-                "bytes": sum(r.size for r in refs),
-            }
-            rows.append({**base, **row})
-        for info in op.operator_states:
-            broadcast = info.mode is OperatorStateMode.BROADCAST
-            refs = [
-                r
-                for st in op.subtasks
-                for r in (st.broadcast if broadcast else st.operator).get(info.name, ())
-            ]
-            row = {
-                "state": info.name,
-                "kind": {"split": "split list", "union": "union list", "broadcast": "broadcast"}[
-                    info.mode.value
-                ],
-                "key_type": None,
-                "namespace_type": None,
-                "user_key_type": _type_text(info.user_key_type),
-                "value_type": str(info.value_type),
-                "ttl": None,
-                "pickled": info.pickled,
-                "rows": sum(r.rows for r in refs),
-                "bytes": sum(r.size for r in refs),
-            }
-            rows.append({**base, **row})
-    return pa.Table.from_pylist(rows, schema=METADATA_SCHEMA)
-
-
-def _ttl_text(ttl: Any) -> str:
-    parts = [
-        f"{ttl.ttl_ms} ms",
-        ttl.update_type.name,
-        ttl.state_visibility.name,
-        ttl.time_characteristic.name,
-    ]
-    return ", ".join(parts)
 
 
 def open_for_read(options: ReadOptions) -> CompletedCheckpoint:
