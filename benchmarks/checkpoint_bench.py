@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
-from flinkstate.checkpoint.format import COMPRESSION
+from flinkstate.checkpoint.format import writer_options
 from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types, ValueStateDescriptor
 from flinkstate.state.hashing import key_group_assigner
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 
-from common import Result
+from common import Result, paired
 
 DESC = ValueStateDescriptor("v", Types.LONG())
 
@@ -54,7 +54,7 @@ def _write_anchor(groups: list[tuple[int, list[int], list[int]]], path: str) -> 
         ]
     )
     start = time.perf_counter()
-    with pq.ParquetWriter(path, schema, compression=COMPRESSION) as writer:
+    with pq.ParquetWriter(path, schema, **writer_options(schema)) as writer:
         for kg, keys, values in groups:
             table = pa.table(
                 [
@@ -88,14 +88,14 @@ def p4(quick: bool) -> Iterator[Result]:
             rounds.append((n / ours, n / anchor))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    ratio = statistics.median(o / a for o, a in rounds)
+    ours_rate, anchor_rate, ratio = paired(rounds)
     yield Result(
         "P4",
         f"asynchronous snapshot write of {n} ValueState entries",
-        statistics.median(r[0] for r in rounds),
+        ours_rate,
         "rows/s",
         "same columns written with pyarrow directly",
-        statistics.median(r[1] for r in rounds),
+        anchor_rate,
         ratio,
         ">= 0.8x",
         ratio >= 0.8,

@@ -31,6 +31,16 @@ class Result:
         print(json.dumps(data), flush=True)
 
 
+def paired(rounds: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """(median ours, median anchor, median of ours/anchor) over rounds measured in pairs:
+    load on the shared machine hits both members of a pair alike."""
+    return (
+        statistics.median(o for o, _ in rounds),
+        statistics.median(a for _, a in rounds),
+        statistics.median(o / a for o, a in rounds),
+    )
+
+
 def median_of(runs: int, fn: Callable[[], float]) -> float:
     """The median of ``runs`` calls of ``fn`` (the machine is shared and noisy)."""
     return statistics.median(fn() for _ in range(runs))

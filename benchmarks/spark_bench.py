@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from common import Result
+from common import Result, paired
 
 
 def _spark() -> Any:
@@ -73,14 +72,14 @@ def p6_p8(quick: bool) -> Iterator[Result]:
             anchor = _timed(lambda i=i: source.write.mode("overwrite").parquet(os.path.join(work, f"pq{i}")))
             if i:
                 rounds.append((n / ours, n / anchor))
-        ratio = statistics.median(o / a for o, a in rounds)
+        ours_rate, anchor_rate, ratio = paired(rounds)
         yield Result(
             "P7",
             f"bootstrap write of {n} ValueState rows",
-            statistics.median(r[0] for r in rounds),
+            ours_rate,
             "rows/s",
             "df.write.parquet of the same rows",
-            statistics.median(r[1] for r in rounds),
+            anchor_rate,
             ratio,
             ">= 0.9x",
             ratio >= 0.9,
@@ -98,14 +97,14 @@ def p6_p8(quick: bool) -> Iterator[Result]:
             anchor = _timed(lambda: _noop(parquet))
             if i:
                 rounds.append((n / ours, n / anchor))
-        ratio = statistics.median(o / a for o, a in rounds)
+        ours_rate, anchor_rate, ratio = paired(rounds)
         yield Result(
             "P6",
             f"read {n} ValueState rows (all columns) into the noop sink",
-            statistics.median(r[0] for r in rounds),
+            ours_rate,
             "rows/s",
             "spark.read.parquet of the same rows",
-            statistics.median(r[1] for r in rounds),
+            anchor_rate,
             ratio,
             ">= 0.8x",
             ratio >= 0.8,
@@ -118,8 +117,7 @@ def p6_p8(quick: bool) -> Iterator[Result]:
             full = _timed(lambda: _noop(state))
             if i:
                 rounds.append((one, full))
-        one_t = statistics.median(r[0] for r in rounds)
-        full_t = statistics.median(r[1] for r in rounds)
+        one_t, full_t, _ = paired(rounds)
         yield Result(
             "P8",
             "single-key filter (128 key groups)",

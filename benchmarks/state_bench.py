@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import gc
 import random
-import statistics
 import time
 from collections.abc import Iterator
 
 from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
 
-from common import Result, median_of
+from common import Result, median_of, paired
 
 DESC = ValueStateDescriptor("count", Types.LONG())
 
@@ -48,11 +47,7 @@ def p1(quick: bool) -> Iterator[Result]:
             inner[k] = 1 if v is None else v + 1
         return len(records) / (time.perf_counter() - start)
 
-    # Paired rounds, median of the ratios: load on the shared machine hits both alike.
-    rounds = [(ours(), anchor()) for _ in range(runs)]
-    ratio = statistics.median(o / a for o, a in rounds)
-    ours_rate = statistics.median(o for o, _ in rounds)
-    anchor_rate = statistics.median(a for _, a in rounds)
+    ours_rate, anchor_rate, ratio = paired([(ours(), anchor()) for _ in range(runs)])
     yield Result(
         "P1",
         "value+update ops/s (with set_current_key)",
@@ -165,9 +160,7 @@ def p3(quick: bool) -> Iterator[Result]:
             snap.release()
         return len(records) / elapsed
 
-    rounds = [(rate(True), rate(False)) for _ in range(1 if quick else 3)]
-    held = sorted(r[0] for r in rounds)[len(rounds) // 2]
-    free = sorted(r[1] for r in rounds)[len(rounds) // 2]
+    held, free, _ = paired([(rate(True), rate(False)) for _ in range(1 if quick else 3)])
     cow.close()
     yield Result(
         "P3",

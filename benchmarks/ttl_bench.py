@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import datetime
 import random
-import statistics
 import time
 from collections.abc import Iterator
 
 from flinkstate.state import HeapKeyedStateBackend, StateTtlConfig, Types, ValueStateDescriptor
 from flinkstate.state.ttl import ManualTimeProvider
 
-from common import Result
+from common import Result, paired
 
 TTL = datetime.timedelta(hours=1)
 
@@ -80,10 +79,9 @@ def p12(quick: bool) -> Iterator[Result]:
 
     rnd = random.Random(3)
     records = [rnd.randrange(n) for _ in range(n)]
-    rounds = [(_access_rate(records, 5), _access_rate(records, None)) for _ in range(1 if quick else 5)]
-    ratio = statistics.median(on / off for on, off in rounds)
-    on = statistics.median(r[0] for r in rounds)
-    off = statistics.median(r[1] for r in rounds)
+    on, off, ratio = paired(
+        [(_access_rate(records, 5), _access_rate(records, None)) for _ in range(1 if quick else 5)]
+    )
     yield Result(
         "P12",
         "TTL state access (value+update) with incremental cleanup (5/access)",

@@ -14,8 +14,6 @@ are deleted.
 
 from __future__ import annotations
 
-import posixpath
-import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -29,9 +27,8 @@ from .errors import CheckpointError, CheckpointNotFoundError
 from .manifest import METADATA, Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
+from .versions import collect_garbage, completed_ids, version_ids
 from .writer import SubtaskResult, SubtaskWriter
-
-_CHK = re.compile(r"^chk-(\d+)$")
 
 
 class PendingCheckpoint:
@@ -167,12 +164,6 @@ class CheckpointStorage:
         self.storage = Storage(url, storage_options)
         self.retain = retain
 
-    def _ids(self) -> list[int]:
-        return sorted(int(m.group(1)) for n in self.storage.list_dir() if (m := _CHK.match(n)))
-
-    def completed_ids(self) -> list[int]:
-        return [i for i in self._ids() if self.storage.exists(f"chk-{i}/{METADATA}")]
-
     def latest_id(self) -> int | None:
         ids = self.completed_ids()
         return ids[-1] if ids else None
@@ -205,26 +196,17 @@ class CheckpointStorage:
         return load_directory(self.storage.child(f"chk-{checkpoint_id}"), allow_pickle)
 
     def cleanup(self) -> list[str]:
-        """Apply retention and delete what no retained checkpoint references; return it."""
-        completed = self.completed_ids()
-        if not completed:
-            return []
-        keep = completed[-self.retain :]
-        deleted = []
-        for i in self._ids():
-            if i not in keep and i < keep[-1]:  # older completed, or abandoned attempts
-                self.storage.delete(f"chk-{i}")
-                deleted.append(f"chk-{i}")
-        referenced: set[str] = set()
-        for i in keep:
-            manifest = self.load(i).manifest
-            referenced.update(posixpath.normpath(f"chk-{i}/{f.path}") for f in manifest.files())
-        for i in keep:
-            for path in self.storage.walk_files(f"chk-{i}"):
-                if posixpath.basename(path) != METADATA and path not in referenced:
-                    self.storage.delete(path)
-                    deleted.append(path)
-        return deleted
+        """Apply retention and delete what no retained checkpoint references; return it.
+
+        Reference-aware: files a retained checkpoint uses stay, wherever they are.
+        """
+        return collect_garbage(self.storage, self.retain)
+
+    def _ids(self) -> list[int]:
+        return version_ids(self.storage)
+
+    def completed_ids(self) -> list[int]:
+        return completed_ids(self.storage)
 
 
 def load_directory(directory: Storage, allow_pickle: bool = False) -> CompletedCheckpoint:

@@ -19,7 +19,7 @@ from flinkstate.state.keygroups import KeyGroupRange, compute_key_group_range_fo
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 from flinkstate.state.snapshot import StateColumns, StateMetaInfo
 
-from .errors import CheckpointCorruptError, CheckpointError, StateMigrationError
+from .errors import CheckpointCorruptError, CheckpointError, CheckpointNotFoundError, StateMigrationError
 from .format import merge_keyed, open_parquet, read_operator, read_row_group
 from .manifest import FileRef, Manifest, OperatorEntry
 from .storage import Storage
@@ -59,7 +59,10 @@ class CompletedCheckpoint:
         return open_parquet(self.directory.open_input(ref.path), ref.path)
 
     def _read_whole(self, ref: FileRef) -> pq.ParquetFile:
-        data = self.directory.read_bytes(ref.path)
+        try:
+            data = self.directory.read_bytes(ref.path)
+        except CheckpointNotFoundError as exc:
+            raise CheckpointCorruptError(f"data file {ref.path} is missing") from exc
         if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
             raise CheckpointCorruptError(
                 f"data file {ref.path} does not match its checksum: truncated or altered"
@@ -75,7 +78,8 @@ class CompletedCheckpoint:
     ) -> Iterator[tuple[int, list[Any]]]:
         """(key group, its Arrow tables in file order) of a state, optionally limited to ``key_groups``.
 
-        Only files holding wanted key groups are opened, and only those row groups read.
+        Only files holding wanted key groups are opened, and only those row groups read (a
+        file wanted whole is read in one go and checked against its SHA-256).
         """
         op = self.operator(uid)
         if op.keyed_state(state) is None:
@@ -89,7 +93,13 @@ class CompletedCheckpoint:
             )
             if not wanted:
                 continue
-            opened = {r.path: self._open(r) for r in refs if any(kg in r.key_groups for kg in wanted)}
+            wanted_set = set(wanted)
+            opened = {
+                # a file read whole is checked against its SHA-256; a partial read relies on page CRCs
+                r.path: self._read_whole(r) if r.key_groups.keys() <= wanted_set else self._open(r)
+                for r in refs
+                if wanted_set & r.key_groups.keys()
+            }
             for kg in wanted:
                 tables = [
                     read_row_group(opened[r.path], r.key_groups[kg][0], r.path, columns)

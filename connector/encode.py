@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -167,6 +168,10 @@ def _repeats(work: pa.Table, meta: StateMetaInfo) -> bool:
     scope = [c for c in ("key", "namespace") if c in work.column_names]
     if meta.kind is StateKind.MAP:
         scope.append("user_key")
+    key = work.column("key")
+    if scope == ["key"] and pa.types.is_integer(key.type) and key.null_count == 0:
+        ordered = np.sort(key.to_numpy())  # integer sorts are fast; repeats end up adjacent
+        return bool((ordered[1:] == ordered[:-1]).any())
     try:
         return bool(work.group_by(scope, use_threads=False).aggregate([]).num_rows != work.num_rows)
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):

@@ -26,7 +26,7 @@ _SIZES = (
     131071, 262139, 524287, 1048573, 2097143, 4194301, 8388593, 16777213, 33554393,
     67108859, 134217689, 268435399, 536870909, 1073741789, 2147483647,
 )  # fmt: skip
-BUCKET_LOAD = 64
+BUCKET_LOAD = 128
 """Average entries per bucket at which the table grows."""
 
 Buckets = list[dict[Any, Any] | None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,47 @@ def test_many_batches_are_compacted_and_old_versions_collected(tmp_path: Path) -
     assert len(versions) <= stream.RETAIN
     referenced = {Path(f.path).name for f in checkpoint.manifest.files()}
     assert {p.name for p in (tmp_path / "out" / "_data").iterdir()} == referenced
+
+
+def test_rate_source_across_a_restart(spark: Any, tmp_path: Path) -> None:
+    """The built-in rate source (unbounded): run, stop, restart; state keeps accumulating."""
+    target, chk = tmp_path / "out", tmp_path / "spark-chk"
+
+    def run_for(seconds: float) -> None:
+        query = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 50)
+            .load()
+            .selectExpr("value % 5 as sensor", "value as reading")
+            .writeStream.format("flinkstate")
+            .option("checkpointLocation", str(chk))
+            .option("operator", "op")
+            .option("state", "readings")
+            .option("stateType", "list")
+            .option("keyColumns", "sensor")
+            .trigger(processingTime="500 milliseconds")
+            .start(str(target))
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (query.lastProgress or {}).get("batchId", -1) < 2:
+            time.sleep(0.5)
+        time.sleep(seconds)
+        query.stop()
+
+    def readings() -> list[int]:
+        df = (
+            spark.read.format("flinkstate")
+            .option("operator", "op")
+            .option("state", "readings")
+            .load(str(target))
+        )
+        return sorted(r.value for r in df.collect())
+
+    run_for(1.0)
+    first = readings()
+    batch = int(open_checkpoint(str(target)).manifest.properties["spark.batch_id"])
+    assert first and first == list(range(len(first)))  # every row once, none twice
+    run_for(1.0)
+    second = readings()
+    assert len(second) > len(first) and second == list(range(len(second)))
+    assert int(open_checkpoint(str(target)).manifest.properties["spark.batch_id"]) > batch

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
@@ -223,9 +224,8 @@ def test_bad_write_options(spark: Any, tmp_path: Path, options: dict[str, str], 
         _write(spark.createDataFrame([(1, 1)], "k long, v long"), str(tmp_path / "sp"), **options)
 
 
-def test_retried_and_speculative_tasks_never_duplicate_rows(tmp_path: Path) -> None:
-    """Only files named in the commit messages are referenced; other attempts' files go."""
-    import pyarrow as pa
+def _writer(tmp_path: Path) -> BootstrapWriter:
+    """A bootstrap writer driven by hand, as Spark drives it (no SparkSession needed)."""
     from pyspark.sql.types import LongType, StructField, StructType
 
     schema = StructType([StructField("k", LongType()), StructField("v", LongType())])
@@ -236,33 +236,27 @@ def test_retried_and_speculative_tasks_never_duplicate_rows(tmp_path: Path) -> N
         "statetype": "value",
         "keycolumns": "k",
     }
-    writer = BootstrapWriter(options, schema, overwrite=True)
-    batch = pa.record_batch([pa.array([1, 2, 3]), pa.array([10, 20, 30])], names=["k", "v"])
-    first: TaskFiles = writer.write(iter([batch]))  # a failed attempt: its files stay behind
-    second: TaskFiles = writer.write(iter([batch]))  # the attempt Spark keeps
+    return BootstrapWriter(options, schema, overwrite=True)
+
+
+def _batch(keys: list[int]) -> pa.RecordBatch:
+    return pa.record_batch([pa.array(keys), pa.array([k * 10 for k in keys])], names=["k", "v"])
+
+
+def test_retried_and_speculative_tasks_never_duplicate_rows(tmp_path: Path) -> None:
+    """Only files named in the commit messages are referenced; other attempts' files go."""
+    writer = _writer(tmp_path)
+    first: TaskFiles = writer.write(iter([_batch([1, 2, 3])]))  # a failed attempt: its files stay behind
+    second: TaskFiles = writer.write(iter([_batch([1, 2, 3])]))  # the attempt Spark keeps
     assert {f.path for _, f in first.files}.isdisjoint(f.path for _, f in second.files)
     writer.commit([second])
     checkpoint = open_checkpoint(str(tmp_path / "sp"))
     assert sum(f.rows for f in checkpoint.manifest.files()) == 3
-    directory = tmp_path / "sp" / "chk-1"
-    assert sorted(os.listdir(directory)) == sorted(
-        ["_metadata", *(f.path for f in checkpoint.manifest.files())]
-    )
+    listed = sorted(os.listdir(tmp_path / "sp" / "chk-1"))
+    assert listed == sorted(["_metadata", *(f.path for f in checkpoint.manifest.files())])
 
 
 def test_abort_deletes_the_attempts_files(tmp_path: Path) -> None:
-    import pyarrow as pa
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    schema = StructType([StructField("k", LongType()), StructField("v", LongType())])
-    options = {
-        "path": str(tmp_path / "sp"),
-        "operator": "op",
-        "state": "s",
-        "statetype": "value",
-        "keycolumns": "k",
-    }
-    writer = BootstrapWriter(options, schema, overwrite=True)
-    message = writer.write(iter([pa.record_batch([pa.array([1]), pa.array([2])], names=["k", "v"])]))
-    writer.abort([message])
+    writer = _writer(tmp_path)
+    writer.abort([writer.write(iter([_batch([1])]))])
     assert os.listdir(tmp_path / "sp" / "chk-1") == []

@@ -45,7 +45,7 @@ def test_rehash_is_incremental() -> None:
             rehashes += 1
             # starting a rehash allocates the new table only; nothing moves yet
             assert m.table_sizes[0] == was[0]
-    assert rehashes >= 6
+    assert rehashes >= 5
     # every entry is reachable whatever the rehash progress
     assert all(m.get(k, None) == k for k in range(0, 50_000, 7))
     assert len(m) == 50_000
