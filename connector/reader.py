@@ -37,6 +37,7 @@ from flinkstate.checkpoint.format import (
 )
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.storage import Storage
+from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.snapshot import StateMetaInfo
@@ -234,8 +235,14 @@ class FlinkStateReader(DataSourceReader):
         for path, size, groups in partition.files:
             _check_size(storage, path, size)
             pf = open_parquet(storage.open_input(path), path)
+            file_schema = pf.schema_arrow
+            columns = self._needed_columns(file_schema, expired_before) if len(partition.files) == 1 else None
             for kg, rg in groups:
-                by_group.setdefault(kg, []).append(read_row_group(pf, rg, path))
+                table = read_row_group(pf, rg, path, columns)
+                for field in file_schema:  # columns not decoded: placeholders never shown
+                    if field.name not in table.column_names:
+                        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+                by_group.setdefault(kg, []).append(table.select(file_schema.names))
         pending: list[pa.Table] = []
         rows = 0
         for kg in sorted(by_group):
@@ -258,6 +265,20 @@ class FlinkStateReader(DataSourceReader):
                 pending, rows = [], 0
         if pending:
             yield from pa.concat_tables(pending).to_batches(max_chunksize=BATCH_ROWS)
+
+    def _needed_columns(self, file_schema: pa.Schema, expired_before: int | None) -> list[str]:
+        """The stored columns the requested view columns need (Spark prunes none for us)."""
+        meta = self.meta
+        assert meta is not None
+        wanted = {"position": "value"}
+        needed = {"key_group", "key"} | {wanted.get(n, n) for n in self.arrow_schema.names}
+        if meta.kind is StateKind.LIST and self.options.flatten:
+            needed.add("value")  # one row per element
+        if meta.kind is StateKind.MAP and not self.options.flatten:
+            needed |= {"namespace", "user_key", "value"}  # entries folded per scope
+        if expired_before is not None:
+            needed.add("ttl_timestamp")
+        return [name for name in file_schema.names if name in needed]
 
     def _read_operator(self, storage: Storage, partition: OperatorPartition) -> Iterator[pa.RecordBatch]:
         tables = []

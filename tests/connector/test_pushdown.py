@@ -126,3 +126,18 @@ def test_guard_sees_no_pushfilters_override(root: str, tmp_path: Path) -> None:
 
     reader = _reader(root, "count")
     assert getattr(reader.pushFilters, "__func__", None) is DataSourceReader.pushFilters
+
+
+def test_user_schema_decodes_only_its_columns(root: str) -> None:
+    options = ReadOptions.parse({"path": root, "operator": "op", "state": "count"})
+    checkpoint = open_for_read(options)
+    narrow = pa.schema([pa.field("key", pa.int64())])
+    reader = FlinkStateReader(options, checkpoint, narrow)
+    partition = reader.partitions()[0]
+    assert reader._needed_columns(view_schema_of(options, checkpoint), None) == ["key_group", "key"]
+    wide_storage, narrow_storage = Storage(reader.directory_url), Storage(reader.directory_url)
+    full = FlinkStateReader(options, checkpoint, view_schema_of(options, checkpoint))
+    list(full.read_from(wide_storage, partition))
+    batches = list(reader.read_from(narrow_storage, partition))
+    assert batches and batches[0].schema.names == ["key"]
+    assert narrow_storage.bytes_read < wide_storage.bytes_read
