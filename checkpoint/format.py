@@ -41,9 +41,19 @@ COMPRESSION = "snappy"
 def writer_options(schema: pa.Schema) -> dict[str, Any]:
     """How data files are written: snappy pages with CRCs; dictionary encoding only for
     ``key_group`` (constant in a row group: nearly free), since trying it on unique keys
-    costs several times the write and gains little."""
-    dictionary = ["key_group"] if "key_group" in schema.names else False
-    return {"compression": COMPRESSION, "use_dictionary": dictionary, "write_page_checksum": True}
+    costs several times the write and gains little. Min/max statistics only for
+    ``key_group`` too: keys are hash-partitioned, so their ranges prune nothing, and the
+    statistics of every column of every row group would make the footer (read by every
+    partial restore) a large part of the file, or several times the data for raw blobs."""
+    grouped = "key_group" in schema.names
+    dictionary = ["key_group"] if grouped else False
+    statistics = ["key_group"] if grouped else False
+    return {
+        "compression": COMPRESSION,
+        "use_dictionary": dictionary,
+        "write_statistics": statistics,
+        "write_page_checksum": True,
+    }
 
 
 TTL_TYPE = pa.int64()
@@ -152,9 +162,36 @@ def write_row_groups(schema: pa.Schema, tables: Iterable[tuple[int, pa.Table]]) 
     return WrittenFile(sink.getvalue(), rows, index)
 
 
-def open_parquet(source: Any, name: str) -> pq.ParquetFile:
+PARQUET_MAGIC = b"PAR1"
+
+
+def read_footer(source: Any, size: int) -> pq.FileMetaData:
+    """The footer of a Parquet file of ``size`` bytes, read exactly: its length, then it.
+
+    Arrow would read a speculative 64 KiB tail instead, which for a small file is all of
+    it and for a larger one several times its footer: a restore that wants a few row
+    groups would read far more than them.
+    """
+    if size < 12:
+        raise ValueError(f"{size} bytes is too short for a Parquet file")
+    source.seek(size - 8)
+    trailer = source.read(8)
+    length = int.from_bytes(trailer[:4], "little")
+    if len(trailer) != 8 or trailer[4:] != PARQUET_MAGIC or length + 12 > size:
+        raise ValueError("no Parquet footer at the end of the file")
+    source.seek(size - 8 - length)
+    footer = source.read(length)
+    if len(footer) != length:
+        raise ValueError("the Parquet footer is truncated")
+    return pq.read_metadata(pa.BufferReader(PARQUET_MAGIC + footer + trailer))
+
+
+def open_parquet(source: Any, name: str, size: int | None = None) -> pq.ParquetFile:
+    """A Parquet file over ``source``; with ``size`` (a file read by ranges) the footer is
+    read exactly (see :func:`read_footer`)."""
     try:
-        return pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=True)
+        metadata = None if size is None else read_footer(source, size)
+        return pq.ParquetFile(source, metadata=metadata, page_checksum_verification=True, pre_buffer=True)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CheckpointCorruptError(f"data file {name} is not a readable Parquet file: {exc}") from exc
 
@@ -195,21 +232,30 @@ def _fold_map_rows(
     values: list[Any],
     stamps: list[Any] | None,
 ) -> StateColumns:
+    """One entry per (key, namespace) from one row per map entry. The rows of a scope are
+    contiguous in a file written at once, but not when several files' rows are combined."""
     out = StateColumns([], [] if namespaces is not None else None, [], [] if stamps is not None else None)
+    index: dict[tuple[Any, Any], int] = {}
     last: Any = object()
+    at = -1
     for i, key in enumerate(keys):
         scope = (key, None if namespaces is None else namespaces[i])
-        if scope != last:
+        if scope == last:
+            pass
+        elif (found := index.get(scope)) is not None:
+            last, at = scope, found
+        else:
             last = scope
+            at = index[scope] = len(out.keys)
             out.keys.append(key)
             if out.namespaces is not None:
                 out.namespaces.append(scope[1])
             out.values.append({})
             if out.timestamps is not None:
                 out.timestamps.append({})
-        out.values[-1][user_keys[i]] = values[i]
+        out.values[at][user_keys[i]] = values[i]
         if out.timestamps is not None and stamps is not None:
-            out.timestamps[-1][user_keys[i]] = stamps[i]
+            out.timestamps[at][user_keys[i]] = stamps[i]
     return out
 
 
@@ -310,7 +356,7 @@ def merge_keyed(
     """The entries of one key group held in several files (or with deletes), applied in order."""
     combined = combine_key_group(tables, meta)
     if combined is not None:
-        return keyed_columns(combined, meta, key_type, allow_pickle)
+        return _without_empty(keyed_columns(combined, meta, key_type, allow_pickle), meta)
     from flinkstate.state.types import ListTypeInfo
 
     acc: dict[tuple[Any, Any], Any] = {}
@@ -357,6 +403,24 @@ def merge_keyed(
             else:
                 acc[scope] = (values[i], stamps[i])
     return _columns_of(acc, meta)
+
+
+def _without_empty(cols: StateColumns, meta: StateMetaInfo) -> StateColumns:
+    """``cols`` without the rows that store nothing: a null value (it removes its scope, as
+    when rows are applied one by one) or, for LIST, a null or empty list (nothing appended).
+    The state engine writes no such rows; other writers (Spark) may."""
+    if meta.kind is StateKind.MAP:
+        return cols
+    lists = meta.kind is StateKind.LIST
+    keep = [i for i, v in enumerate(cols.values) if v is not None and not (lists and not v)]
+    if len(keep) == len(cols.values):
+        return cols
+
+    def pick(values: list[Any] | None) -> list[Any] | None:
+        return None if values is None else [values[i] for i in keep]
+
+    return StateColumns([cols.keys[i] for i in keep], pick(cols.namespaces), [cols.values[i] for i in keep],
+                        pick(cols.timestamps))  # fmt: skip
 
 
 def _columns_of(acc: dict[tuple[Any, Any], Any], meta: StateMetaInfo) -> StateColumns:

@@ -56,7 +56,7 @@ class CompletedCheckpoint:
             raise CheckpointCorruptError(
                 f"data file {ref.path} has {size} bytes; the manifest says {ref.size}"
             )
-        return open_parquet(self.directory.open_input(ref.path), ref.path)
+        return open_parquet(self.directory.open_input(ref.path), ref.path, size)
 
     def _read_whole(self, ref: FileRef) -> pq.ParquetFile:
         try:

@@ -16,7 +16,7 @@ from flinkstate.state.keygroups import (
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
 )
-from flinkstate.state.operator import OperatorStateBackend, repartition
+from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 from flinkstate.state.snapshot import StateColumns
 
 from .checkpoints import begin_savepoint
@@ -31,6 +31,32 @@ def _select(cols: StateColumns, rows: list[int]) -> StateColumns:
 
     return StateColumns([cols.keys[i] for i in rows], pick(cols.namespaces), [cols.values[i] for i in rows],
                         pick(cols.timestamps))  # fmt: skip
+
+
+def _redistribute(old: list[list[OperatorStateData]], p: int) -> list[list[OperatorStateData]]:
+    """Operator states for ``p`` subtasks that restore to exactly what was written.
+
+    Split states are split and broadcast states copied as on a restore; but a restore
+    hands every subtask the union of all subtasks' union states, so writing that back per
+    subtask would multiply it: union elements are kept once (old subtask ``j``'s go to
+    new subtask ``j % p``).
+    """
+    if p == len(old):
+        return old
+    new = repartition(old, p)
+    for i, states in enumerate(new):
+        for n, data in enumerate(states):
+            if data.mode is OperatorStateMode.UNION:
+                own = [
+                    e
+                    for j, subtask in enumerate(old)
+                    if j % p == i
+                    for d in subtask
+                    if d.mode is OperatorStateMode.UNION and d.name == data.name
+                    for e in d.elements
+                ]
+                states[n] = data.copy(own)
+    return new
 
 
 def rewrite_max_parallelism(
@@ -76,7 +102,7 @@ def rewrite_max_parallelism(
                     for kg, rows in groups.items():
                         index = compute_operator_index_for_key_group(max_parallelism, p, kg)
                         backends[index].restore_state(meta, kg, _select(cols, rows))
-            operator_states = repartition(source.operator_states(op.uid), p)
+            operator_states = _redistribute(source.operator_states(op.uid), p)
             raw_operator = [source.raw_operator(op.uid, i, p) for i in range(p)]
             for i, backend in enumerate(backends):
                 pending.write_subtask(

@@ -53,6 +53,17 @@ def contents(backend: HeapKeyedStateBackend) -> Contents:
     return out
 
 
+def dump(backend: HeapKeyedStateBackend, timestamps: bool = True) -> Contents:
+    """(state, key, namespace) -> (value, TTL timestamp), or the value alone, as stored."""
+    out: Contents = {}
+    with backend.snapshot() as snap:
+        for name, state in snap.states.items():
+            for kg in snap.key_group_range:
+                for e in state.entries(kg):
+                    out[(name, e.key, e.namespace)] = (e.value, e.timestamp) if timestamps else e.value
+    return out
+
+
 def written(keys: range, max_parallelism: int = 128, version: int = 0) -> Contents:
     """What :func:`fill` writes for every key (one backend owning all key groups)."""
     full = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=max_parallelism)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flinkstate.state import AggregateFunction, ReduceFunction
 
 
@@ -24,3 +26,19 @@ class Average(AggregateFunction[int, list[int], float]):
 
     def merge(self, acc_a: list[int], acc_b: list[int]) -> list[int]:
         return [acc_a[0] + acc_b[0], acc_a[1] + acc_b[1]]
+
+
+class Collect(AggregateFunction[Any, list[Any], list[Any]]):
+    """Any type: the accumulator is the list of values added."""
+
+    def create_accumulator(self) -> list[Any]:
+        return []
+
+    def add(self, value: Any, accumulator: list[Any]) -> list[Any]:
+        return [*accumulator, value]
+
+    def get_result(self, accumulator: list[Any]) -> list[Any]:
+        return list(accumulator)
+
+    def merge(self, acc_a: list[Any], acc_b: list[Any]) -> list[Any]:
+        return acc_a + acc_b

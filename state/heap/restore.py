@@ -30,6 +30,8 @@ def stored_type_of(meta: StateMetaInfo) -> TypeInformation:
 def stored_states(meta: StateMetaInfo, columns: StateColumns) -> list[Any]:
     """The stored states for restored columns (values and, with TTL, timestamps)."""
     values = columns.values
+    if not values:  # nothing in this key group (a TTL state's empty columns carry no timestamps)
+        return []
     if meta.ttl is None:
         if meta.kind is StateKind.LIST:
             return [list(v) for v in values]
