@@ -22,7 +22,7 @@ class Result:
     anchor_value: float
     ratio: float
     goal: str
-    met: bool
+    met: bool | None  # None: a reference figure with no goal of its own
 
     def emit(self) -> None:
         data = asdict(self)

@@ -20,8 +20,9 @@ from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, O
 from flinkstate.state.snapshot import StateColumns, StateMetaInfo
 
 from .errors import CheckpointCorruptError, CheckpointError, CheckpointNotFoundError, StateMigrationError
-from .format import merge_keyed, open_parquet, read_operator, read_row_group
+from .format import open_parquet, read_operator, read_row_group
 from .manifest import FileRef, Manifest, OperatorEntry
+from .merge import merge_keyed
 from .storage import Storage
 
 

@@ -21,7 +21,7 @@ from flinkstate.state.snapshot import StateColumns
 
 from .checkpoints import begin_savepoint
 from .errors import StateMigrationError
-from .format import merge_keyed
+from .merge import merge_keyed
 from .restore import CompletedCheckpoint
 
 

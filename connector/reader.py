@@ -28,14 +28,9 @@ from pyspark.sql.datasource import (
 )
 
 from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.format import (
-    combine_key_group,
-    merge_keyed,
-    open_parquet,
-    read_row_group,
-    storage_table,
-)
+from flinkstate.checkpoint.format import open_parquet, read_row_group, storage_table
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
+from flinkstate.checkpoint.merge import combine_key_group, merge_keyed
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keygroups import assign_to_key_group

@@ -19,8 +19,9 @@ from pyspark.sql.types import StructType
 
 from flinkstate.checkpoint import CheckpointExistsError, Manifest
 from flinkstate.checkpoint.committer import commit_manifest
-from flinkstate.checkpoint.format import merge_keyed, storage_table, write_row_groups
+from flinkstate.checkpoint.format import storage_table, write_row_groups
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry, SubtaskEntry
+from flinkstate.checkpoint.merge import merge_keyed
 from flinkstate.checkpoint.restore import CompletedCheckpoint
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.versions import (

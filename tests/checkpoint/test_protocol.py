@@ -71,13 +71,17 @@ def test_second_committer_of_an_id_loses(location: tuple[str, dict[str, Any]]) -
     assert set(storage.storage.walk_files()) == files  # the loser's files are gone
 
 
-def _commit_in_process(root: str, options: dict[str, Any], version: int, start: Any, result: Any) -> None:
-    start.wait()
+def _commit_in_process(root: str, options: dict[str, Any], version: int, barrier: Any, result: Any) -> None:
     try:
-        _commit(root, options, version, checkpoint_id=1)
+        pending = CheckpointStorage(root, options, retain=2).begin(1)
+        barrier.wait(timeout=120)  # both have begun: the race is in writing and committing
+        pending.write_keyed("op", _backend(version))
+        pending.commit()
         result.put(("won", version))
     except CheckpointExistsError:
         result.put(("lost", version))
+    except BaseException as exc:  # anything else fails the test at once, with its message
+        result.put((f"error: {exc!r}", version))
 
 
 @pytest.mark.parametrize("kind", ["local", "s3"])
@@ -90,11 +94,10 @@ def test_concurrent_commit_from_two_processes(
         s3 = request.getfixturevalue("s3_options")
         root, options = f"s3://{s3['bucket']}/root", s3["options"]
     ctx = multiprocessing.get_context("spawn")
-    start, result = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_commit_in_process, args=(root, options, v, start, result)) for v in (1, 2)]
+    barrier, result = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_commit_in_process, args=(root, options, v, barrier, result)) for v in (1, 2)]
     for p in procs:
         p.start()
-    start.set()
     outcomes = sorted(result.get(timeout=120) for _ in procs)
     for p in procs:
         p.join(timeout=60)
