@@ -60,7 +60,22 @@ def _noop(df: Any) -> None:
     df.write.format("noop").mode("overwrite").save()
 
 
-def _ceiling(bench_id: str, what: str, rounds: list[tuple[float, float]], anchor: str) -> Result:
+Rounds = list[tuple[float, float]]
+
+
+def _rates(n: int, runs: int, ours: Any, anchor: Any, ceiling: Any) -> tuple[Rounds, Rounds]:
+    """Rows per second in ``runs`` rounds (after one warming up the JVM and the workers):
+    (ours, anchor) and (ceiling, anchor) pairs, each round timing all three."""
+    rounds, ceiling_rounds = [], []
+    for i in range(runs + 1):
+        ours_t, anchor_t, ceiling_t = _timed(ours), _timed(anchor), _timed(ceiling)
+        if i:
+            rounds.append((n / ours_t, n / anchor_t))
+            ceiling_rounds.append((n / ceiling_t, n / anchor_t))
+    return rounds, ceiling_rounds
+
+
+def _ceiling(bench_id: str, what: str, rounds: Rounds, anchor: str) -> Result:
     """The Python data source API's own ceiling against Spark's Parquet: no goal, it bounds
     the ratio any Python source (flinkstate included) can reach on this machine."""
     rate, anchor_rate, ratio = paired(rounds)
@@ -79,14 +94,13 @@ def p6_p8(quick: bool) -> Iterator[Result]:
         source = _rows(spark, n).repartition(2, "user").cache()
         source.count()
         savepoint = os.path.join(work, "sp")
-        rounds, ceiling_rounds = [], []
-        for i in range(runs + 1):  # the first round warms up the JVM and the workers
-            ours = _timed(lambda: _bootstrap(source, savepoint))
-            anchor = _timed(lambda i=i: source.write.mode("overwrite").parquet(os.path.join(work, f"pq{i}")))
-            ceiling = _timed(lambda: source.write.format("ceiling").mode("append").save())
-            if i:
-                rounds.append((n / ours, n / anchor))
-                ceiling_rounds.append((n / ceiling, n / anchor))
+        rounds, ceiling_rounds = _rates(
+            n,
+            runs,
+            lambda: _bootstrap(source, savepoint),
+            lambda: source.write.mode("overwrite").parquet(os.path.join(work, "pq")),
+            lambda: source.write.format("ceiling").mode("append").save(),
+        )
         yield _ceiling(
             "P7C", "write into a Python sink that drops its input", ceiling_rounds, "df.write.parquet"
         )
@@ -113,14 +127,9 @@ def p6_p8(quick: bool) -> Iterator[Result]:
         parquet = spark.read.parquet(plain)
         reader = spark.read.format("ceiling").schema(state.schema).option("partitions", "8")
         ceiling_df = reader.option("rows", str(n)).load()
-        rounds, ceiling_rounds = [], []
-        for i in range(runs + 1):
-            ours = _timed(lambda: _noop(state))
-            anchor = _timed(lambda: _noop(parquet))
-            ceiling = _timed(lambda: _noop(ceiling_df))
-            if i:
-                rounds.append((n / ours, n / anchor))
-                ceiling_rounds.append((n / ceiling, n / anchor))
+        rounds, ceiling_rounds = _rates(
+            n, runs, lambda: _noop(state), lambda: _noop(parquet), lambda: _noop(ceiling_df)
+        )
         yield _ceiling(
             "P6C", "read from a Python source yielding prebuilt batches", ceiling_rounds, "spark.read.parquet"
         )
@@ -138,14 +147,29 @@ def p6_p8(quick: bool) -> Iterator[Result]:
         )
 
         key = n // 3
-        rounds = []
+        one_row = spark.read.format("ceiling").schema("key bigint").options(partitions="1", rows="1")
+        rounds, floor_rounds = [], []
         for i in range(runs + 1):
             found: list[Any] = []
             one = _timed(lambda found=found: found.extend(load().filter(f"key = {key}").collect()))
             full = _timed(lambda: _noop(load()))
+            floor = _timed(lambda: one_row.load().collect())
             assert [(r.key, r.value) for r in found] == [(key, key * 3)], found
             if i:
                 rounds.append((one, full))
+                floor_rounds.append((floor, full))
+        floor_t, full_floor_t, _ = paired(floor_rounds)
+        yield Result(
+            "P8C",
+            "a one-row query of a Python source (the API's floor)",
+            floor_t * 1e3,
+            "ms",
+            "full scan",
+            full_floor_t * 1e3,
+            full_floor_t / floor_t,
+            "none (bounds the ratio)",
+            None,
+        )
         one_t, full_t, _ = paired(rounds)
         yield Result(
             "P8",
