@@ -120,7 +120,7 @@ def p3_end_to_end(quick: bool) -> Iterator[Result]:
         backend.close()
     sync, total = statistics.median(syncs), statistics.median(totals)
     yield Result(
-        "P3",
+        "P3E",
         f"synchronous part of a full checkpoint ({n} entries, write included)",
         sync,
         "ms",
