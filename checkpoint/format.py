@@ -203,6 +203,25 @@ def read_row_group(pf: pq.ParquetFile, index: int, name: str, columns: list[str]
         raise CheckpointCorruptError(f"data file {name}: row group {index} is unreadable: {exc}") from exc
 
 
+def read_row_groups(
+    pf: pq.ParquetFile, indexes: list[int], name: str, columns: list[str] | None = None
+) -> list[pa.Table]:
+    """Row groups ``indexes`` decoded in one call (cheaper than one by one), as one table each."""
+    try:
+        table = pf.read_row_groups(indexes, columns=columns, use_threads=False)
+        sizes = [pf.metadata.row_group(i).num_rows for i in indexes]
+    except (pa.ArrowException, OSError, ValueError, IndexError) as exc:
+        raise CheckpointCorruptError(f"data file {name}: row groups {indexes} are unreadable: {exc}") from exc
+    if sum(sizes) != table.num_rows:
+        raise CheckpointCorruptError(f"data file {name}: row groups {indexes} hold {table.num_rows} rows, "
+                                     f"its footer says {sum(sizes)}")  # fmt: skip
+    out, start = [], 0
+    for size in sizes:
+        out.append(table.slice(start, size))
+        start += size
+    return out
+
+
 def keyed_columns(
     table: pa.Table, meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
 ) -> StateColumns:

@@ -28,7 +28,7 @@ from pyspark.sql.datasource import (
 )
 
 from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.format import open_parquet, read_row_group, storage_table
+from flinkstate.checkpoint.format import open_parquet, read_row_group, read_row_groups, storage_table
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.merge import combine_key_group, merge_keyed
 from flinkstate.checkpoint.storage import Storage
@@ -177,15 +177,12 @@ class FlinkStateReader(DataSourceReader):
             groups = sorted({kg for r in ref_list for kg in r.key_groups if wanted is None or kg in wanted})
             for i in range(0, len(groups), size):
                 chunk = set(groups[i : i + size])
-                files = tuple(
-                    (
-                        r.path,
-                        r.size,
-                        tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items()) if kg in chunk),
-                    )
+                files = (
+                    (r.path, r.size, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items())
+                                           if kg in chunk))
                     for r in ref_list
-                )
-                out.append(KeyedPartition(files))
+                )  # fmt: skip
+                out.append(KeyedPartition(tuple(f for f in files if f[2])))  # files holding none: not opened
         return out
 
     def _operator_partitions(self) -> list[InputPartition]:
@@ -232,8 +229,8 @@ class FlinkStateReader(DataSourceReader):
             pf = open_parquet(storage.open_input(path), path)
             file_schema = pf.schema_arrow
             columns = self._needed_columns(file_schema, expired_before) if len(partition.files) == 1 else None
-            for kg, rg in groups:
-                table = read_row_group(pf, rg, path, columns)
+            tables = read_row_groups(pf, [rg for _, rg in groups], path, columns)
+            for (kg, _), table in zip(groups, tables, strict=True):
                 for field in file_schema:  # columns not decoded: placeholders never shown
                     if field.name not in table.column_names:
                         table = table.append_column(field, pa.nulls(table.num_rows, field.type))

@@ -141,3 +141,26 @@ def test_user_schema_decodes_only_its_columns(root: str) -> None:
     batches = list(reader.read_from(narrow_storage, partition))
     assert batches and batches[0].schema.names == ["key"]
     assert narrow_storage.bytes_read < wide_storage.bytes_read
+
+
+@pytest.mark.parametrize("damage", ["altered page", "truncated"])
+def test_damaged_data_file_is_a_corrupt_error_naming_it(root: str, tmp_path: Path, damage: str) -> None:
+    """Page checksums catch altered data; the manifest's size catches truncation."""
+    import shutil
+
+    from flinkstate.checkpoint import CheckpointCorruptError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    reader = _reader(str(copy), "count")
+    partition = reader.partitions()[0]
+    path = partition.files[0][0]  # type: ignore[attr-defined]
+    target = next(copy.rglob(Path(path).name))
+    data = bytearray(target.read_bytes())
+    if damage == "altered page":
+        data[200] ^= 0xFF
+    else:
+        del data[-100:]
+    target.write_bytes(bytes(data))
+    with pytest.raises(CheckpointCorruptError, match=r"\[CHECKPOINT_CORRUPT\].*" + Path(path).name):
+        list(reader.read(partition))
