@@ -8,6 +8,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static int32_t
 murmur(int32_t code)
@@ -175,7 +176,73 @@ py_key_group_for_string(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(murmur(string_hash(args[0])) % maxp);
 }
 
+/* Key groups of a whole column: a buffer of int64 LONG keys (wide) or of int32 Java hash
+ * codes, to a bytes object of int32 key groups. The loop runs without the GIL. */
+static PyObject *
+key_groups_of_buffer(PyObject *const *args, Py_ssize_t nargs, int wide)
+{
+    long maxp;
+    Py_buffer view;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "expected (buffer, max_parallelism)");
+        return NULL;
+    }
+    if (read_max_parallelism(args[1], &maxp) < 0) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0) {
+        return NULL;
+    }
+    Py_ssize_t width = wide ? 8 : 4;
+    if (view.len % width != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "buffer length is not a whole number of values");
+        return NULL;
+    }
+    Py_ssize_t n = view.len / width;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const char *src = (const char *)view.buf;
+    char *dst = PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t code;
+        if (wide) {
+            int64_t v;
+            memcpy(&v, src + i * 8, 8);
+            uint64_t u = (uint64_t)v;
+            code = (int32_t)(uint32_t)(u ^ (u >> 32));
+        } else {
+            memcpy(&code, src + i * 4, 4);
+        }
+        int32_t group = (int32_t)(murmur(code) % maxp);
+        memcpy(dst + i * 4, &group, 4);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyObject *
+py_key_groups_of_longs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return key_groups_of_buffer(args, nargs, 1);
+}
+
+static PyObject *
+py_key_groups_of_codes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return key_groups_of_buffer(args, nargs, 0);
+}
+
 static PyMethodDef methods[] = {
+    {"key_groups_of_longs", (PyCFunction)(void (*)(void))py_key_groups_of_longs, METH_FASTCALL,
+     "Key groups (int32 bytes) of a buffer of int64 LONG keys."},
+    {"key_groups_of_codes", (PyCFunction)(void (*)(void))py_key_groups_of_codes, METH_FASTCALL,
+     "Key groups (int32 bytes) of a buffer of int32 Java hash codes."},
     {"murmur_hash", py_murmur_hash, METH_O, "Flink's murmur finalizer of a 32-bit hash code."},
     {"java_string_hash", py_java_string_hash, METH_O, "Java String.hashCode() over UTF-16 units."},
     {"key_group_for_hash", (PyCFunction)(void (*)(void))py_key_group_for_hash, METH_FASTCALL,

@@ -1,7 +1,8 @@
 """Key groups of whole Arrow columns at once (bulk loads, Spark writes).
 
-Integer and boolean keys are hashed with numpy (Java ``hashCode`` then Flink's murmur
-finalizer, in wrapping 32-bit arithmetic); other keys go through the per-key function.
+Integer and boolean keys are hashed in bulk: Java ``hashCode`` then Flink's murmur
+finalizer, by the C accelerator over the column's buffer when it is built, else with numpy
+in wrapping 32-bit arithmetic; other keys go through the per-key function.
 Results equal :func:`flinkstate.state.keygroups.assign_to_key_group` for every key.
 """
 
@@ -11,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import InvalidArgumentError
-from .hashing import key_group_assigner
+from .hashing import _speedups, key_group_assigner
 from .keygroups import check_max_parallelism
 from .typeinfo import BasicTypeInfo, TypeInformation
 
@@ -57,6 +58,10 @@ def java_hash_codes(values: pa.Array, key_type: BasicTypeInfo) -> np.ndarray | N
     return folded
 
 
+def _int32_array(data: bytes) -> pa.Array:
+    return pa.Array.from_buffers(pa.int32(), len(data) // 4, [None, pa.py_buffer(data)])
+
+
 def assign_key_groups(
     values: pa.Array | pa.ChunkedArray, key_type: TypeInformation, max_parallelism: int
 ) -> pa.Array:
@@ -68,8 +73,13 @@ def assign_key_groups(
         raise InvalidArgumentError(
             f"{values.null_count} keys are null; keys must not be null", code="INVALID_KEY"
         )
+    if _speedups is not None and isinstance(key_type, BasicTypeInfo) and key_type.name == "LONG":
+        longs = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return _int32_array(_speedups.key_groups_of_longs(np.ascontiguousarray(longs), max_parallelism))
     codes = java_hash_codes(values, key_type) if isinstance(key_type, BasicTypeInfo) else None
     if codes is not None:
+        if _speedups is not None:
+            return _int32_array(_speedups.key_groups_of_codes(np.ascontiguousarray(codes), max_parallelism))
         return pa.array((murmur_hash_array(codes) % max_parallelism).astype(np.int32), pa.int32())
     assign = key_group_assigner(key_type)
     return pa.array([assign(k, max_parallelism) for k in values.to_pylist()], pa.int32())
