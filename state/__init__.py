@@ -42,6 +42,7 @@ from .keygroups import (
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
 )
+from .rocksdb import RocksDBKeyedStateBackend, RocksDBOptions
 from .snapshot import KeyedStateSnapshot, StateEntry, StateMetaInfo, StateSnapshot
 from .ttl import StateTtlConfig, Time
 from .types import TypeInformation, Types
@@ -65,6 +66,8 @@ __all__ = [
     "ReduceFunction",
     "ReducingState",
     "ReducingStateDescriptor",
+    "RocksDBKeyedStateBackend",
+    "RocksDBOptions",
     "SerializationError",
     "State",
     "StateAccessError",

@@ -7,13 +7,22 @@ from typing import Any
 
 import pytest
 
-from flinkstate.state import AbstractKeyedStateBackend, HeapKeyedStateBackend
+from flinkstate.state import AbstractKeyedStateBackend, HeapKeyedStateBackend, RocksDBKeyedStateBackend
 
 BackendFactory = Callable[..., AbstractKeyedStateBackend]
+
+
+def rocksdb_backend(**kwargs: Any) -> RocksDBKeyedStateBackend:
+    """A RocksDB backend in a fresh temporary directory (removed by ``make_backend``)."""
+    import tempfile
+
+    return RocksDBKeyedStateBackend(tempfile.mkdtemp(prefix="flinkstate-rocksdb-"), **kwargs)
+
 
 KEYED_BACKENDS = {
     "heap-cow": lambda **kw: HeapKeyedStateBackend(async_snapshots=True, **kw),
     "heap-nested": lambda **kw: HeapKeyedStateBackend(async_snapshots=False, **kw),
+    "rocksdb": rocksdb_backend,
 }
 
 
@@ -28,8 +37,12 @@ def make_backend(request: pytest.FixtureRequest) -> Any:
         return backend
 
     yield factory
+    import shutil
+
     for backend in made:
         backend.close()
+        if isinstance(backend, RocksDBKeyedStateBackend):
+            shutil.rmtree(backend.path, ignore_errors=True)
 
 
 def _free_port() -> int:

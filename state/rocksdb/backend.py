@@ -1,0 +1,244 @@
+"""The RocksDB keyed state backend: state larger than memory, one column family per state."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..backend import AbstractKeyedStateBackend
+from ..descriptors import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor, StateKind
+from ..errors import StateAccessError
+from ..heap.restore import stored_migration, stored_states
+from ..interfaces import InternalKvState, StateIncrementalVisitor
+from ..keygroups import KeyGroupRange, check_max_parallelism
+from ..migration import Migrate
+from ..snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from ..ttl.factory import clock as ttl_clock
+from ..ttl.factory import snapshot_transform
+from ..types import TypeInformation
+from .aggregating_state import RocksDBAggregatingState
+from .base import AbstractRocksDBState
+from .cleanup import RocksDBIncrementalVisitor, TtlCompactionSweep
+from .codec import KeyCodec, prefix_end
+from .column import StateColumn
+from .directory import DbDirectory
+from .list_state import RocksDBListState
+from .map_state import RocksDBMapState
+from .options import RocksDBOptions
+from .reducing_state import RocksDBReducingState
+from .snapshot import RocksDBStateSnapshot
+from .value_state import RocksDBValueState
+
+_KINDS: dict[StateKind, type[AbstractRocksDBState]] = {
+    StateKind.VALUE: RocksDBValueState,
+    StateKind.LIST: RocksDBListState,
+    StateKind.MAP: RocksDBMapState,
+}
+_RESTORE_BATCH = 4096
+
+
+class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
+    """Keyed state in RocksDB (rocksdict, raw bytes), in the directory ``path``.
+
+    One column family per state; keys laid out as Flink lays them out (see
+    :mod:`.codec`); memory bounded by ``options`` (:class:`RocksDBOptions`). The
+    directory belongs to this backend until :meth:`close`; use one directory per task
+    attempt.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        key_type: Any = None,
+        max_parallelism: int = 128,
+        key_group_range: KeyGroupRange | None = None,
+        time_provider: Any = None,
+        options: RocksDBOptions | None = None,
+    ) -> None:
+        self._key_codec = KeyCodec(check_max_parallelism(max_parallelism), 0)
+        super().__init__(key_type, max_parallelism, key_group_range, time_provider)
+        self._key_codec.kg_start = self._kg_start
+        self.options = options or RocksDBOptions()
+        self._dir = DbDirectory(os.fspath(path), self.options)
+        self._columns: dict[str, StateColumn] = {}
+        self._sweeps: dict[str, TtlCompactionSweep] = {}
+        self._snapshots: weakref.WeakSet[RocksDBStateSnapshot] = weakref.WeakSet()
+        self._cf_count = 0
+
+    @property
+    def path(self) -> str:
+        return self._dir.path
+
+    def _set_key_type(self, key_type: TypeInformation) -> None:
+        super()._set_key_type(key_type)
+        self._key_codec.set_type(key_type)
+
+    # -- columns -----------------------------------------------------------------------
+
+    def _new_column(self, meta: StateMetaInfo) -> StateColumn:
+        self._cf_count += 1
+        d = self._dir
+        return StateColumn(d.db, f"s{self._cf_count}", meta, self._key_codec, d.cf_options, d.write_options)
+
+    def _column(self, meta: StateMetaInfo) -> StateColumn:
+        col = self._columns.get(meta.name)
+        if col is None:
+            col = self._columns[meta.name] = self._new_column(meta)
+        return col
+
+    def _is_closed(self) -> bool:
+        return self._closed
+
+    def _create_internal_state(
+        self,
+        desc: StateDescriptor,
+        meta: StateMetaInfo,
+        transform: Callable[[], ColumnTransform] | None = None,
+    ) -> InternalKvState:
+        col = self._column(meta)
+        col.meta = meta
+        if transform is not None:
+            col.transform_factory = transform
+        self._attach_sweep(col, meta)
+        if isinstance(desc, ReducingStateDescriptor):
+            return RocksDBReducingState(col, self._ctx, self._is_closed, desc.reduce)
+        if isinstance(desc, AggregatingStateDescriptor):
+            return RocksDBAggregatingState(col, self._ctx, self._is_closed, desc.agg_function)
+        return _KINDS[meta.kind](col, self._ctx, self._is_closed)
+
+    def _attach_sweep(self, col: StateColumn, meta: StateMetaInfo) -> None:
+        config = meta.ttl
+        strategy = (
+            None
+            if config is None
+            else config.cleanup_strategies.get_rocksdb_compact_filter_cleanup_strategy()
+        )
+        if config is None or strategy is None:
+            return
+        sweep = TtlCompactionSweep(
+            col, config.ttl_ms, ttl_clock(self, config), strategy.query_time_after_num_entries
+        )
+        self._sweeps[meta.name] = sweep
+        col.on_write = sweep.record_write
+
+    def compact_expired(self, state_name: str | None = None) -> int:
+        """Run the TTL compaction sweep of ``state_name`` (every such state when ``None``)
+        over all its entries now, then compact; return how many entries were deleted."""
+        self._check_open()
+        names = list(self._sweeps) if state_name is None else [state_name]
+        for name in names:
+            self.state_meta(name)
+        return sum(self._sweeps[n].sweep() for n in names if n in self._sweeps)
+
+    def disk_usage(self, state_name: str) -> int:
+        """Bytes of ``state_name``'s files on disk (SST files of its column family)."""
+        self._check_open()
+        self.state_meta(state_name)
+        col = self._columns[state_name]
+        return int(col.cf.property_int_value("rocksdb.total-sst-files-size") or 0)
+
+    def flush(self) -> None:
+        """Write every memtable to disk (tests and tools; RocksDB does it by itself)."""
+        self._check_open()
+        for col in self._columns.values():
+            col.cf.flush()
+
+    # -- restore -----------------------------------------------------------------------
+
+    def _restore_columns(self, meta: StateMetaInfo, kgi: int, columns: StateColumns) -> None:
+        col = self._columns.get(meta.name)
+        if col is None:
+            col = self._column(meta)
+            if meta.ttl is not None:
+                col.transform_factory = snapshot_transform(meta.kind, meta.ttl, ttl_clock(self, meta.ttl))
+        kg_prefix = self._key_codec.group_prefix(kgi)
+        namespaces = columns.namespaces or [None] * len(columns.keys)
+        encode = col.layout.encode
+        batch: list[tuple[bytes, bytes]] = []
+        for key, ns, stored in zip(columns.keys, namespaces, stored_states(meta, columns), strict=True):
+            col.namespaces.check(ns)
+            batch.extend(encode(col, col.prefix(kg_prefix, key, ns), stored))
+            if len(batch) >= _RESTORE_BATCH:
+                col.write(batch)
+                batch = []
+        col.write(batch)
+
+    def _bind_restored(
+        self, restored: StateMetaInfo, meta: StateMetaInfo, value: Migrate | None, user_key: Migrate | None
+    ) -> None:
+        old = self._columns[restored.name]
+        if (restored.value_type, restored.user_key_type) == (meta.value_type, meta.user_key_type):
+            return
+        migrate = stored_migration(restored, value, user_key) or (lambda s: s)
+        new = self._new_column(meta)
+        new.namespaces.set_type(old.namespaces.type)
+        new.transform_factory = old.transform_factory
+        batch: list[tuple[bytes, bytes]] = []
+        for prefix, entries in old.groups(old.iter_all()):
+            batch.extend(new.layout.encode(new, prefix, migrate(old.layout.decode(old, prefix, entries))))
+            if len(batch) >= _RESTORE_BATCH:
+                new.write(batch)
+                batch = []
+        new.write(batch)
+        self._columns[meta.name] = new
+        self._drop(old)
+
+    def _drop(self, col: StateColumn) -> None:
+        col.close()
+        self._dir.db.drop_column_family(col.cf_name)
+
+    # -- keys, visitors, snapshots --------------------------------------------------
+
+    def _incremental_visitor(self, state_name: str) -> StateIncrementalVisitor:
+        return RocksDBIncrementalVisitor(self._columns[state_name])
+
+    def _keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
+        col = self._columns[state_name]
+        if namespace is not None:
+            col.namespaces.check(namespace)
+        wanted = col.namespaces.dumps(namespace)
+        for prefix, _ in col.groups(col.iter_all()):
+            key, pos = self._key_codec.read_key(prefix)
+            if prefix[pos:] == wanted:
+                yield key
+
+    def snapshot(self) -> KeyedStateSnapshot:
+        self._check_open()
+        states = {}
+        for name, col in self._columns.items():
+            snap = RocksDBStateSnapshot(col, self.key_group_range, self._snapshots.discard)
+            self._snapshots.add(snap)
+            states[name] = snap
+        return KeyedStateSnapshot(self._key_type, self._max_p, self.key_group_range, states)
+
+    def drop_key_groups(self, key_groups: KeyGroupRange) -> None:
+        """Delete every entry of ``key_groups`` (a range delete per state)."""
+        self._check_open()
+        rng = key_groups.intersection(self.key_group_range)
+        if len(rng) == 0:
+            return
+        begin = self._key_codec.absolute[rng.start]
+        end = prefix_end(self._key_codec.absolute[rng.end])
+        for col in self._columns.values():
+            col.delete_range(begin, end)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        super().close()
+        for snap in list(self._snapshots):
+            snap.release()
+        for col in self._columns.values():
+            col.close()
+        self._columns.clear()
+        self._sweeps.clear()
+        self._states.clear()
+        self._metas.clear()
+        try:
+            self._dir.close()
+        except Exception as exc:  # rocksdict raises plain Exception
+            raise StateAccessError(
+                f"closing RocksDB in {self.path} failed: {exc}", code="DB_CLOSE_FAILED"
+            ) from exc

@@ -1,0 +1,157 @@
+"""One state's column family: its codecs, its layout, and the only ways to write it.
+
+Every write of the backend goes through :meth:`StateColumn.put`, :meth:`StateColumn.delete`,
+:meth:`StateColumn.write` (one atomic batch of puts and deletes) or
+:meth:`StateColumn.delete_range`; change recording (incremental checkpoints) hooks there.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from ..descriptors import StateKind
+from ..snapshot import ColumnTransform, StateMetaInfo, plain_columns
+from .codec import KeyCodec, NamespaceCodec, ValueCodec, value_dumps
+from .layout import Layout, layout_for
+
+if TYPE_CHECKING:
+    import rocksdict
+
+_SEQ = struct.Struct(">Q")
+Entries = list[tuple[bytes, bytes]]
+
+
+class StateColumn:
+    """The column family ``cf_name`` holding state ``meta.name``."""
+
+    def __init__(
+        self,
+        db: rocksdict.Rdict,
+        cf_name: str,
+        meta: StateMetaInfo,
+        keys: KeyCodec,
+        cf_options: rocksdict.Options,
+        write_options: rocksdict.WriteOptions,
+    ) -> None:
+        import rocksdict
+
+        self.meta = meta
+        self.cf_name = cf_name
+        self.cf: Any = db.create_column_family(cf_name, cf_options)  # raw mode: bytes in, bytes out
+        self.cf.set_write_options(write_options)
+        self.handle: rocksdict.ColumnFamily | None = db.get_column_family_handle(cf_name)
+        self._db = db
+        self._batch = rocksdict.WriteBatch
+        self._write_options = write_options
+        self.keys = keys
+        self.namespaces = NamespaceCodec(meta.name)
+        self.namespaces.set_type(meta.namespace_type)
+        ttl = meta.ttl is not None
+        self.values = ValueCodec(meta.value_type, ttl, nullable=meta.kind is StateKind.MAP)
+        self.user_keys: ValueCodec | None = None
+        self.user_key_dumps: Callable[[Any], bytes] | None = None
+        if meta.kind is StateKind.MAP:
+            assert meta.user_key_type is not None
+            self.user_keys = ValueCodec(meta.user_key_type, False)
+            self.user_key_dumps = value_dumps(meta.user_key_type)
+        self.layout: Layout = layout_for(meta.kind)
+        self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns
+        self.on_write: Callable[[], None] | None = None
+        self._seq = 0
+
+    # -- writes: the funnel -------------------------------------------------------
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.cf.put(key, value)
+        if self.on_write is not None:
+            self.on_write()
+
+    def delete(self, key: bytes) -> None:
+        self.cf.delete(key)
+
+    def write(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()) -> None:
+        """Apply deletes, then puts, atomically."""
+        batch = self._batch(raw_mode=True)
+        handle = self.handle
+        for key in deletes:
+            batch.delete(key, handle)
+        for key, value in puts:
+            batch.put(key, value, handle)
+        if len(batch):
+            self._db.write(batch, self._write_options)
+            if self.on_write is not None:
+                self.on_write()
+
+    def delete_range(self, begin: bytes, end: bytes) -> None:
+        """Delete every key in ``[begin, end)`` (dropping key groups, never per record)."""
+        self.cf.delete_range(begin, end)
+
+    # -- reads ----------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        data: bytes | None = self.cf.get(key)
+        return data
+
+    def scan(self, prefix: bytes) -> Entries:
+        """Every entry whose key starts with ``prefix``, in key order."""
+        out: Entries = []
+        for key, value in self.cf.items(from_key=prefix):
+            if not key.startswith(prefix):
+                break
+            out.append((key, value))
+        return out
+
+    def iter_all(self, start: bytes = b"", chunk: int = 1024) -> Iterator[tuple[bytes, bytes]]:
+        """Every entry from ``start`` on, read in chunks: no RocksDB iterator stays open
+        between yields, so an abandoned walk never keeps the DB from closing."""
+        while True:
+            entries = list(islice(self.cf.items(from_key=start), chunk))
+            yield from entries
+            if len(entries) < chunk:
+                return
+            start = entries[-1][0] + b"\x00"
+
+    def has_prefix(self, prefix: bytes) -> bool:
+        for key in self.cf.keys(from_key=prefix):
+            return bool(key.startswith(prefix))
+        return False
+
+    def next_seq(self) -> bytes:
+        """A list element's suffix: increasing, so appends keep their order."""
+        self._seq += 1
+        return _SEQ.pack(self._seq)
+
+    # -- groups of entries ------------------------------------------------------------
+
+    def prefix(self, kg_prefix: bytes, key: Any, namespace: Any) -> bytes:
+        return kg_prefix + self.keys.dumps(key) + self.namespaces.dumps(namespace)
+
+    def groups(self, entries: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, Entries]]:
+        """Consecutive entries grouped by their (key group, key, namespace) prefix."""
+        current: bytes | None = None
+        bucket: Entries = []
+        prefix_len = self.layout.prefix_len
+        for key, value in entries:
+            if current is not None and key.startswith(current):
+                bucket.append((key, value))
+                continue
+            if current is not None:
+                yield current, bucket
+            current = key[: prefix_len(self, key)]
+            bucket = [(key, value)]
+        if current is not None:
+            yield current, bucket
+
+    def split_prefix(self, prefix: bytes) -> tuple[Any, Any]:
+        """(key, namespace) of a group prefix."""
+        key, pos = self.keys.read_key(prefix)
+        namespace, _ = self.namespaces.read(prefix, pos)
+        return key, namespace
+
+    def close(self) -> None:
+        self.on_write = None
+        self.handle = None
+        self.cf.close()

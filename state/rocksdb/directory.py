@@ -1,0 +1,126 @@
+"""The working directory of one RocksDB backend: ownership, locking and opening.
+
+A directory belongs to one open backend. Ownership is an exclusive ``flock`` on a lock
+file (the OS drops it when a process dies, so a directory left by a killed process opens
+again) plus a registry of the directories open in this process (a second open from the
+same process is refused too). A marker file says the directory is ours: a non-empty
+directory without it is refused rather than overwritten. The directory is working
+space, like Flink's local RocksDB directory: what an earlier backend left there is
+discarded on open; durable state comes back from checkpoints.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import threading
+from typing import IO, Any
+
+from ..errors import InvalidArgumentError, StateAccessError
+from .options import RocksDBOptions
+
+MARKER = "FLINKSTATE_ROCKSDB"
+MARKER_TEXT = "flinkstate RocksDB keyed state backend, layout version 1\n"
+LOCK = "flinkstate.lock"
+DB = "db"
+
+_OPEN: set[str] = set()
+_OPEN_GUARD = threading.Lock()
+
+
+class DbDirectory:
+    """An owned, locked directory with an open RocksDB in ``<path>/db``."""
+
+    def __init__(self, path: str, options: RocksDBOptions) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        with _OPEN_GUARD:
+            if self.path in _OPEN:
+                raise StateAccessError(
+                    f"the RocksDB directory {self.path} is already open in this process",
+                    code="DB_DIRECTORY_IN_USE",
+                )
+            _OPEN.add(self.path)
+        self._lock: IO[str] | None = None
+        try:
+            self._claim()
+            self.db_options, self.cf_options = options.build()
+            self.write_options = options.write_options()
+            self.db = self._open_db()
+        except BaseException:
+            self._release()
+            raise
+
+    def _claim(self) -> None:
+        path = self.path
+        try:
+            os.makedirs(path, exist_ok=True)
+            entries = set(os.listdir(path))
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"cannot use {path} as a RocksDB directory: {exc}", code="INVALID_DB_DIRECTORY"
+            ) from exc
+        if entries - {LOCK} and MARKER not in entries:
+            raise InvalidArgumentError(
+                f"{path} is not empty and is not a flinkstate RocksDB directory ({sorted(entries)[:5]}); "
+                "refusing to overwrite it",
+                code="FOREIGN_DB_DIRECTORY",
+            )
+        self._lock = open(os.path.join(path, LOCK), "a+")  # noqa: SIM115 (held until close)
+        try:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            raise StateAccessError(
+                f"the RocksDB directory {path} is in use by another process", code="DB_DIRECTORY_IN_USE"
+            ) from exc
+        marker = os.path.join(path, MARKER)
+        if MARKER in entries:
+            try:
+                with open(marker, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InvalidArgumentError(
+                    f"{marker} is unreadable: {exc}", code="CORRUPT_DB_DIRECTORY"
+                ) from exc
+            if text != MARKER_TEXT:
+                raise InvalidArgumentError(
+                    f"{marker} does not describe a directory of this backend: {text[:80]!r}",
+                    code="CORRUPT_DB_DIRECTORY",
+                )
+        else:
+            with open(marker, "w", encoding="utf-8") as f:
+                f.write(MARKER_TEXT)
+        db_path = os.path.join(path, DB)
+        try:
+            if os.path.isdir(db_path) and not os.path.islink(db_path):
+                shutil.rmtree(db_path)
+            elif os.path.lexists(db_path):
+                os.remove(db_path)
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"cannot clear the working state in {db_path}: {exc}", code="CORRUPT_DB_DIRECTORY"
+            ) from exc
+
+    def _open_db(self) -> Any:
+        import rocksdict
+
+        try:
+            return rocksdict.Rdict(os.path.join(self.path, DB), self.db_options)
+        except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+            raise StateAccessError(
+                f"cannot open RocksDB in {self.path}: {exc}", code="DB_OPEN_FAILED"
+            ) from exc
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file drops the flock
+            self._lock = None
+        with _OPEN_GUARD:
+            _OPEN.discard(self.path)
+
+    def close(self) -> None:
+        """Close the DB (every column family and iterator must be closed first) and unlock."""
+        try:
+            self.db.close()
+        finally:
+            self._release()

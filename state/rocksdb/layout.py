@@ -1,0 +1,105 @@
+"""How one (key, namespace)'s stored state lies in RocksDB, per state kind.
+
+- single: one entry, the value (VALUE, REDUCING, AGGREGATING);
+- list: one entry per element, keyed ``prefix | sequence`` (appends write one entry and
+  read nothing: rocksdict has no merge operator, so this is the append-only layout);
+- map: one entry per map entry, keyed ``prefix | serialized user key``.
+
+A stored state is what the heap backend keeps for the same (key, namespace): the value,
+a list or a dict (with TTL, of ``(timestamp, value)`` tuples).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from ..descriptors import StateKind
+
+if TYPE_CHECKING:
+    from .column import Entries, StateColumn
+
+
+class Layout(ABC):
+    """Encoding and decoding of stored states of one kind."""
+
+    @abstractmethod
+    def prefix_len(self, col: StateColumn, key: bytes) -> int:
+        """How many bytes of an entry's key are its (key group, key, namespace) prefix."""
+
+    @abstractmethod
+    def decode(self, col: StateColumn, prefix: bytes, entries: Entries) -> Any:
+        """The stored state of a group's entries."""
+
+    @abstractmethod
+    def encode(self, col: StateColumn, prefix: bytes, stored: Any) -> Entries:
+        """The entries of a stored state."""
+
+    def read(self, col: StateColumn, prefix: bytes) -> Any:
+        entries = col.scan(prefix)
+        return self.decode(col, prefix, entries) if entries else None
+
+    def replace(self, col: StateColumn, prefix: bytes, stored: Any) -> None:
+        """Make ``stored`` (``None``: nothing) the state at ``prefix``, in one batch."""
+        old = [key for key, _ in col.scan(prefix)]
+        col.write([] if stored is None else self.encode(col, prefix, stored), old)
+
+
+class SingleLayout(Layout):
+    def prefix_len(self, col: StateColumn, key: bytes) -> int:
+        return len(key)
+
+    def decode(self, col: StateColumn, prefix: bytes, entries: Entries) -> Any:
+        return col.values.loads(entries[0][1])
+
+    def encode(self, col: StateColumn, prefix: bytes, stored: Any) -> Entries:
+        return [(prefix, col.values.dumps(stored))]
+
+    def read(self, col: StateColumn, prefix: bytes) -> Any:
+        data = col.get(prefix)
+        return None if data is None else col.values.loads(data)
+
+    def replace(self, col: StateColumn, prefix: bytes, stored: Any) -> None:
+        if stored is None:
+            col.delete(prefix)
+        else:
+            col.put(prefix, col.values.dumps(stored))
+
+
+class ListLayout(Layout):
+    def prefix_len(self, col: StateColumn, key: bytes) -> int:
+        return len(key) - 8
+
+    def decode(self, col: StateColumn, prefix: bytes, entries: Entries) -> Any:
+        loads = col.values.loads
+        return [loads(value) for _, value in entries]
+
+    def encode(self, col: StateColumn, prefix: bytes, stored: Any) -> Entries:
+        dumps = col.values.dumps
+        return [(prefix + col.next_seq(), dumps(element)) for element in stored]
+
+
+class MapLayout(Layout):
+    def prefix_len(self, col: StateColumn, key: bytes) -> int:
+        _, pos = col.keys.read_key(key)
+        _, pos = col.namespaces.read(key, pos)
+        return pos
+
+    def decode(self, col: StateColumn, prefix: bytes, entries: Entries) -> Any:
+        assert col.user_keys is not None
+        key_loads, loads, start = col.user_keys.loads, col.values.loads, len(prefix)
+        return {key_loads(key[start:]): loads(value) for key, value in entries}
+
+    def encode(self, col: StateColumn, prefix: bytes, stored: Any) -> Entries:
+        assert col.user_key_dumps is not None
+        key_dumps, dumps = col.user_key_dumps, col.values.dumps
+        return [(prefix + key_dumps(k), dumps(v)) for k, v in stored.items()]
+
+
+_SINGLE, _LIST, _MAP = SingleLayout(), ListLayout(), MapLayout()
+
+
+def layout_for(kind: StateKind) -> Layout:
+    if kind is StateKind.LIST:
+        return _LIST
+    return _MAP if kind is StateKind.MAP else _SINGLE

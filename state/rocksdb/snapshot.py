@@ -1,0 +1,78 @@
+"""Snapshots of RocksDB states: a pinned iterator per column family.
+
+A RocksDB iterator reads the DB as of its creation (it holds an implicit snapshot of
+the memtables and files), so one iterator per state, created synchronously, gives a
+snapshot that stays consistent while writes go on; reading a key group is a seek to
+its prefix and a scan. (Iterating a rocksdict ``Snapshot`` object would not honour it.)
+A lock serializes readers of one state; ``release()`` drops the iterator, which the DB
+needs before it can close.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ..errors import StateAccessError
+from ..keygroups import KeyGroupRange
+from ..snapshot import ColumnTransform, StateColumns, StateSnapshot
+from .column import Entries, StateColumn
+
+
+class RocksDBStateSnapshot(StateSnapshot):
+    """One state's entries as of the snapshot, read key group by key group."""
+
+    def __init__(
+        self,
+        column: StateColumn,
+        key_group_range: KeyGroupRange,
+        on_release: Callable[[RocksDBStateSnapshot], None],
+    ) -> None:
+        self.meta = replace(column.meta, namespace_type=column.namespaces.type)
+        self._col = column
+        self._range = key_group_range
+        self._iterator: Any = column.cf.iter()
+        self._transform: ColumnTransform = column.transform_factory()
+        self._lock = threading.Lock()
+        self._on_release = on_release
+
+    def _entries(self, key_group: int) -> Entries:
+        prefix = self._col.keys.absolute[key_group]
+        out: Entries = []
+        with self._lock:
+            it = self._iterator
+            if it is None:
+                raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
+            it.seek(prefix)
+            while it.valid():
+                key = it.key()
+                if not key.startswith(prefix):
+                    break
+                out.append((key, it.value()))
+                it.next()
+        return out
+
+    def columns(self, key_group: int) -> StateColumns:
+        if key_group not in self._range:
+            return StateColumns([], None, [])
+        col = self._col
+        keys: list[Any] = []
+        namespaces: list[Any] = []
+        states: list[Any] = []
+        decode = col.layout.decode
+        for prefix, entries in col.groups(self._entries(key_group)):
+            key, namespace = col.split_prefix(prefix)
+            keys.append(key)
+            namespaces.append(namespace)
+            states.append(decode(col, prefix, entries))
+        typed = self.meta.namespace_type is not None
+        return self._transform(keys, namespaces if typed else None, states)
+
+    def release(self) -> None:
+        with self._lock:
+            if self._iterator is None:
+                return
+            self._iterator = None
+        self._on_release(self)
