@@ -9,7 +9,7 @@ from typing import Any
 
 from ..backend import AbstractKeyedStateBackend
 from ..descriptors import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor, StateKind
-from ..errors import StateAccessError
+from ..errors import SerializationError, StateAccessError
 from ..heap.restore import stored_migration, stored_states
 from ..interfaces import InternalKvState, StateIncrementalVisitor
 from ..keygroups import KeyGroupRange, check_max_parallelism
@@ -196,9 +196,12 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
 
     def _keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
         col = self._columns[state_name]
-        if namespace is not None:
-            col.namespaces.check(namespace)
-        wanted = col.namespaces.dumps(namespace)
+        if namespace is not None and col.namespaces.type is None:
+            return  # no typed namespace was ever used: nothing to find (and no type to adopt)
+        try:
+            wanted = col.namespaces.dumps(namespace)
+        except SerializationError:
+            return  # a namespace of another type has no state
         for prefix, _ in col.groups(col.iter_all()):
             key, pos = self._key_codec.read_key(prefix)
             if prefix[pos:] == wanted:

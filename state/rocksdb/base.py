@@ -32,7 +32,7 @@ class AbstractRocksDBState(InternalMergingState):
         self._ns_bytes = column.namespaces.dumps(None)
         self._ck: Any = _UNSET  # the key object the cached prefix was built for
         self._pk = b""
-        self._get = column.get
+        self._get = column.cf.get  # reads skip the write funnel
         self._put = column.put
         self._delete = column.delete
 

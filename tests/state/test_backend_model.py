@@ -1,0 +1,165 @@
+"""Property tests: the RocksDB backend against the heap backend as the model, on random
+operation sequences (every kind, namespaces, merges, clears), with snapshots taken at
+random moments and compared with the heap's snapshot of the same moment."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from flinkstate.state import (
+    AggregatingStateDescriptor,
+    HeapKeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    RocksDBKeyedStateBackend,
+    Types,
+    ValueStateDescriptor,
+)
+
+from state_functions import Average
+
+VALUE = ValueStateDescriptor("v", Types.STRING())
+LIST = ListStateDescriptor("l", Types.LONG())
+MAP = MapStateDescriptor("m", Types.STRING(), Types.LONG())
+SUM = ReducingStateDescriptor("r", lambda a, b: a + b, Types.LONG())
+AVG = AggregatingStateDescriptor("a", Average(), Types.LIST(Types.LONG()))
+DESCS = [VALUE, LIST, MAP, SUM, AVG]
+KEYS = st.one_of(st.integers(-3, 40), st.just(2**40))
+NAMESPACES = st.sampled_from([None, None, 1, 2, 3])
+TEXT = st.text(max_size=4)
+LONGS = st.integers(-(2**63), 2**63 - 1)
+
+
+def contents(snapshot: Any) -> dict[tuple[str, Any, Any], Any]:
+    out: dict[tuple[str, Any, Any], Any] = {}
+    for name, state in snapshot.states.items():
+        for kg in snapshot.key_group_range:
+            for e in state.entries(kg):
+                out[(name, e.key, e.namespace)] = e.value
+    return out
+
+
+class BackendsAgree(RuleBasedStateMachine):
+    @initialize(max_p=st.sampled_from([4, 200]))
+    def setup(self, max_p: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix="flinkstate-model-")
+        self.heap = HeapKeyedStateBackend(max_parallelism=max_p)
+        self.rocks = RocksDBKeyedStateBackend(self.dir + "/db", max_parallelism=max_p)
+        self.snapshots: list[tuple[Any, Any]] = []
+
+    def _both(self, key: int, ns: Any, desc: Any) -> tuple[Any, Any]:
+        out = []
+        for b in (self.heap, self.rocks):
+            b.set_current_key(key)
+            out.append(b.get_partitioned_state(ns, desc))
+        return out[0], out[1]
+
+    @rule(key=KEYS, ns=NAMESPACES, value=TEXT | st.none())
+    def update_value(self, key: int, ns: Any, value: str | None) -> None:
+        for s in self._both(key, ns, VALUE):
+            s.update(value)
+
+    @rule(key=KEYS, ns=NAMESPACES, values=st.lists(st.integers(-9, 9), max_size=3), how=st.integers(0, 2))
+    def list_write(self, key: int, ns: Any, values: list[int], how: int) -> None:
+        for s in self._both(key, ns, LIST):
+            if how == 0:
+                s.update(values)
+            elif how == 1:
+                s.add_all(values)
+            else:
+                for v in values:
+                    s.add(v)
+
+    @rule(key=KEYS, ns=NAMESPACES, user_key=st.sampled_from(["a", "b", "é", ""]), value=LONGS | st.none())
+    def map_put(self, key: int, ns: Any, user_key: str, value: int | None) -> None:
+        for s in self._both(key, ns, MAP):
+            s.put(user_key, value)
+
+    @rule(key=KEYS, ns=NAMESPACES, entries=st.dictionaries(st.sampled_from("abc"), st.integers(0, 5)))
+    def map_put_all(self, key: int, ns: Any, entries: dict[str, int]) -> None:
+        for s in self._both(key, ns, MAP):
+            s.put_all(entries)
+
+    @rule(key=KEYS, ns=NAMESPACES, user_key=st.sampled_from(["a", "b", "é"]))
+    def map_remove(self, key: int, ns: Any, user_key: str) -> None:
+        for s in self._both(key, ns, MAP):
+            s.remove(user_key)
+
+    @rule(key=KEYS, ns=NAMESPACES, value=st.integers(-5, 5) | st.none(), agg=st.booleans())
+    def add(self, key: int, ns: Any, value: int | None, agg: bool) -> None:
+        for s in self._both(key, ns, AVG if agg else SUM):
+            s.add(value)
+
+    @rule(key=KEYS, desc=st.sampled_from([LIST, SUM, AVG]), into=NAMESPACES, sources=st.lists(NAMESPACES))
+    def merge(self, key: int, desc: Any, into: Any, sources: list[Any]) -> None:
+        if into is None or None in sources:
+            return
+        for s in self._both(key, into, desc):
+            s.merge_namespaces(into, sources)
+
+    @rule(key=KEYS, ns=NAMESPACES, desc=st.sampled_from(DESCS))
+    def clear(self, key: int, ns: Any, desc: Any) -> None:
+        for s in self._both(key, ns, desc):
+            s.clear()
+
+    @rule(key=KEYS, ns=NAMESPACES)
+    def read(self, key: int, ns: Any) -> None:
+        h, r = self._both(key, ns, VALUE)
+        assert h.value() == r.value()
+        h, r = self._both(key, ns, LIST)
+        assert list(h.get()) == list(r.get())
+        h, r = self._both(key, ns, MAP)
+        assert dict(h.items()) == dict(r.items())
+        assert sorted(h.keys()) == sorted(r.keys()) and h.is_empty() == r.is_empty()
+        assert all(h.get(k) == r.get(k) and h.contains(k) == r.contains(k) for k in ("a", "b", "z"))
+        for desc in (SUM, AVG):
+            h, r = self._both(key, ns, desc)
+            assert h.get() == r.get()
+
+    @rule()
+    def take_snapshot(self) -> None:
+        self.snapshots.append((self.heap.snapshot(), self.rocks.snapshot()))
+
+    @precondition(lambda self: self.snapshots)
+    @rule(index=st.integers(0, 10))
+    def check_snapshot(self, index: int) -> None:
+        heap, rocks = self.snapshots.pop(index % len(self.snapshots))
+        assert contents(rocks) == contents(heap)
+        for name, state in heap.states.items():
+            assert rocks.states[name].meta == state.meta
+        heap.release()
+        rocks.release()
+
+    @invariant()
+    def keys_agree(self) -> None:
+        if not hasattr(self, "heap"):
+            return
+        assert self.rocks.state_names() == self.heap.state_names()
+        for name in self.heap.state_names():
+            for ns in (None, 1, 2):
+                assert sorted(self.rocks.get_keys(name, ns)) == sorted(self.heap.get_keys(name, ns))
+
+    def teardown(self) -> None:
+        if not hasattr(self, "heap"):
+            return
+        try:
+            for heap, rocks in self.snapshots:
+                assert contents(rocks) == contents(heap)
+            assert contents(self.rocks.snapshot()) == contents(self.heap.snapshot())
+        finally:
+            self.heap.close()
+            self.rocks.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+TestBackendsAgree = BackendsAgree.TestCase
+TestBackendsAgree.settings = settings(
+    max_examples=80, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
