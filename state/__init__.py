@@ -25,6 +25,7 @@ from .errors import (
     StateMigrationError,
     StateTypeError,
 )
+from .factory import make_keyed_backend
 from .heap.backend import HeapKeyedStateBackend
 from .interfaces import (
     AggregatingState,
@@ -88,4 +89,5 @@ __all__ = [
     "assign_to_key_group",
     "compute_key_group_range_for_operator_index",
     "compute_operator_index_for_key_group",
+    "make_keyed_backend",
 ]

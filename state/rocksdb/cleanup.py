@@ -31,8 +31,12 @@ class RocksDBIncrementalVisitor(StateIncrementalVisitor):
     def __init__(self, column: StateColumn) -> None:
         self._col = column
         self._from = b""
+        self._at_end = False
 
     def next_entries(self) -> list[tuple[Any, Any]]:
+        if self._at_end:  # the last batch of a pass was returned: report the end once
+            self._at_end = False
+            return []
         col = self._col
         out: list[tuple[Any, Any]] = []
         bucket: Entries = []
@@ -51,7 +55,8 @@ class RocksDBIncrementalVisitor(StateIncrementalVisitor):
             bucket = [(key, value)]
         if current is not None:
             out.append((current, col.layout.decode(col, current, bucket)))
-        self._from = b""  # end of a pass: the next call starts over
+        self._from = b""  # end of a pass: the next call after this one starts over
+        self._at_end = bool(out)
         return out
 
     def remove(self, handle: Any) -> None:

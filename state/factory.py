@@ -1,0 +1,56 @@
+"""A keyed backend by name: ``"heap"`` or ``"rocksdb"`` (what runners take as an option)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .backend import AbstractKeyedStateBackend
+from .errors import InvalidArgumentError
+from .heap.backend import HeapKeyedStateBackend
+from .keygroups import KeyGroupRange
+from .rocksdb import RocksDBKeyedStateBackend, RocksDBOptions
+
+BACKENDS = ("heap", "rocksdb")
+
+
+def make_keyed_backend(
+    kind: str,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    key_type: Any = None,
+    max_parallelism: int = 128,
+    key_group_range: KeyGroupRange | None = None,
+    time_provider: Any = None,
+    options: RocksDBOptions | Mapping[str, Any] | None = None,
+) -> AbstractKeyedStateBackend:
+    """A new keyed backend of ``kind``.
+
+    ``"rocksdb"`` needs ``path``, a directory of its own (one per task attempt) and takes
+    ``options`` (:class:`RocksDBOptions` or a mapping of its fields); ``"heap"`` takes
+    neither.
+    """
+    common: dict[str, Any] = {
+        "key_type": key_type,
+        "max_parallelism": max_parallelism,
+        "key_group_range": key_group_range,
+        "time_provider": time_provider,
+    }
+    if kind == "heap":
+        if path is not None or options is not None:
+            raise InvalidArgumentError(
+                "the heap backend takes no directory or RocksDB options", code="INVALID_OPTION"
+            )
+        return HeapKeyedStateBackend(**common)
+    if kind == "rocksdb":
+        if path is None:
+            raise InvalidArgumentError(
+                "the rocksdb backend needs a directory (path=...)", code="INVALID_OPTION"
+            )
+        if options is not None and not isinstance(options, RocksDBOptions):
+            options = RocksDBOptions.from_mapping(options)
+        return RocksDBKeyedStateBackend(path, options=options, **common)
+    raise InvalidArgumentError(
+        f"unknown keyed backend {kind!r}; valid: {list(BACKENDS)}", code="INVALID_OPTION"
+    )
