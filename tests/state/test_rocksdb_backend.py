@@ -157,7 +157,7 @@ def test_foreign_and_corrupt_directories_are_typed_errors(tmp_path: Path) -> Non
 def test_options_are_parsed_once_and_checked() -> None:
     opts = RocksDBOptions.from_mapping({"block_cache_bytes": "1048576", "disable_wal": "false"})
     assert opts.block_cache_bytes == 1 << 20 and opts.disable_wal is False
-    with pytest.raises(FlinkStateError, match="INVALID_OPTION.*block_cach"):
+    with pytest.raises(FlinkStateError, match=r"INVALID_OPTION.*block_cach"):
         RocksDBOptions.from_mapping({"block_cach": 1})
     with pytest.raises(FlinkStateError, match="INVALID_OPTION"):
         RocksDBOptions(write_buffer_bytes=0)
