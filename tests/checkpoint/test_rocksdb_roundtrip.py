@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_migrate import NEW_ROW, _checkpoint, _old_types
+from test_rescale_roundtrip import CLOCK, KEYS, LIST, MAP, SPREAD, VALUE, entries, write_initial
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.state import (
@@ -20,9 +22,6 @@ from flinkstate.state import (
     Types,
     ValueStateDescriptor,
 )
-
-from test_rescale_roundtrip import CLOCK, KEYS, LIST, MAP, SPREAD, VALUE, entries, write_initial
-from test_migrate import NEW_ROW, _checkpoint, _old_types
 
 
 def restore(checkpoint: CompletedCheckpoint, p: int, root: Path | None) -> list[Any]:
