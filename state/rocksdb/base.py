@@ -32,9 +32,14 @@ class AbstractRocksDBState(InternalMergingState):
         self._ns_bytes = column.namespaces.dumps(None)
         self._ck: Any = _UNSET  # the key object the cached prefix was built for
         self._pk = b""
-        self._get = column.cf.get  # reads skip the write funnel
+        self._get: Callable[[bytes], Any] = column.cf.get if column.buffer is None else column.get
         self._put = column.put
         self._delete = column.delete
+        column.readers.append(self._bind_get)
+
+    def _bind_get(self, get: Callable[[bytes], Any]) -> None:
+        """Point reads: the column family directly, or through the write buffer (write_batch)."""
+        self._get = get
 
     def set_current_namespace(self, namespace: Any) -> None:
         if namespace is self._ns:
@@ -52,8 +57,8 @@ class AbstractRocksDBState(InternalMergingState):
             return self._pk
         if ctx.kgi < 0:
             raise self._no_key()
-        col = self._col
-        prefix = col.keys.group_prefix(ctx.kgi) + col.keys.dumps(ctx.key) + self._ns_bytes
+        keys = self._col.keys
+        prefix: bytes = keys.in_range[ctx.kgi] + keys.dumps(ctx.key) + self._ns_bytes
         self._ck, self._pk = ctx.key, prefix
         return prefix
 

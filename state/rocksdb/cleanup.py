@@ -42,7 +42,7 @@ class RocksDBIncrementalVisitor(StateIncrementalVisitor):
         bucket: Entries = []
         current: bytes | None = None
         prefix_len = col.layout.prefix_len
-        for key, value in col.cf.items(from_key=self._from):
+        for key, value in col.view().items(from_key=self._from):
             if current is not None and key.startswith(current):
                 bucket.append((key, value))
                 continue
@@ -107,7 +107,7 @@ class TtlCompactionSweep:
         cutoff = self._now() - self._ttl
         expired: list[bytes] = []
         finished = True
-        for checked, (key, value) in enumerate(col.cf.items(from_key=self._from)):
+        for checked, (key, value) in enumerate(col.view().items(from_key=self._from)):
             if budget is not None and checked >= budget:
                 self._from = key
                 finished = False
@@ -120,6 +120,6 @@ class TtlCompactionSweep:
         if finished:
             self._from = b""
             if self._deleted_in_pass:
-                col.cf.compact_range(None, None)
+                col.view().compact_range(None, None)
             self._deleted_in_pass = 0
         return len(expired)

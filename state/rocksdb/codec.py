@@ -205,8 +205,8 @@ class KeyCodec:
     def __init__(self, max_parallelism: int, kg_start: int) -> None:
         prefixes = key_group_prefixes(max_parallelism)
         self.width = len(prefixes[0])
-        self.kg_start = kg_start
         self.absolute = prefixes
+        self.set_range_start(kg_start)
         self._ser: TypeSerializer | None = None
         self.dumps: Dumps = self._no_type
 
@@ -216,11 +216,17 @@ class KeyCodec:
 
     def set_type(self, key_type: TypeInformation) -> None:
         self._ser = serializer_for(key_type)
-        self.dumps = value_dumps(key_type)
+        fmt = _FIXED.get(key_type.name) if isinstance(key_type, BasicTypeInfo) else None
+        # set_current_key has checked the key (type and range) already: pack it directly
+        self.dumps = struct.Struct(">" + fmt).pack if fmt in ("b", "h", "i", "q") else value_dumps(key_type)
+
+    def set_range_start(self, kg_start: int) -> None:
+        self.kg_start = kg_start
+        self.in_range = self.absolute[kg_start:]
 
     def group_prefix(self, kgi: int) -> bytes:
         """The prefix of key-group index ``kgi`` of the backend's range."""
-        return self.absolute[kgi + self.kg_start]
+        return self.in_range[kgi]
 
     def read_key(self, data: bytes) -> tuple[Any, int]:
         """The key of a RocksDB key and the position after it."""

@@ -3,6 +3,9 @@
 Every write of the backend goes through :meth:`StateColumn.put`, :meth:`StateColumn.delete`,
 :meth:`StateColumn.write` (one atomic batch of puts and deletes) or
 :meth:`StateColumn.delete_range`; change recording (incremental checkpoints) hooks there.
+Inside the backend's ``write_batch()`` these writes go into a shared :class:`WriteBuffer`
+instead, and every read path (:meth:`StateColumn.view`) writes the buffer out first, so
+reads always see every earlier write.
 """
 
 from __future__ import annotations
@@ -22,6 +25,38 @@ if TYPE_CHECKING:
 
 _SEQ = struct.Struct(">Q")
 Entries = list[tuple[bytes, bytes]]
+
+
+class WriteBuffer:
+    """One RocksDB WriteBatch shared by a backend's columns, written every ``limit`` entries."""
+
+    def __init__(self, db: rocksdict.Rdict, write_options: rocksdict.WriteOptions, limit: int) -> None:
+        import rocksdict
+
+        self._db = db
+        self._write_options = write_options
+        self.limit = limit
+        self._new = rocksdict.WriteBatch
+        self.batch = self._new(raw_mode=True)
+        self.count = 0
+
+    def put(self, key: bytes, value: bytes, handle: Any) -> None:
+        self.batch.put(key, value, handle)
+        self.count += 1
+        if self.count >= self.limit:
+            self.flush()
+
+    def delete(self, key: bytes, handle: Any) -> None:
+        self.batch.delete(key, handle)
+        self.count += 1
+        if self.count >= self.limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.count:
+            self._db.write(self.batch, self._write_options)  # consumes the batch
+            self.batch = self._new(raw_mode=True)
+            self.count = 0
 
 
 class StateColumn:
@@ -60,20 +95,41 @@ class StateColumn:
         self.layout: Layout = layout_for(meta.kind)
         self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns
         self.on_write: Callable[[], None] | None = None
+        self.buffer: WriteBuffer | None = None
+        self.readers: list[Callable[[Callable[[bytes], Any]], None]] = []
         self._seq = 0
 
     # -- writes: the funnel -------------------------------------------------------
 
     def put(self, key: bytes, value: bytes) -> None:
-        self.cf.put(key, value)
+        buffer = self.buffer
+        if buffer is None:
+            self.cf.put(key, value)
+        else:  # WriteBuffer.put, inlined: this is the per-record path of write_batch()
+            buffer.batch.put(key, value, self.handle)
+            buffer.count += 1
+            if buffer.count >= buffer.limit:
+                buffer.flush()
         if self.on_write is not None:
             self.on_write()
 
     def delete(self, key: bytes) -> None:
-        self.cf.delete(key)
+        if self.buffer is None:
+            self.cf.delete(key)
+        else:
+            self.buffer.delete(key, self.handle)
 
     def write(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()) -> None:
-        """Apply deletes, then puts, atomically."""
+        """Apply deletes, then puts, atomically (in order, within a write_batch block)."""
+        buffer = self.buffer
+        if buffer is not None:
+            for key in deletes:
+                buffer.delete(key, self.handle)
+            for key, value in puts:
+                buffer.put(key, value, self.handle)
+            if self.on_write is not None:
+                self.on_write()
+            return
         batch = self._batch(raw_mode=True)
         handle = self.handle
         for key in deletes:
@@ -87,18 +143,34 @@ class StateColumn:
 
     def delete_range(self, begin: bytes, end: bytes) -> None:
         """Delete every key in ``[begin, end)`` (dropping key groups, never per record)."""
-        self.cf.delete_range(begin, end)
+        self.view().delete_range(begin, end)
+
+    def begin_batch(self, buffer: WriteBuffer) -> None:
+        self.buffer = buffer
+        for bind in self.readers:
+            bind(self.get)
+
+    def end_batch(self) -> None:
+        self.buffer = None
+        for bind in self.readers:
+            bind(self.cf.get)
 
     # -- reads ----------------------------------------------------------------------
 
+    def view(self) -> Any:
+        """The column family to read (buffered writes are written out first)."""
+        if self.buffer is not None:
+            self.buffer.flush()
+        return self.cf
+
     def get(self, key: bytes) -> bytes | None:
-        data: bytes | None = self.cf.get(key)
+        data: bytes | None = self.view().get(key)
         return data
 
     def scan(self, prefix: bytes) -> Entries:
         """Every entry whose key starts with ``prefix``, in key order."""
         out: Entries = []
-        for key, value in self.cf.items(from_key=prefix):
+        for key, value in self.view().items(from_key=prefix):
             if not key.startswith(prefix):
                 break
             out.append((key, value))
@@ -108,14 +180,14 @@ class StateColumn:
         """Every entry from ``start`` on, read in chunks: no RocksDB iterator stays open
         between yields, so an abandoned walk never keeps the DB from closing."""
         while True:
-            entries = list(islice(self.cf.items(from_key=start), chunk))
+            entries = list(islice(self.view().items(from_key=start), chunk))
             yield from entries
             if len(entries) < chunk:
                 return
             start = entries[-1][0] + b"\x00"
 
     def has_prefix(self, prefix: bytes) -> bool:
-        for key in self.cf.keys(from_key=prefix):
+        for key in self.view().keys(from_key=prefix):
             return bool(key.startswith(prefix))
         return False
 
@@ -153,5 +225,7 @@ class StateColumn:
 
     def close(self) -> None:
         self.on_write = None
+        self.buffer = None
+        self.readers.clear()
         self.handle = None
         self.cf.close()

@@ -33,7 +33,7 @@ class RocksDBStateSnapshot(StateSnapshot):
         self.meta = replace(column.meta, namespace_type=column.namespaces.type)
         self._col = column
         self._range = key_group_range
-        self._iterator: Any = column.cf.iter()
+        self._iterator: Any = column.view().iter()
         self._transform: ColumnTransform = column.transform_factory()
         self._lock = threading.Lock()
         self._on_release = on_release

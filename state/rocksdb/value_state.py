@@ -11,14 +11,33 @@ from .base import AbstractRocksDBState
 class RocksDBValueState(AbstractRocksDBState, ValueState[Any]):
     __slots__ = ()
 
+    # The per-record path of most jobs: the prefix is built inline when the key changed.
+
     def value(self) -> Any:
         ctx = self._ctx
-        data = self._get(self._pk if ctx.key is self._ck else self._prefix())
+        key = ctx.key
+        if key is self._ck:
+            prefix = self._pk
+        elif ctx.kgi < 0:
+            raise self._no_key()
+        else:
+            keys = self._col.keys
+            prefix = self._pk = keys.in_range[ctx.kgi] + keys.dumps(key) + self._ns_bytes
+            self._ck = key
+        data = self._get(prefix)
         return None if data is None else self._col.values.loads(data)
 
     def update(self, value: Any) -> None:
         ctx = self._ctx
-        prefix = self._pk if ctx.key is self._ck else self._prefix()
+        key = ctx.key
+        if key is self._ck:
+            prefix = self._pk
+        elif ctx.kgi < 0:
+            raise self._no_key()
+        else:
+            keys = self._col.keys
+            prefix = self._pk = keys.in_range[ctx.kgi] + keys.dumps(key) + self._ns_bytes
+            self._ck = key
         if value is None:
             self._delete(prefix)
         else:

@@ -1,11 +1,13 @@
 """Property tests: the RocksDB backend against the heap backend as the model, on random
-operation sequences (every kind, namespaces, merges, clears), with snapshots taken at
-random moments and compared with the heap's snapshot of the same moment."""
+operation sequences (every kind, namespaces, merges, clears, write batches on and off),
+with snapshots taken at random moments and compared with the heap's snapshot of the
+same moment."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from contextlib import ExitStack
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -53,6 +55,15 @@ class BackendsAgree(RuleBasedStateMachine):
         self.heap = HeapKeyedStateBackend(max_parallelism=max_p)
         self.rocks = RocksDBKeyedStateBackend(self.dir + "/db", max_parallelism=max_p)
         self.snapshots: list[tuple[Any, Any]] = []
+        self.batch = ExitStack()
+
+    @rule(max_entries=st.integers(1, 5))
+    def toggle_write_batch(self, max_entries: int) -> None:
+        """RocksDB writes in write batches for a while: reads must still see them."""
+        if self.rocks._buffer is None:
+            self.batch.enter_context(self.rocks.write_batch(max_entries))
+        else:
+            self.batch.close()
 
     def _both(self, key: int, ns: Any, desc: Any) -> tuple[Any, Any]:
         out = []
@@ -154,6 +165,7 @@ class BackendsAgree(RuleBasedStateMachine):
                 assert contents(rocks) == contents(heap)
             assert contents(self.rocks.snapshot()) == contents(self.heap.snapshot())
         finally:
+            self.batch.close()
             self.heap.close()
             self.rocks.close()
             shutil.rmtree(self.dir, ignore_errors=True)
