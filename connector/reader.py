@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceReader,
     EqualTo,
@@ -29,6 +28,7 @@ from pyspark.sql.datasource import (
 
 from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.format import open_parquet, read_row_group, read_row_groups, storage_table
+from flinkstate.checkpoint.keys import key_mask
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.merge import combine_key_group, merge_keyed
 from flinkstate.checkpoint.storage import Storage
@@ -41,6 +41,7 @@ from flinkstate.state.typeinfo import BasicTypeInfo
 
 from .metadata import metadata_table
 from .options import OptionError, ReadOptions
+from .selection import Selection, keyed_selection, operator_selection
 from .views import METADATA_SCHEMA, keyed_view, operator_view_schema
 
 BATCH_ROWS = 1 << 16
@@ -102,11 +103,15 @@ class FlinkStateReader(DataSourceReader):
         self.op: OperatorEntry | None = None
         self.meta: StateMetaInfo | None = None
         self.operator_mode: OperatorStateMode | None = None
+        self.selection = Selection()
         if options.operator is not None:
             self.op = checkpoint.operator(options.operator)
             self.meta = self.op.keyed_state(options.state or "")
             if self.meta is None:
                 self.operator_mode = _operator_mode(self.op, options.state or "")
+                self.selection = operator_selection(options, self.op, self.operator_mode)
+            else:
+                self.selection = keyed_selection(options, self.op)
         self.key_groups: list[Any] = []  # predicates on key_group
         self.subtasks: list[Any] = []  # predicates on subtask
         self.key_values: list[set[Any]] | None = None  # AND of IN-sets on key
@@ -160,7 +165,17 @@ class FlinkStateReader(DataSourceReader):
         if self.key_groups:
             allowed = {kg for kg in range(self.op.max_parallelism) if all(p(kg) for p in self.key_groups)}
             wanted = allowed if wanted is None else wanted & allowed
+        selected = self.selection.key_groups
+        if selected is not None:
+            wanted = set(selected) if wanted is None else wanted & selected
         return wanted
+
+    def _wanted_keys(self) -> list[Any] | None:
+        """Keys the ``keys`` option and pushed key filters allow (``None``: all)."""
+        sets = list(self.key_values or [])
+        if self.selection.keys is not None:
+            sets.append(set(self.selection.keys))
+        return list(set.intersection(*sets)) if sets else None
 
     # -- planning ------------------------------------------------------------------------
 
@@ -194,6 +209,8 @@ class FlinkStateReader(DataSourceReader):
             refs = (subtask.broadcast if broadcast else subtask.operator).get(name, ())
             if not refs or not all(p(subtask.index) for p in self.subtasks):
                 continue
+            if self.selection.subtasks is not None and subtask.index not in self.selection.subtasks:
+                continue
             out.append(OperatorPartition(subtask.index, tuple((r.path, r.size) for r in refs)))
             if broadcast:  # every subtask holds the same map: read one copy
                 break
@@ -218,11 +235,7 @@ class FlinkStateReader(DataSourceReader):
         meta, op = self.meta, self.op
         assert meta is not None and op is not None
         expired_before = None if self.options.include_expired else _expired_before(meta, self.options)
-        key_filter = None
-        if self.key_values is not None:
-            assert op.key_type is not None
-            common = list(set.intersection(*self.key_values))
-            key_filter = pa.array(common, op.key_type.to_arrow())
+        keys = self._wanted_keys()
         by_group: dict[int, list[pa.Table]] = {}
         for path, size, groups in partition.files:
             _check_size(storage, path, size)
@@ -245,8 +258,9 @@ class FlinkStateReader(DataSourceReader):
                 table = storage_table(meta, op.key_type, kg, merged)
             else:
                 table = combined
-            if key_filter is not None:
-                table = table.filter(pc.is_in(table.column("key"), value_set=key_filter))
+            if keys is not None:
+                assert op.key_type is not None
+                table = table.filter(key_mask(table.column("key"), keys, op.key_type))
             if table.num_rows:
                 view = keyed_view(table, meta, self.options.flatten, expired_before)
                 if view.num_rows:

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from flinkstate.checkpoint import Manifest
-from flinkstate.checkpoint.committer import commit_manifest
+from flinkstate.checkpoint.committer import publish_manifest
 from flinkstate.checkpoint.format import WrittenFile
 from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.storage import Storage
@@ -167,7 +167,7 @@ class BootstrapWriter(DataSourceArrowWriter):
                             int(time.time() * 1000))  # fmt: skip
         directory = self._directory()
         mine = [ref.path for _, ref in files]
-        commit_manifest(directory, manifest, mine)
+        publish_manifest(directory, manifest, mine, root=root, retain=self.options.retain)
         for path in directory.list_dir():  # files of failed or speculative task attempts
             if path != METADATA and path not in mine:
                 directory.delete(path)
