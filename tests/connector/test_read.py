@@ -184,16 +184,14 @@ def test_user_schema_selects_columns(spark: Any, checkpoint: str) -> None:
 def test_reads_work_with_pushdown_off(spark: Any, checkpoint: str) -> None:
     from flinkstate.connector import PUSHDOWN_CONF
 
-    spark.conf.set(PUSHDOWN_CONF, "false")
-    try:
-        rows = _load(spark, checkpoint, operator="op", state="list").filter("key = 'u7'").collect()
-        assert sorted(r.value for r in rows) == [7, 8, 9]
-    finally:
-        spark.conf.set(PUSHDOWN_CONF, "true")
+    assert spark.conf.get(PUSHDOWN_CONF) == "false"  # register(spark)'s default: safe
+    rows = _load(spark, checkpoint, operator="op", state="list").filter("key = 'u7'").collect()
+    assert sorted(r.value for r in rows) == [7, 8, 9]
 
 
-def test_pushed_filters_then_a_fresh_load(spark: Any, checkpoint: str) -> None:
+def test_pushed_filters_then_a_fresh_load(pushdown: Any, checkpoint: str) -> None:
     """With pushdown on, each query on a freshly loaded DataFrame reads what it asks for."""
+    spark = pushdown
     one = _load(spark, checkpoint, operator="op", state="sum").filter("key = 'u7'").collect()
     assert [(r.key, r.value) for r in one] == [("u7", 8)]
     assert _load(spark, checkpoint, operator="op", state="sum").count() == 200
@@ -205,8 +203,8 @@ def test_pushed_filters_then_a_fresh_load(spark: Any, checkpoint: str) -> None:
     "reuses it for later scans of that DataFrame without filters (fixed upstream by keeping "
     "it per scan); when this passes, the README's warning can go",
 )
-def test_dataframe_reused_unfiltered_after_a_pushed_filter(spark: Any, checkpoint: str) -> None:
-    df = _load(spark, checkpoint, operator="op", state="sum")
+def test_dataframe_reused_unfiltered_after_a_pushed_filter(pushdown: Any, checkpoint: str) -> None:
+    df = _load(pushdown, checkpoint, operator="op", state="sum")
     assert df.filter("key = 'u7'").count() == 1
     assert df.count() == 200
 
