@@ -21,6 +21,7 @@ from .descriptors import (
 )
 from .errors import (
     InvalidArgumentError,
+    SerializationError,
     StateAccessError,
     StateConflictError,
     StateMigrationError,
@@ -53,6 +54,12 @@ class KeyContext:
 
 def _int_like(key: Any) -> bool:
     return hasattr(key, "__index__") and not isinstance(key, bool)
+
+
+def _dtype_kind(key: Any) -> str | None:
+    """A numpy scalar's kind ("f" float, "b" bool, ...), ``None`` for other values."""
+    kind = getattr(getattr(key, "dtype", None), "kind", None)
+    return kind if isinstance(kind, str) else None
 
 
 class AbstractKeyedStateBackend(ABC):
@@ -114,7 +121,7 @@ class AbstractKeyedStateBackend(ABC):
             key = self._check_key(key)
         try:
             kgi = self._kg_fn(key, self._max_p) - self._kg_start
-        except (OverflowError, TypeError, ValueError) as exc:
+        except (OverflowError, TypeError, ValueError, SerializationError) as exc:
             raise StateTypeError(
                 f"key {key!r} is not a valid {self._key_type} key: {exc}", code="INVALID_KEY"
             ) from exc
@@ -138,14 +145,21 @@ class AbstractKeyedStateBackend(ABC):
             raise InvalidArgumentError("a key must not be None", code="INVALID_KEY")
         if self._key_type is None:
             self._set_key_type(infer_type(key))
-            return key
+            if type(key) is self._key_pytype:
+                return key
         expected = self._key_pytype
         if expected is int and _int_like(key):
             return int(key)
-        if expected is float and (isinstance(key, float) or _int_like(key)):
+        if expected is float and (isinstance(key, float) or _int_like(key) or _dtype_kind(key) == "f"):
             return float(key)
-        if expected is bytes and isinstance(key, (bytearray, memoryview)):
+        if expected is bytes and isinstance(key, (bytes, bytearray, memoryview)):
             return bytes(key)
+        if expected is tuple and isinstance(key, tuple):
+            return tuple(key)  # namedtuples and Rows: keys are values, stored as plain tuples
+        if expected is bool and _dtype_kind(key) == "b":
+            return bool(key)  # numpy booleans
+        if expected is str and isinstance(key, str):
+            return str.__str__(key)
         if expected is object or (
             isinstance(key, expected) and not (expected is int and isinstance(key, bool))
         ):
