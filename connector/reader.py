@@ -27,11 +27,12 @@ from pyspark.sql.datasource import (
 )
 
 from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.format import open_parquet, read_row_group, read_row_groups, storage_table
+from flinkstate.checkpoint.format import read_row_group, read_row_groups, storage_table
 from flinkstate.checkpoint.keys import key_mask
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.merge import combine_key_group, merge_keyed
 from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint.verified import open_verified, open_whole
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
@@ -51,15 +52,15 @@ _RANGE_FILTERS = (EqualTo, In, GreaterThan, GreaterThanOrEqual, LessThan, LessTh
 
 @dataclass(frozen=True)
 class KeyedPartition(InputPartition):
-    """Row groups of one subtask's files: ((path, ((key group, row group), ...)), ...)."""
+    """Row groups of one subtask's files: ((file, ((key group, row group), ...)), ...)."""
 
-    files: tuple[tuple[str, int, tuple[tuple[int, int], ...]], ...]
+    files: tuple[tuple[FileRef, tuple[tuple[int, int], ...]], ...]
 
 
 @dataclass(frozen=True)
 class OperatorPartition(InputPartition):
     subtask: int
-    files: tuple[tuple[str, int], ...]
+    files: tuple[FileRef, ...]
 
 
 @dataclass(frozen=True)
@@ -193,11 +194,10 @@ class FlinkStateReader(DataSourceReader):
             for i in range(0, len(groups), size):
                 chunk = set(groups[i : i + size])
                 files = (
-                    (r.path, r.size, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items())
-                                           if kg in chunk))
+                    (r, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items()) if kg in chunk))
                     for r in ref_list
-                )  # fmt: skip
-                out.append(KeyedPartition(tuple(f for f in files if f[2])))  # files holding none: not opened
+                )
+                out.append(KeyedPartition(tuple(f for f in files if f[1])))  # files holding none: not opened
         return out
 
     def _operator_partitions(self) -> list[InputPartition]:
@@ -211,7 +211,7 @@ class FlinkStateReader(DataSourceReader):
                 continue
             if self.selection.subtasks is not None and subtask.index not in self.selection.subtasks:
                 continue
-            out.append(OperatorPartition(subtask.index, tuple((r.path, r.size) for r in refs)))
+            out.append(OperatorPartition(subtask.index, tuple(refs)))
             if broadcast:  # every subtask holds the same map: read one copy
                 break
         return out
@@ -237,9 +237,9 @@ class FlinkStateReader(DataSourceReader):
         expired_before = None if self.options.include_expired else _expired_before(meta, self.options)
         keys = self._wanted_keys()
         by_group: dict[int, list[pa.Table]] = {}
-        for path, size, groups in partition.files:
-            _check_size(storage, path, size)
-            pf = open_parquet(storage.open_input(path), path)
+        for ref, groups in partition.files:
+            path = ref.path
+            pf = open_verified(storage, ref, whole=len(groups) == len(ref.key_groups))
             file_schema = pf.schema_arrow
             columns = self._needed_columns(file_schema, expired_before) if len(partition.files) == 1 else None
             tables = read_row_groups(pf, [rg for _, rg in groups], path, columns)
@@ -288,10 +288,9 @@ class FlinkStateReader(DataSourceReader):
 
     def _read_operator(self, storage: Storage, partition: OperatorPartition) -> Iterator[pa.RecordBatch]:
         tables = []
-        for path, size in partition.files:
-            _check_size(storage, path, size)
-            pf = open_parquet(storage.open_input(path), path)
-            tables += [read_row_group(pf, i, path) for i in range(pf.num_row_groups)]
+        for ref in partition.files:
+            pf = open_whole(storage, ref)
+            tables += [read_row_group(pf, i, ref.path) for i in range(pf.num_row_groups)]
         if not tables:
             return
         table = pa.concat_tables(tables)
@@ -347,14 +346,6 @@ def _expired_before(meta: StateMetaInfo, options: ReadOptions) -> int | None:
     if meta.ttl.time_characteristic is TtlTimeCharacteristic.EventTime:
         return None if options.watermark is None else options.watermark - meta.ttl.ttl_ms
     return int(time.time() * 1000) - meta.ttl.ttl_ms
-
-
-def _check_size(storage: Storage, path: str, size: int) -> None:
-    from flinkstate.checkpoint import CheckpointCorruptError
-
-    actual = storage.size(path)
-    if actual != size:
-        raise CheckpointCorruptError(f"data file {path} has {actual} bytes; the manifest says {size}")
 
 
 def open_for_read(options: ReadOptions) -> CompletedCheckpoint:

@@ -26,6 +26,7 @@ from flinkstate.checkpoint.format import WrittenFile
 from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.versions import completed_ids, load_version, rebase, replace_operator, version_ids
+from flinkstate.checkpoint.writer import store_file
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
 
@@ -55,9 +56,7 @@ def partition_id() -> int:
 
 
 def store(directory: Storage, prefix: str, index: int, written: WrittenFile) -> FileRef:
-    name = f"{prefix}-{uuid.uuid4().hex[:12]}-{index}.parquet"
-    directory.write_bytes(name, written.data)
-    return FileRef(name, len(written.data), written.sha256, written.rows, written.key_groups)
+    return store_file(directory, f"{prefix}-{uuid.uuid4().hex[:12]}-{index}.parquet", written)
 
 
 def write_task(

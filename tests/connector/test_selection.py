@@ -100,7 +100,7 @@ def test_one_key_reads_one_row_group_of_one_file(roots: dict[str, str]) -> None:
     reader = _reader(roots["long"], keys="[4321]")
     (partition,) = reader.partitions()
     assert isinstance(partition, KeyedPartition)
-    ((_path, _, groups),) = partition.files
+    ((_ref, groups),) = partition.files
     assert groups == ((assign_to_key_group(4321, 128), groups[0][1]),)
     table, storage = _read(reader)
     assert storage.files_opened == 1 and table.num_rows == 1
