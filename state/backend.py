@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast, overload
 
 from .descriptors import (
     AggregatingStateDescriptor,
@@ -28,7 +28,16 @@ from .errors import (
     StateTypeError,
 )
 from .hashing import key_group_assigner
-from .interfaces import InternalKvState, StateIncrementalVisitor
+from .interfaces import (
+    AggregatingState,
+    InternalKvState,
+    ListState,
+    MapState,
+    ReducingState,
+    State,
+    StateIncrementalVisitor,
+    ValueState,
+)
 from .keygroups import KeyGroupRange, check_max_parallelism
 from .migration import Migrate, check_registered, restored_migrators
 from .snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
@@ -183,31 +192,58 @@ class AbstractKeyedStateBackend(ABC):
 
     # -- states ------------------------------------------------------------------
 
-    def get_state(self, state_descriptor: ValueStateDescriptor) -> Any:
-        return self._typed(state_descriptor, ValueStateDescriptor)
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState[Any]:
+        return cast("ValueState[Any]", self._typed(state_descriptor, ValueStateDescriptor))
 
-    def get_list_state(self, state_descriptor: ListStateDescriptor) -> Any:
-        return self._typed(state_descriptor, ListStateDescriptor)
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState[Any]:
+        return cast("ListState[Any]", self._typed(state_descriptor, ListStateDescriptor))
 
-    def get_map_state(self, state_descriptor: MapStateDescriptor) -> Any:
-        return self._typed(state_descriptor, MapStateDescriptor)
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> MapState[Any, Any]:
+        return cast("MapState[Any, Any]", self._typed(state_descriptor, MapStateDescriptor))
 
-    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> Any:
-        return self._typed(state_descriptor, ReducingStateDescriptor)
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> ReducingState[Any]:
+        return cast("ReducingState[Any]", self._typed(state_descriptor, ReducingStateDescriptor))
 
-    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> Any:
-        return self._typed(state_descriptor, AggregatingStateDescriptor)
+    def get_aggregating_state(
+        self, state_descriptor: AggregatingStateDescriptor
+    ) -> AggregatingState[Any, Any]:
+        return cast("AggregatingState[Any, Any]", self._typed(state_descriptor, AggregatingStateDescriptor))
 
-    def _typed(self, desc: StateDescriptor, cls: type[StateDescriptor]) -> Any:
+    def _typed(self, desc: StateDescriptor, cls: type[StateDescriptor]) -> InternalKvState:
         if not isinstance(desc, cls):
             raise StateTypeError(f"expected a {cls.__name__}, got {desc!r}", code="WRONG_DESCRIPTOR")
-        return self.get_partitioned_state(None, desc)
+        return self._partitioned(None, desc)
 
-    def get_partitioned_state(self, namespace: Any, state_descriptor: StateDescriptor) -> Any:
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: ValueStateDescriptor
+    ) -> ValueState[Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: ListStateDescriptor
+    ) -> ListState[Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: MapStateDescriptor
+    ) -> MapState[Any, Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: ReducingStateDescriptor
+    ) -> ReducingState[Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: AggregatingStateDescriptor
+    ) -> AggregatingState[Any, Any]: ...
+    @overload
+    def get_partitioned_state(self, namespace: Any, state_descriptor: StateDescriptor) -> State: ...
+
+    def get_partitioned_state(self, namespace: Any, state_descriptor: StateDescriptor) -> State:
         """The state ``state_descriptor`` names, scoped to ``namespace`` (``None``: void)."""
-        desc = state_descriptor
+        return self._partitioned(namespace, state_descriptor)
+
+    def _partitioned(self, namespace: Any, desc: StateDescriptor) -> InternalKvState:
         if desc is self._last_desc:
-            state = self._last_state
+            state: InternalKvState = self._last_state
         else:
             state = self.get_or_create_keyed_state(desc)
             self._last_desc, self._last_state = desc, state
@@ -351,7 +387,7 @@ class AbstractKeyedStateBackend(ABC):
     def apply_to_all_keys(self, namespace: Any, state_descriptor: StateDescriptor, function: Any) -> None:
         """Call ``function(key, state)`` (or ``function.process``) with each key current."""
         process = function.process if hasattr(function, "process") else function
-        state = self.get_partitioned_state(namespace, state_descriptor)
+        state = self._partitioned(namespace, state_descriptor)
         previous = self._ctx.key if self._ctx.kgi >= 0 else _NoKey
         for key in self.get_keys(state_descriptor.name, namespace):
             self.set_current_key(key)
