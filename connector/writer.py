@@ -20,8 +20,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import Manifest
-from flinkstate.checkpoint.committer import publish_manifest
+from flinkstate.checkpoint import Manifest, publish_manifest
 from flinkstate.checkpoint.format import WrittenFile
 from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.storage import Storage
