@@ -43,6 +43,7 @@ from .keygroups import (
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
 )
+from .operator import OperatorStateBackend
 from .rocksdb import RocksDBKeyedStateBackend, RocksDBOptions
 from .snapshot import KeyedStateSnapshot, StateEntry, StateMetaInfo, StateSnapshot
 from .ttl import StateTtlConfig, Time
@@ -64,6 +65,7 @@ __all__ = [
     "MapState",
     "MapStateDescriptor",
     "MergingState",
+    "OperatorStateBackend",
     "ReduceFunction",
     "ReducingState",
     "ReducingStateDescriptor",
