@@ -16,6 +16,7 @@ from typing import Any
 
 from flinkstate.state import (
     HeapKeyedStateBackend,
+    ListStateDescriptor,
     RocksDBKeyedStateBackend,
     RocksDBOptions,
     Types,
@@ -25,12 +26,43 @@ from flinkstate.state import (
 from common import Result, paired
 
 DESC = ValueStateDescriptor("count", Types.LONG())
+EVENTS = ListStateDescriptor("events", Types.LONG())
 LONG = struct.Struct(">q")
 
 
 def _records(n_keys: int, n_records: int) -> list[int]:
     rnd = random.Random(9)
     return [rnd.randrange(n_keys) for _ in range(n_records)]
+
+
+def _ours_list_adds(records: list[int], backend: Any) -> float:
+    state = backend.get_list_state(EVENTS)
+    set_key, add = backend.set_current_key, state.add
+    start = time.perf_counter()
+    for k in records:
+        set_key(k)
+        add(k)
+    return len(records) / (time.perf_counter() - start)
+
+
+def _raw_list_rewrites(records: list[int], path: str) -> float:
+    """The one-entry-per-list layout without a merge operator: every add reads the
+    serialized list, appends and writes it back (same serializer as ours)."""
+    from flinkstate.state.serializers import serializer_for
+
+    serializer = serializer_for(Types.LIST(Types.LONG()))
+    db, cf = _raw_db(path)
+    get, put, pack = cf.get, cf.put, LONG.pack
+    start = time.perf_counter()
+    for k in records:
+        kb = pack(k)
+        data = get(kb)
+        items = [] if data is None else serializer.from_bytes(data)
+        items.append(k)
+        put(kb, serializer.to_bytes(items))
+    rate = len(records) / (time.perf_counter() - start)
+    _close_raw(db, cf)
+    return rate
 
 
 def _in_tmp(fn: Callable[[str], float]) -> float:
@@ -183,6 +215,14 @@ def p9(quick: bool) -> Iterator[Result]:
     ceiling, raw_c, ratio_c = paired(rounds)
     yield Result("P9C", "set_current_key + key bytes into raw WriteBatches", ceiling, "ops/s",
                  "raw rocksdict WriteBatch of 1000, same writes", raw_c, ratio_c, "(ceiling)",
+                 None)  # fmt: skip
+    lists = _records(n_keys // 50, n_keys)  # about 50 elements per list
+    rounds = [
+        (_rocks(_ours_list_adds, lists), _in_tmp(lambda p: _raw_list_rewrites(lists, p))) for _ in range(runs)
+    ]
+    ours_l, raw_l, ratio_l = paired(rounds)
+    yield Result("P9L", "ListState.add ops/s, one entry per element", ours_l, "ops/s",
+                 "raw rocksdict read-append-rewrite of a serialized list", raw_l, ratio_l, "(layout choice)",
                  None)  # fmt: skip
     yield from _memory(1_000_000 if quick else 10_000_000)
 
