@@ -98,7 +98,6 @@ class ValueCodec:
 
     def __init__(self, type_info: TypeInformation, ttl: bool, nullable: bool = False) -> None:
         self.ttl = ttl
-        self._ser: TypeSerializer = serializer_for(type_info)
         plain, load = value_dumps(type_info), value_loads(type_info)
         self.dumps: Dumps
         self.loads: Loads
@@ -221,7 +220,6 @@ class KeyCodec:
         self.dumps = struct.Struct(">" + fmt).pack if fmt in ("b", "h", "i", "q") else value_dumps(key_type)
 
     def set_range_start(self, kg_start: int) -> None:
-        self.kg_start = kg_start
         self.in_range = self.absolute[kg_start:]
 
     def group_prefix(self, kgi: int) -> bytes:
