@@ -1,7 +1,7 @@
 """Property tests: the RocksDB backend against the heap backend as the model, on random
-operation sequences (every kind, namespaces, merges, clears, write batches on and off),
-with snapshots taken at random moments and compared with the heap's snapshot of the
-same moment."""
+operation sequences (every kind, namespaces, merges, clears, write batches on and off,
+with and without TTL while the clock moves), with snapshots taken at random moments and
+compared with the heap's snapshot of the same moment."""
 
 from __future__ import annotations
 
@@ -21,18 +21,32 @@ from flinkstate.state import (
     MapStateDescriptor,
     ReducingStateDescriptor,
     RocksDBKeyedStateBackend,
+    StateTtlConfig,
+    Time,
     Types,
     ValueStateDescriptor,
 )
+from flinkstate.state.ttl import ManualTimeProvider
 
 from state_functions import Average
 
-VALUE = ValueStateDescriptor("v", Types.STRING())
-LIST = ListStateDescriptor("l", Types.LONG())
-MAP = MapStateDescriptor("m", Types.STRING(), Types.LONG())
-SUM = ReducingStateDescriptor("r", lambda a, b: a + b, Types.LONG())
-AVG = AggregatingStateDescriptor("a", Average(), Types.LIST(Types.LONG()))
-DESCS = [VALUE, LIST, MAP, SUM, AVG]
+TTL_MS = 100
+
+
+def descriptors(ttl: StateTtlConfig | None) -> dict[str, Any]:
+    descs: dict[str, Any] = {
+        "v": ValueStateDescriptor("v", Types.STRING()),
+        "l": ListStateDescriptor("l", Types.LONG()),
+        "m": MapStateDescriptor("m", Types.STRING(), Types.LONG()),
+        "r": ReducingStateDescriptor("r", lambda a, b: a + b, Types.LONG()),
+        "a": AggregatingStateDescriptor("a", Average(), Types.LIST(Types.LONG())),
+    }
+    if ttl is not None:
+        for desc in descs.values():
+            desc.enable_time_to_live(ttl)
+    return descs
+
+
 KEYS = st.one_of(st.integers(-3, 40), st.just(2**40))
 NAMESPACES = st.sampled_from([None, None, 1, 2, 3])
 TEXT = st.text(max_size=4)
@@ -44,18 +58,28 @@ def contents(snapshot: Any) -> dict[tuple[str, Any, Any], Any]:
     for name, state in snapshot.states.items():
         for kg in snapshot.key_group_range:
             for e in state.entries(kg):
-                out[(name, e.key, e.namespace)] = e.value
+                out[(name, e.key, e.namespace)] = (e.value, e.timestamp)
     return out
 
 
 class BackendsAgree(RuleBasedStateMachine):
+    ttl: StateTtlConfig | None = None
+
     @initialize(max_p=st.sampled_from([4, 200]))
     def setup(self, max_p: int) -> None:
         self.dir = tempfile.mkdtemp(prefix="flinkstate-model-")
-        self.heap = HeapKeyedStateBackend(max_parallelism=max_p)
-        self.rocks = RocksDBKeyedStateBackend(self.dir + "/db", max_parallelism=max_p)
+        self.clock = ManualTimeProvider(1_000)
+        self.d = descriptors(self.ttl)
+        self.heap = HeapKeyedStateBackend(max_parallelism=max_p, time_provider=self.clock)
+        self.rocks = RocksDBKeyedStateBackend(
+            self.dir + "/db", max_parallelism=max_p, time_provider=self.clock
+        )
         self.snapshots: list[tuple[Any, Any]] = []
         self.batch = ExitStack()
+
+    @rule(ms=st.integers(1, TTL_MS))
+    def advance_clock(self, ms: int) -> None:
+        self.clock.advance(ms)
 
     @rule(max_entries=st.integers(1, 5))
     def toggle_write_batch(self, max_entries: int) -> None:
@@ -74,12 +98,12 @@ class BackendsAgree(RuleBasedStateMachine):
 
     @rule(key=KEYS, ns=NAMESPACES, value=TEXT | st.none())
     def update_value(self, key: int, ns: Any, value: str | None) -> None:
-        for s in self._both(key, ns, VALUE):
+        for s in self._both(key, ns, self.d["v"]):
             s.update(value)
 
     @rule(key=KEYS, ns=NAMESPACES, values=st.lists(st.integers(-9, 9), max_size=3), how=st.integers(0, 2))
     def list_write(self, key: int, ns: Any, values: list[int], how: int) -> None:
-        for s in self._both(key, ns, LIST):
+        for s in self._both(key, ns, self.d["l"]):
             if how == 0:
                 s.update(values)
             elif how == 1:
@@ -90,48 +114,48 @@ class BackendsAgree(RuleBasedStateMachine):
 
     @rule(key=KEYS, ns=NAMESPACES, user_key=st.sampled_from(["a", "b", "é", ""]), value=LONGS | st.none())
     def map_put(self, key: int, ns: Any, user_key: str, value: int | None) -> None:
-        for s in self._both(key, ns, MAP):
+        for s in self._both(key, ns, self.d["m"]):
             s.put(user_key, value)
 
     @rule(key=KEYS, ns=NAMESPACES, entries=st.dictionaries(st.sampled_from("abc"), st.integers(0, 5)))
     def map_put_all(self, key: int, ns: Any, entries: dict[str, int]) -> None:
-        for s in self._both(key, ns, MAP):
+        for s in self._both(key, ns, self.d["m"]):
             s.put_all(entries)
 
     @rule(key=KEYS, ns=NAMESPACES, user_key=st.sampled_from(["a", "b", "é"]))
     def map_remove(self, key: int, ns: Any, user_key: str) -> None:
-        for s in self._both(key, ns, MAP):
+        for s in self._both(key, ns, self.d["m"]):
             s.remove(user_key)
 
     @rule(key=KEYS, ns=NAMESPACES, value=st.integers(-5, 5) | st.none(), agg=st.booleans())
     def add(self, key: int, ns: Any, value: int | None, agg: bool) -> None:
-        for s in self._both(key, ns, AVG if agg else SUM):
+        for s in self._both(key, ns, self.d["a" if agg else "r"]):
             s.add(value)
 
-    @rule(key=KEYS, desc=st.sampled_from([LIST, SUM, AVG]), into=NAMESPACES, sources=st.lists(NAMESPACES))
-    def merge(self, key: int, desc: Any, into: Any, sources: list[Any]) -> None:
+    @rule(key=KEYS, name=st.sampled_from("lra"), into=NAMESPACES, sources=st.lists(NAMESPACES))
+    def merge(self, key: int, name: str, into: Any, sources: list[Any]) -> None:
         if into is None or None in sources:
             return
-        for s in self._both(key, into, desc):
+        for s in self._both(key, into, self.d[name]):
             s.merge_namespaces(into, sources)
 
-    @rule(key=KEYS, ns=NAMESPACES, desc=st.sampled_from(DESCS))
-    def clear(self, key: int, ns: Any, desc: Any) -> None:
-        for s in self._both(key, ns, desc):
+    @rule(key=KEYS, ns=NAMESPACES, name=st.sampled_from("vlmra"))
+    def clear(self, key: int, ns: Any, name: str) -> None:
+        for s in self._both(key, ns, self.d[name]):
             s.clear()
 
     @rule(key=KEYS, ns=NAMESPACES)
     def read(self, key: int, ns: Any) -> None:
-        h, r = self._both(key, ns, VALUE)
+        h, r = self._both(key, ns, self.d["v"])
         assert h.value() == r.value()
-        h, r = self._both(key, ns, LIST)
+        h, r = self._both(key, ns, self.d["l"])
         assert list(h.get()) == list(r.get())
-        h, r = self._both(key, ns, MAP)
+        h, r = self._both(key, ns, self.d["m"])
         assert dict(h.items()) == dict(r.items())
         assert sorted(h.keys()) == sorted(r.keys()) and h.is_empty() == r.is_empty()
         assert all(h.get(k) == r.get(k) and h.contains(k) == r.contains(k) for k in ("a", "b", "z"))
-        for desc in (SUM, AVG):
-            h, r = self._both(key, ns, desc)
+        for name in "ra":
+            h, r = self._both(key, ns, self.d[name])
             assert h.get() == r.get()
 
     @rule()
@@ -171,7 +195,25 @@ class BackendsAgree(RuleBasedStateMachine):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class BackendsAgreeWithTtl(BackendsAgree):
+    """The same with TTL on every state (renewed on reads, expired values returned until
+    removed, dropped from snapshots); background cleanup off, so both hold the same entries."""
+
+    ttl = (
+        StateTtlConfig.new_builder(Time.milliseconds(TTL_MS))
+        .update_ttl_on_read_and_write()
+        .return_expired_if_not_cleaned_up()
+        .cleanup_full_snapshot()
+        .disable_cleanup_in_background()
+        .build()
+    )
+
+
 TestBackendsAgree = BackendsAgree.TestCase
 TestBackendsAgree.settings = settings(
-    max_examples=80, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+TestBackendsAgreeWithTtl = BackendsAgreeWithTtl.TestCase
+TestBackendsAgreeWithTtl.settings = settings(
+    max_examples=40, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
