@@ -19,9 +19,12 @@ from flinkstate.state import (
     ListStateDescriptor,
     MapStateDescriptor,
     RocksDBKeyedStateBackend,
+    StateTtlConfig,
+    Time,
     Types,
     ValueStateDescriptor,
 )
+from flinkstate.state.ttl import ManualTimeProvider
 
 
 def restore(checkpoint: CompletedCheckpoint, p: int, root: Path | None) -> list[Any]:
@@ -111,5 +114,39 @@ def test_types_migrate_when_restored_into_rocksdb(tmp_path: Path) -> None:
         assert sorted(b.get_keys("map")) == list(range(50))
         with b.snapshot() as snap:
             assert snap.states["map"].meta.user_key_type == Types.LONG()
+    finally:
+        b.close()
+
+
+def test_ttl_state_migrates_with_its_timestamps(tmp_path: Path) -> None:
+    clock = ManualTimeProvider(5_000)
+    ttl = StateTtlConfig.new_builder(Time.seconds(10)).disable_cleanup_in_background().build()
+
+    def desc(element: Any) -> ListStateDescriptor:
+        d = ListStateDescriptor("l", element)
+        d.enable_time_to_live(ttl)
+        return d
+
+    heap = HeapKeyedStateBackend(key_type=Types.LONG(), time_provider=clock)
+    for k in range(20):
+        heap.set_current_key(k)
+        heap.get_list_state(desc(Types.INT())).add_all([k, -k])
+    pending = CheckpointStorage(str(tmp_path / "root")).begin()
+    pending.write_keyed("op", heap)
+    pending.commit()
+    clock.advance(9_000)
+    b = open_checkpoint(str(tmp_path / "root")).keyed_backend(
+        "op",
+        0,
+        1,
+        backend_factory=lambda **kw: RocksDBKeyedStateBackend(tmp_path / "db", **kw),
+        time_provider=clock,
+    )
+    try:
+        state = b.get_list_state(desc(Types.LONG()))
+        b.set_current_key(3)
+        assert list(state.get()) == [3, -3]
+        clock.advance(1_000)  # the restored timestamps (5,000) expire at 15,000
+        assert list(state.get()) == []
     finally:
         b.close()
