@@ -46,6 +46,7 @@ CheckpointId = Annotated[
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of tables.")]
 
+MIN_SECRET = 4
 _SECRET_KEY = re.compile(
     r"secret|password|passwd|token|credential|session|auth|signature|sas|(^|_)key(_id)?$", re.I
 )
@@ -66,12 +67,16 @@ def storage_options(pairs: Iterable[str] | None) -> dict[str, Any]:
 
 
 def secrets_of(pairs: Iterable[str] | None) -> list[str]:
-    """The values of options whose keys look like credentials (``key``, ``secret``, ``token``, ...)."""
+    """The values of options whose keys look like credentials (``key``, ``secret``, ``token``, ...).
+
+    Values shorter than :data:`MIN_SECRET` are left alone: replacing a one-letter test key
+    would garble every message while hiding nothing.
+    """
     out = []
     for pair in pairs or ():
         key, _, value = pair.partition("=")
         last = key.strip().rsplit(".", 1)[-1]
-        if value and _SECRET_KEY.search(last):
+        if len(value) >= MIN_SECRET and _SECRET_KEY.search(last):
             out.append(value)
             if len(value) > 1 and value[0] == value[-1] == '"':
                 out.append(value[1:-1])
@@ -116,8 +121,13 @@ def error_line(exc: BaseException) -> str:
         return f"[NOT_FOUND] {exc}"
     if isinstance(exc, OSError):
         return f"[IO_ERROR] {type(exc).__name__}: {exc}"
+    if type(exc).__module__.split(".")[0] in _STORAGE_MODULES:
+        return f"[STORAGE_ERROR] {type(exc).__name__}: {exc}"
     return f"[UNEXPECTED] {type(exc).__name__}: {exc} (run with --debug for the traceback)"
 
+
+_STORAGE_MODULES = {"botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "gcsfs", "adlfs", "azure"}
+"""Where errors of the storage stack come from (connection failures, refused requests, ...)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
