@@ -29,15 +29,23 @@ INSPECT_EXAMPLE = (
 )
 
 
+def checkpoint_type(kind: str, shares: bool) -> str:
+    """``savepoint``; else ``incremental`` when the checkpoint references files of earlier
+    checkpoints (``shares``), ``full`` when it holds all it needs itself."""
+    return "savepoint" if kind == "savepoint" else "incremental" if shares else "full"
+
+
 def checkpoint_summary(manifest: Manifest, directory: str) -> dict[str, Any]:
     """What ``list`` shows of one checkpoint; ``directory``: its path under the listed root."""
     files = {posixpath.normpath(posixpath.join(directory, f.path)): f.size for f in manifest.files()}
     prefix = f"{directory}/" if directory else ""
-    own = sum(size for path, size in files.items() if path.startswith(prefix) and not path.startswith(".."))
+    mine = {path for path in files if path.startswith(prefix) and not path.startswith("..")}
+    own = sum(files[path] for path in mine)
     return {
         "checkpoint_id": manifest.checkpoint_id,
         "path": directory or ".",
         "kind": manifest.kind,
+        "type": checkpoint_type(manifest.kind, shares=len(mine) < len(files)),
         "created_at": iso_time(manifest.created_at_ms),
         "created_at_ms": manifest.created_at_ms,
         "bytes": sum(files.values()),
@@ -55,8 +63,9 @@ def list_checkpoints(
     storage_option: StorageOptions = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """The completed checkpoints under ROOT, newest first: id, time, kind, size, operators.
+    """The completed checkpoints under ROOT, newest first: id, time, type, size, operators.
 
+    TYPE is full, incremental (it references files of earlier checkpoints) or savepoint.
     SIZE is every file the checkpoint references; OWN the part stored in its own directory
     (the rest is shared with earlier checkpoints).
     """
@@ -95,7 +104,7 @@ def list_checkpoints(
                 ", ".join(e["operators"]),
             ]
         )
-    columns = ["id", "created (UTC)", "kind", "size", "own", "operators"]
+    columns = ["id", "created (UTC)", "type", "size", "own", "operators"]
     out = table(f"{len(entries)} completed under {storage.url}", columns, rows, right=("id", "size", "own"))
     notes = [Text(f"chk-{i}: no manifest (in progress or abandoned)", style="yellow") for i in pending]
     out_console().print(Group(out, *notes))
@@ -141,6 +150,7 @@ def inspect(
     doc: dict[str, Any] = {
         "checkpoint_id": manifest.checkpoint_id,
         "kind": manifest.kind,
+        "type": checkpoint_type(manifest.kind, any(f.path.startswith("..") for f in manifest.files())),
         "path": checkpoint.directory.url,
         "created_at": iso_time(manifest.created_at_ms),
         "properties": dict(manifest.properties),
@@ -150,7 +160,7 @@ def inspect(
         typer.echo(to_json(doc))
         return
     head = Text.assemble(
-        (f"{manifest.kind} {manifest.checkpoint_id}", "bold"),
+        (f"{manifest.kind} {manifest.checkpoint_id} ({doc['type']})", "bold"),
         f"  {checkpoint.directory.url}  created {utc_time(manifest.created_at_ms)} UTC",
         *(f"\n  {k} = {v}" for k, v in sorted(manifest.properties.items())),
     )

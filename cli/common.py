@@ -55,12 +55,13 @@ _SECRET_KEY = re.compile(
 def storage_options(pairs: Iterable[str] | None) -> dict[str, Any]:
     """``KEY=VALUE`` texts as nested fsspec storage options."""
     items = []
-    for pair in pairs or ():
+    for n, pair in enumerate(pairs or (), start=1):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            name = key.strip() or "(empty)"
+            # the text is not echoed: without its '=' it may be a pasted secret
             raise InvalidArgumentError(
-                f"--storage-option expects KEY=VALUE, got one without '=' (key {name})", code="INVALID_OPTION"
+                f"--storage-option expects KEY=VALUE; storage option number {n} has no key",
+                code="INVALID_OPTION",
             )
         items.append((key.strip(), value))
     return nested_options(items)

@@ -120,9 +120,13 @@ class Job:
 
 def s3_args(options: dict[str, Any]) -> list[str]:
     return [
-        "-o", f"key={options['key']}", "-o", f"secret={options['secret']}",
-        "-o", f"client_kwargs.endpoint_url={options['client_kwargs']['endpoint_url']}",
-    ]  # fmt: skip
+        "-o",
+        f"key={options['key']}",
+        "-o",
+        f"secret={options['secret']}",
+        "-o",
+        f"client_kwargs.endpoint_url={options['client_kwargs']['endpoint_url']}",
+    ]
 
 
 @pytest.fixture(params=["local", "s3"])

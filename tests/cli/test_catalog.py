@@ -6,13 +6,16 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import MAX_P, P, Job, Run, model, write_job
+from conftest import MAX_P, Job, P, Run, model, write_job
 
 from flinkstate.checkpoint import open_checkpoint
+from flinkstate.checkpoint.committer import publish_manifest
 from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint.versions import load_version, rebase
 
 COMMANDS = ["list", "inspect", "show", "skew", "verify", "rescale", "gc"]
 
@@ -25,7 +28,7 @@ def test_list_newest_first_with_sizes(job: Job, run: Run) -> None:
         assert entry["bytes"] == sum(f.size for f in manifest.files()) == entry["own_bytes"]
         assert entry["files"] == len(manifest.files())
         assert entry["operators"] == ["counter", "orders", "source"]
-        assert entry["kind"] == "checkpoint"
+        assert (entry["kind"], entry["type"]) == ("checkpoint", "full")
         assert entry["created_at_ms"] == manifest.created_at_ms > 0
     table = run("list", job.root, *job.args).stdout
     assert "counter, orders, source" in table and table.index("│  3 ") < table.index("│  1 ")
@@ -64,7 +67,9 @@ def test_inspect_json_matches_the_manifest_and_model(job: Job, run: Run) -> None
         assert entry is not None
         assert (op["parallelism"], op["max_parallelism"]) == (P, MAX_P)
         assert [st["index"] for st in op["subtasks"]] == [0, 1]
-        assert sum(st["bytes"] for st in op["subtasks"]) == sum(f.size for s in entry.subtasks for f in s.files())
+        assert sum(st["bytes"] for st in op["subtasks"]) == sum(
+            f.size for s in entry.subtasks for f in s.files()
+        )
     states = {s["state"]: s for op in doc["operators"] for s in op["states"]}
     want = model(2)
     assert states["count"]["rows"] == len(want["count"]) and states["count"]["kind"] == "value"
@@ -75,7 +80,10 @@ def test_inspect_json_matches_the_manifest_and_model(job: Job, run: Run) -> None
     assert states["amount"]["key_type"] == "ROW<region STRING, id INT>"
     assert states["amount"]["rows"] == len(want["amount"])
     assert (states["offsets"]["kind"], states["sources"]["kind"], states["rules"]["kind"]) == (
-        "split list", "union list", "broadcast")  # fmt: skip
+        "split list",
+        "union list",
+        "broadcast",
+    )
     text = run("inspect", job.root, *job.args).stdout
     assert "ROW<region STRING, id INT>" in text and "1d" in text and "union list" in text
 
@@ -98,13 +106,39 @@ def test_python_dash_m_and_the_console_script(tmp_path: Path) -> None:
     write_job(root, {}, versions=1)
     env = {**os.environ, "COLUMNS": "200"}
     for argv in ([sys.executable, "-m", "flinkstate"], [str(Path(sys.executable).parent / "flinkstate")]):
-        done = subprocess.run([*argv, "list", root, "--json"], capture_output=True, text=True, env=env, check=False)
+        done = subprocess.run(
+            [*argv, "list", root, "--json"], capture_output=True, text=True, env=env, check=False
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["checkpoints"][0]["checkpoint_id"] == 1
-    done = subprocess.run([sys.executable, "-m", "flinkstate", "list", str(tmp_path / "none")],
-                          capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "flinkstate", "list", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert done.returncode == 3
     assert done.stderr.strip().startswith("[CHECKPOINT_NOT_FOUND]") and "Traceback" not in done.stderr
     import flinkstate
 
-    assert not hasattr(flinkstate, "__file__") or flinkstate.__file__ is None, "flinkstate must stay a namespace"
+    assert not hasattr(flinkstate, "__file__") or flinkstate.__file__ is None, (
+        "flinkstate must stay a namespace"
+    )
+
+
+def test_a_version_that_references_earlier_files_is_incremental(tmp_path: Path, run: Run) -> None:
+    root = str(tmp_path / "root")
+    write_job(root, {}, versions=1)
+    storage = Storage(root)
+    first = load_version(storage, 1)
+    second = replace(rebase(first, "chk-1", "chk-2"), checkpoint_id=2)  # as a Spark append writes it
+    publish_manifest(storage.child("chk-2"), second, [], root=storage, retain=None)
+    doc = json.loads(run("list", root, "--json").stdout)
+    newest, oldest = doc["checkpoints"]
+    assert (newest["type"], oldest["type"]) == ("incremental", "full")
+    assert newest["own_bytes"] == 0 and newest["bytes"] == oldest["bytes"] == oldest["own_bytes"]
+    assert json.loads(run("inspect", root, "--json").stdout)["type"] == "incremental"
+    run("gc", root, "--retain", "1")
+    assert run("verify", root, "--json").exit_code == 0, "files the kept version references stay"
+    assert json.loads(run("show", root, "counter", "count", "-f", "json").stdout) != []

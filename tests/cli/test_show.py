@@ -18,7 +18,9 @@ from flinkstate.state import Types, assign_to_key_group
 
 
 def rows_of(run: Run, job: Job, *args: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = json.loads(run("show", job.root, *args, *job.args, "--format", "json").stdout)
+    rows: list[dict[str, Any]] = json.loads(
+        run("show", job.root, *args, *job.args, "--format", "json").stdout
+    )
     return rows
 
 
@@ -47,7 +49,9 @@ def test_value_list_map_and_ttl_states_equal_the_model(local_job: Job, run: Run)
     assert {r["key"]: r["value"] for r in older} == model(1)["count"]
 
 
-def test_expired_entries_are_hidden_unless_asked(local_job: Job, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_expired_entries_are_hidden_unless_asked(
+    local_job: Job, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import time
 
     later = time.time() + 2 * 86400  # the TTL is one day
@@ -62,7 +66,9 @@ def test_row_keys_as_json_arrays_or_objects(job: Job, run: Run) -> None:
     assert {(r["key"]["region"], r["key"]["id"]): r["value"] for r in everything} == want
     picked = rows_of(run, job, "orders", "amount", "--key", '["eu", 3]', "--key", '{"region": "us", "id": 4}')
     assert {(r["key"]["region"], r["key"]["id"]): r["value"] for r in picked} == {
-        ("eu", 3): want[("eu", 3)], ("us", 4): want[("us", 4)]}  # fmt: skip
+        ("eu", 3): want[("eu", 3)],
+        ("us", 4): want[("us", 4)],
+    }
     groups = {assign_to_key_group(k, MAX_P, ORDER_KEY) for k in [("eu", 3), ("us", 4)]}
     assert {r["key_group"] for r in picked} == groups
     assert rows_of(run, job, "orders", "amount", "--key", '["eu", 999]') == []
@@ -70,7 +76,9 @@ def test_row_keys_as_json_arrays_or_objects(job: Job, run: Run) -> None:
 
 def test_text_keys_bare_or_quoted_unicode_included(local_job: Job, run: Run) -> None:
     want = model(3)["count"]
-    rows = rows_of(run, local_job, "counter", "count", "-k", "user-7", "-k", '"hot"', "-k", "ünï-😀", "-k", "nobody")
+    rows = rows_of(
+        run, local_job, "counter", "count", "-k", "user-7", "-k", '"hot"', "-k", "ünï-😀", "-k", "nobody"
+    )
     assert {r["key"]: r["value"] for r in rows} == {k: want[k] for k in ("user-7", "hot", "ünï-😀")}
 
 
@@ -91,7 +99,9 @@ def test_a_key_reads_only_its_key_group(job: Job, run: Run, monkeypatch: pytest.
     kg = assign_to_key_group("hot", MAX_P, Types.STRING())
     holding = [r for st in op.subtasks for r in st.keyed["events"] if kg in r.key_groups]
     assert len(holding) == 1 and sorted(set(opened)) == [holding[0].path]
-    stats = re.search(r"read (\d+) bytes in (\d+) files \(the state has (\d+) bytes in (\d+) files\)", result.stderr)
+    stats = re.search(
+        r"read (\d+) bytes in (\d+) files \(the state has (\d+) bytes in (\d+) files\)", result.stderr
+    )
     assert stats is not None
     read, files, total, total_files = map(int, stats.groups())
     assert files == 1 and total_files == 2
@@ -109,9 +119,16 @@ def test_a_key_reads_only_its_key_group(job: Job, run: Run, monkeypatch: pytest.
 def test_operator_states_by_subtask_and_broadcast_once(local_job: Job, run: Run) -> None:
     offsets = rows_of(run, local_job, "source", "offsets")
     assert [(r["subtask"], r["position"], r["value"]) for r in offsets] == [
-        (s, j, s * 100 + j) for s in range(2) for j in range(3)]  # fmt: skip
-    assert sorted(r["value"] for r in rows_of(run, local_job, "source", "sources")) == ["source-0", "source-1"]
-    assert rows_of(run, local_job, "source", "rules") == [{"key": "a", "value": "1"}, {"key": "b", "value": "2"}]
+        (s, j, s * 100 + j) for s in range(2) for j in range(3)
+    ]
+    assert sorted(r["value"] for r in rows_of(run, local_job, "source", "sources")) == [
+        "source-0",
+        "source-1",
+    ]
+    assert rows_of(run, local_job, "source", "rules") == [
+        {"key": "a", "value": "1"},
+        {"key": "b", "value": "2"},
+    ]
     result = run("show", local_job.root, "source", "rules", "--key", "a", code=3)
     assert result.stderr.startswith("[INVALID_ARGUMENT] --key selects keyed state")
 
@@ -134,10 +151,16 @@ def test_csv_table_and_limits(local_job: Job, run: Run) -> None:
         (["counter", "nope"], "UNKNOWN_STATE", "operator 'counter' has no state 'nope'"),
         (["nobody", "count"], "UNKNOWN_OPERATOR", "no operator 'nobody'"),
         (["orders", "amount", "-k", "eu"], "INVALID_ARGUMENT", "--key 'eu' is not JSON"),
-        (["orders", "amount", "-k", "[1, 2]"], "INVALID_OPTION", "option --key: key [1, 2] is not a STRING key"),
+        (
+            ["orders", "amount", "-k", "[1, 2]"],
+            "INVALID_OPTION",
+            "option --key: key [1, 2] is not a STRING key",
+        ),
     ],
 )
-def test_bad_input_is_one_line_with_its_code(local_job: Job, run: Run, args: list[str], code: str, start: str) -> None:
+def test_bad_input_is_one_line_with_its_code(
+    local_job: Job, run: Run, args: list[str], code: str, start: str
+) -> None:
     result = run("show", local_job.root, *args, code=3)
     assert result.stdout == ""
     assert result.stderr.startswith(f"[{code}] {start}") and result.stderr.count("\n") == 1

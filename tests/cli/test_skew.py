@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import MAX_P, P, USERS, Job, Run, model
+from conftest import MAX_P, USERS, Job, P, Run, model
 
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.checkpoint.storage import Storage
@@ -37,7 +37,9 @@ def _footer_bytes(job: Job, states: list[str]) -> dict[int, int]:
                     group = metadata.row_group(index)
                     kgs = [k for k, (rg, _) in ref.key_groups.items() if rg == index]
                     assert len(kgs) == 1
-                    out[kgs[0]] += sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+                    out[kgs[0]] += sum(
+                        group.column(c).total_compressed_size for c in range(group.num_columns)
+                    )
     return out
 
 
@@ -63,7 +65,8 @@ def test_a_proposed_parallelism_and_the_hottest_key_groups(local_job: Job, run: 
     doc: dict[str, Any] = json.loads(result.stdout)
     assert doc["states"] == ["count", "events", "totals", "seen"] and doc["parallelism"] == 5
     assert [s["key_groups"] for s in doc["subtasks"]] == [
-        [r.start, r.end] for r in (compute_key_group_range_for_operator_index(MAX_P, 5, i) for i in range(5))]  # fmt: skip
+        [r.start, r.end] for r in (compute_key_group_range_for_operator_index(MAX_P, 5, i) for i in range(5))
+    ]
     every = _footer_bytes(local_job, ["count", "events", "totals", "seen"])
     assert sum(s["bytes"] for s in doc["subtasks"]) == doc["bytes"] == sum(every.values())
     hot = assign_to_key_group("hot", MAX_P, Types.STRING())
@@ -88,7 +91,11 @@ def test_terminal_picture(local_job: Job, run: Run) -> None:
 
 @pytest.mark.parametrize(
     ("args", "code"),
-    [(["source"], "NO_KEYED_STATE"), (["counter", "nope"], "UNKNOWN_STATE"), (["counter", "-p", "99"], "INVALID_PARALLELISM")],
+    [
+        (["source"], "NO_KEYED_STATE"),
+        (["counter", "nope"], "UNKNOWN_STATE"),
+        (["counter", "-p", "99"], "INVALID_PARALLELISM"),
+    ],
 )
 def test_skew_errors(local_job: Job, run: Run, args: list[str], code: str) -> None:
     assert run("skew", local_job.root, *args, code=3).stderr.startswith(f"[{code}]")

@@ -17,8 +17,13 @@ from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
 def test_verify_an_intact_checkpoint(job: Job, run: Run) -> None:
     doc = json.loads(run("verify", job.root, *job.args, "--json").stdout)
     manifest = open_checkpoint(job.root, job.options).manifest
-    assert doc == {"checkpoints": ["chk-3"], "files": len(manifest.files()), "ok": True, "problems": [],
-                   "bytes": sum(f.size for f in manifest.files())}  # fmt: skip
+    assert doc == {
+        "checkpoints": ["chk-3"],
+        "files": len(manifest.files()),
+        "ok": True,
+        "problems": [],
+        "bytes": sum(f.size for f in manifest.files()),
+    }
     every = json.loads(run("verify", job.root, *job.args, "--all", "--json").stdout)
     assert every["checkpoints"] == ["chk-1", "chk-2", "chk-3"] and every["files"] == 3 * doc["files"]
     assert "OK: " in run("verify", job.root, *job.args).stdout
@@ -51,10 +56,17 @@ def test_verify_names_corrupt_and_missing_files(job: Job, run: Run) -> None:
 def test_verify_a_corrupt_manifest_and_nothing_to_verify(tmp_path: Path, run: Run) -> None:
     root = tmp_path / "root"
     write_job(str(root), {}, versions=1)
-    (root / "chk-1" / "_metadata").write_bytes((root / "chk-1" / "_metadata").read_bytes().replace(b'"rows": 2', b'"rows": 3', 1))
+    (root / "chk-1" / "_metadata").write_bytes(
+        (root / "chk-1" / "_metadata").read_bytes().replace(b'"rows": 2', b'"rows": 3', 1)
+    )
     doc = json.loads(run("verify", str(root), "--json", code=1).stdout)
-    assert doc["problems"] == [{"checkpoint": "chk-1", "path": "_metadata",
-                                "problem": "manifest chk-1 fails its checksum: truncated or altered"}]  # fmt: skip
+    assert doc["problems"] == [
+        {
+            "checkpoint": "chk-1",
+            "path": "_metadata",
+            "problem": "manifest chk-1 fails its checksum: truncated or altered",
+        }
+    ]
     assert run("verify", str(tmp_path / "empty"), code=3).stderr.startswith("[CHECKPOINT_NOT_FOUND]")
 
 
@@ -62,7 +74,9 @@ def test_rescale_to_another_max_parallelism(job: Job, run: Run, tmp_path: Path) 
     target = str(tmp_path / "sp-64") if not job.args else job.root.replace("/checkpoints", "/sp-64")
     doc = json.loads(run("rescale", job.root, target, "--max-parallelism", "64", "--json", *job.args).stdout)
     assert doc["source_checkpoint_id"] == 3
-    assert {o["uid"]: o["max_parallelism"] for o in doc["operators"]} == {u: [MAX_P, 64] for u in ("counter", "orders", "source")}
+    assert {o["uid"]: o["max_parallelism"] for o in doc["operators"]} == {
+        u: [MAX_P, 64] for u in ("counter", "orders", "source")
+    }
     rewritten = open_checkpoint(target, job.options)
     assert rewritten.manifest.kind == "savepoint"
     want = model(3)
@@ -93,7 +107,9 @@ def test_gc_dry_run_then_for_real(job: Job, run: Run) -> None:
     done = json.loads(run("gc", job.root, "--retain", "1", "--json", *job.args).stdout)
     assert sorted(f["path"] for f in done["files"]) == planned
     assert sorted(storage.walk_files()) == sorted(p for p in before if p.startswith("chk-3/"))
-    assert json.loads(run("list", job.root, "--json", *job.args).stdout)["checkpoints"][0]["checkpoint_id"] == 3
+    assert (
+        json.loads(run("list", job.root, "--json", *job.args).stdout)["checkpoints"][0]["checkpoint_id"] == 3
+    )
     assert run("verify", job.root, *job.args).exit_code == 0
     assert "deleted 0 files" in run("gc", job.root, "--retain", "1", *job.args).stdout
 
@@ -109,13 +125,19 @@ def test_credentials_are_never_printed(s3_options: dict[str, Any], run: Run, tmp
     args = s3_args(options)
     bad_endpoint = [a.replace(options["client_kwargs"]["endpoint_url"], "http://127.0.0.1:9") for a in args]
     calls = [
-        ["list", root], ["inspect", root, "--json"], ["show", root, "counter", "count", "--stats"],
-        ["skew", root, "counter"], ["verify", root], ["gc", root, "--retain", "1", "--dry-run"],
-        ["show", root, "nobody", "count"], ["list", root.replace("checkpoints", "missing")],
+        ["list", root],
+        ["inspect", root, "--json"],
+        ["show", root, "counter", "count", "--stats"],
+        ["skew", root, "counter"],
+        ["verify", root],
+        ["gc", root, "--retain", "1", "--dry-run"],
+        ["show", root, "nobody", "count"],
+        ["list", root.replace("checkpoints", "missing")],
         ["rescale", root, f"s3://{s3_options['bucket']}/sp", "-m", "8"],
-        ["list", "s3://no-such-bucket-xyz/x"], ["--debug", "show", root, "counter", "nope"],
+        ["list", "s3://no-such-bucket-xyz/x"],
+        ["--debug", "show", root, "counter", "nope"],
         ["list", root, "-o", "client_kwargs=5"],
-    ]  # fmt: skip
+    ]
     outputs = []
     for argv in calls:
         result = run(*argv, *args, code=run_code(argv))
