@@ -98,7 +98,7 @@ def list_checkpoints(
             [
                 e["checkpoint_id"],
                 utc_time(e["created_at_ms"]),
-                e["kind"],
+                e["type"],
                 human_bytes(e["bytes"]),
                 human_bytes(e["own_bytes"]),
                 ", ".join(e["operators"]),

@@ -236,8 +236,9 @@ def _print(
     columns = [c for c in columns if c not in hide]
     listed = [[row.get(c) for c in columns] for row in rows]
     shown = len(listed)
-    note = f"{shown} rows" + (
+    note = f"{shown} row{'' if shown == 1 else 's'}" + (
         f" (the first {cap}; --limit 0 shows all)" if cap is not None and shown == cap else ""
     )
-    out_console().print(Group(table(title, columns, listed), Text(note, style="dim")))
+    numbers = ("key_group", "subtask", "position")
+    out_console().print(Group(table(title, columns, listed, right=numbers), Text(note, style="dim")))
     return shown

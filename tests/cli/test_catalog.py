@@ -31,7 +31,7 @@ def test_list_newest_first_with_sizes(job: Job, run: Run) -> None:
         assert (entry["kind"], entry["type"]) == ("checkpoint", "full")
         assert entry["created_at_ms"] == manifest.created_at_ms > 0
     table = run("list", job.root, *job.args).stdout
-    assert "counter, orders, source" in table and table.index("│  3 ") < table.index("│  1 ")
+    assert "counter, orders, source" in table and "│ full " in table and table.index("│  3 ") < table.index("│  1 ")
 
 
 def test_list_a_savepoint_and_an_unfinished_attempt(tmp_path: Path, run: Run) -> None:
