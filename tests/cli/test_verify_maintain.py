@@ -153,3 +153,22 @@ def run_code(argv: list[str]) -> int:
     """The exit status each call of the credentials test expects."""
     failing = ("nobody", "missing", "no-such-bucket-xyz", "nope", "client_kwargs=5")
     return 3 if any(f in " ".join(argv) for f in failing) else 0
+
+
+def test_progress_bars_on_a_terminal(local_job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from flinkstate.cli import app
+
+    runner = CliRunner(env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1", "COLUMNS": "120"})
+    manifest = open_checkpoint(local_job.root).manifest
+    verified = runner.invoke(app, ["verify", local_job.root])
+    assert verified.exit_code == 0 and "verifying" in verified.stderr
+    total = sum(f.size for f in manifest.files())
+    assert f"{total / 1000:.1f}/{total / 1000:.1f} kB" in verified.stderr
+    rescaled = runner.invoke(app, ["rescale", local_job.root, str(tmp_path / "sp"), "-m", "8"])
+    rows = sum(
+        r.rows for op in manifest.operators for st in op.subtasks for refs in st.keyed.values() for r in refs
+    )
+    assert rescaled.exit_code == 0 and "rewriting" in rescaled.stderr
+    assert f"{rows}/{rows} rows" in rescaled.stderr
