@@ -11,6 +11,7 @@ from rich.text import Text
 
 from flinkstate.checkpoint import CheckpointNotFoundError, CheckpointStorage
 from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
+from flinkstate.checkpoint.storage import Storage
 
 from .common import (
     CheckpointId,
@@ -108,6 +109,14 @@ def rescale(
     out_console().print(Group(head, table(None, columns_out, rows, right=("keyed rows", "bytes"))))
 
 
+def _size(storage: Storage, path: str) -> int | None:
+    """A file's size, ``None`` when it is gone already (another cleanup ran meanwhile)."""
+    try:
+        return storage.size(path)
+    except FileNotFoundError:
+        return None
+
+
 @guarded("storage_option")
 def gc(
     ctx: typer.Context,
@@ -133,9 +142,9 @@ def gc(
             f"no completed checkpoint under {checkpoints.storage!r}: nothing to keep"
         )
     planned = checkpoints.cleanup(dry_run=True)
-    sizes = {path: checkpoints.storage.size(path) for path in planned}
+    sizes = {path: _size(checkpoints.storage, path) for path in planned}
     deleted = planned if dry_run else checkpoints.cleanup()
-    freed = sum(sizes.get(path, 0) for path in deleted)
+    freed = sum(sizes.get(path) or 0 for path in deleted)
     doc: dict[str, Any] = {
         "root": checkpoints.storage.url,
         "dry_run": dry_run,
