@@ -95,6 +95,11 @@ class Storage:
     def __repr__(self) -> str:
         return f"Storage({_redact(self.url)})"
 
+    @property
+    def safe_url(self) -> str:
+        """The URL without credentials embedded in it: what may be printed."""
+        return _redact(self.url)
+
     def _add_read(self, n: int) -> None:
         with self._lock:
             self.bytes_read += n

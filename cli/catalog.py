@@ -85,7 +85,7 @@ def list_checkpoints(
         if not entries:
             raise CheckpointNotFoundError(f"no completed checkpoint under {storage!r}")
     if as_json:
-        typer.echo(to_json({"root": storage.url, "checkpoints": entries, "without_manifest": pending}))
+        typer.echo(to_json({"root": storage.safe_url, "checkpoints": entries, "without_manifest": pending}))
         return
     rows = []
     for e in entries:
@@ -105,7 +105,8 @@ def list_checkpoints(
             ]
         )
     columns = ["id", "created (UTC)", "type", "size", "own", "operators"]
-    out = table(f"{len(entries)} completed under {storage.url}", columns, rows, right=("id", "size", "own"))
+    title = f"{len(entries)} completed under {storage.safe_url}"
+    out = table(title, columns, rows, right=("id", "size", "own"))
     notes = [Text(f"chk-{i}: no manifest (in progress or abandoned)", style="yellow") for i in pending]
     out_console().print(Group(out, *notes))
 
@@ -151,7 +152,7 @@ def inspect(
         "checkpoint_id": manifest.checkpoint_id,
         "kind": manifest.kind,
         "type": checkpoint_type(manifest.kind, any(f.path.startswith("..") for f in manifest.files())),
-        "path": checkpoint.directory.url,
+        "path": checkpoint.directory.safe_url,
         "created_at": iso_time(manifest.created_at_ms),
         "properties": dict(manifest.properties),
         "operators": [_operator_json(op, states) for op in manifest.operators],
@@ -161,7 +162,7 @@ def inspect(
         return
     head = Text.assemble(
         (f"{manifest.kind} {manifest.checkpoint_id} ({doc['type']})", "bold"),
-        f"  {checkpoint.directory.url}  created {utc_time(manifest.created_at_ms)} UTC",
+        f"  {checkpoint.directory.safe_url}  created {utc_time(manifest.created_at_ms)} UTC",
         *(f"\n  {k} = {v}" for k, v in sorted(manifest.properties.items())),
     )
     operators = table(

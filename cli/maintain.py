@@ -90,7 +90,8 @@ def rescale(
         }
         for op in result.manifest.operators
     ]
-    doc = {"source_checkpoint_id": source_checkpoint.checkpoint_id, "target": target, "operators": operators}
+    written = result.directory.safe_url
+    doc = {"source_checkpoint_id": source_checkpoint.checkpoint_id, "target": written, "operators": operators}
     if as_json:
         typer.echo(to_json(doc))
         return
@@ -104,7 +105,7 @@ def rescale(
         ]
         for o in operators
     ]
-    head = Text(f"wrote savepoint {target} from checkpoint {source_checkpoint.checkpoint_id}", style="green")
+    head = Text(f"wrote savepoint {written} from checkpoint {source_checkpoint.checkpoint_id}", style="green")
     columns_out = ["operator", "parallelism", "max parallelism", "keyed rows", "bytes"]
     out_console().print(Group(head, table(None, columns_out, rows, right=("keyed rows", "bytes"))))
 
@@ -146,7 +147,7 @@ def gc(
     deleted = planned if dry_run else checkpoints.cleanup()
     freed = sum(sizes.get(path) or 0 for path in deleted)
     doc: dict[str, Any] = {
-        "root": checkpoints.storage.url,
+        "root": checkpoints.storage.safe_url,
         "dry_run": dry_run,
         "kept": done[-retain:],
         "removed_checkpoints": [i for i in done if i not in done[-retain:]],

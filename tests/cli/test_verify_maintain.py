@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,20 @@ def test_progress_bars_on_a_terminal(local_job: Job, tmp_path: Path, monkeypatch
     )
     assert rescaled.exit_code == 0 and "rewriting" in rescaled.stderr
     assert f"{rows}/{rows} rows" in rescaled.stderr
+
+
+def test_credentials_in_urls_are_never_printed(run: Run) -> None:
+    root = f"memory://reader:PW-in-url-77@host-{uuid.uuid4().hex[:8]}/checkpoints"
+    write_job(root, {}, versions=2)
+    outputs = [
+        run("list", root),
+        run("list", root, "--json"),
+        run("inspect", root),
+        run("inspect", root, "--json"),
+        run("gc", root, "--retain", "1", "--json"),
+        run("rescale", root, root.replace("checkpoints", "sp"), "-m", "8"),
+        run("list", root.replace("checkpoints", "none"), code=3),
+    ]
+    for result in outputs:
+        assert "PW-in-url-77" not in result.stdout + result.stderr
+    assert "memory://***@host-" in outputs[0].stdout
