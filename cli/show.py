@@ -201,7 +201,7 @@ def show(
         ]
         total = sum(r.size for r in refs)
         err_console().print(
-            f"{shown} rows; read {data_read} bytes in {opened} files "
+            f"{shown} row{'' if shown == 1 else 's'}; read {data_read} bytes in {opened} files "
             f"(the state has {total} bytes in {len(refs)} files)"
         )
 
