@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PKG_DIRS := $(shell find state checkpoint connector -type d -not -name __pycache__ 2>/dev/null)
+PKG_DIRS := $(shell find state checkpoint connector cli -type d -not -name __pycache__ 2>/dev/null)
 
 export PYTHONDONTWRITEBYTECODE := 1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
@@ -37,11 +37,11 @@ bench: $(STAMP)  ## run the benchmarks (JSON lines; BENCH_ARGS="--quick --only P
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
 lint: $(STAMP)  ## ruff check and format check
-	$(BIN)/ruff check state checkpoint connector tests benchmarks examples
-	$(BIN)/ruff format --check state checkpoint connector tests benchmarks examples
+	$(BIN)/ruff check state checkpoint connector cli tests benchmarks examples
+	$(BIN)/ruff format --check state checkpoint connector cli tests benchmarks examples
 
 typecheck: $(STAMP)  ## mypy --strict on the library
-	$(BIN)/mypy state checkpoint connector
+	$(BIN)/mypy state checkpoint connector cli
 
 clean:  ## remove the virtualenv and build output
 	rm -rf $(VENV) build *.egg-info state/*.so

@@ -197,12 +197,13 @@ class CheckpointStorage:
                 raise CheckpointNotFoundError(f"no completed checkpoint under {self.storage!r}")
         return load_directory(self.storage.child(f"chk-{checkpoint_id}"), allow_pickle)
 
-    def cleanup(self) -> list[str]:
+    def cleanup(self, dry_run: bool = False) -> list[str]:
         """Apply retention and delete what no retained checkpoint references; return it.
 
-        Reference-aware: files a retained checkpoint uses stay, wherever they are.
+        Reference-aware: files a retained checkpoint uses stay, wherever they are. With
+        ``dry_run``, nothing is deleted and what would be is returned.
         """
-        return collect_garbage(self.storage, self.retain)
+        return collect_garbage(self.storage, self.retain, dry_run)
 
     def _ids(self) -> list[int]:
         return version_ids(self.storage)

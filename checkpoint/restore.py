@@ -7,12 +7,12 @@ key groups' row groups are read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
-from flinkstate.state.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 from flinkstate.state.snapshot import StateColumns, StateMetaInfo
 
@@ -49,7 +49,7 @@ class CompletedCheckpoint:
     # -- keyed state -------------------------------------------------------------------
 
     def read_keyed(
-        self, uid: str, state: str, key_groups: KeyGroupRange | None = None, columns: list[str] | None = None
+        self, uid: str, state: str, key_groups: Container[int] | None = None, columns: list[str] | None = None
     ) -> Iterator[tuple[int, list[Any]]]:
         """(key group, its Arrow tables in file order) of a state, optionally limited to ``key_groups``.
 

@@ -6,7 +6,7 @@ every key, computing its new group and writing a new savepoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flinkstate.state.hashing import key_group_assigner
@@ -64,13 +64,18 @@ def rewrite_max_parallelism(
     target_url: str,
     max_parallelism: int,
     storage_options: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CompletedCheckpoint:
     """A new savepoint at ``target_url`` holding ``source`` with ``max_parallelism``.
 
     Each operator keeps its parallelism (capped at the new max parallelism). Raw keyed
-    state cannot be rewritten (its keys are unknown) and is an error.
+    state cannot be rewritten (its keys are unknown) and is an error. ``progress(done,
+    total)`` is called as keyed state is read, in stored rows (as the manifest counts them).
     """
     check_max_parallelism(max_parallelism)
+    total = sum(r.rows for op in source.manifest.operators for st in op.subtasks
+                for refs in st.keyed.values() for r in refs)  # fmt: skip
+    done = 0
     pending = begin_savepoint(target_url, storage_options)
     try:
         for op in source.manifest.operators:
@@ -95,6 +100,9 @@ def rewrite_max_parallelism(
                     continue
                 assign = key_group_assigner(op.key_type)
                 for _, tables in source.read_keyed(op.uid, meta.name):
+                    done += sum(t.num_rows for t in tables)
+                    if progress is not None:
+                        progress(done, total)
                     cols = merge_keyed(tables, meta, op.key_type, source.allow_pickle)
                     groups: dict[int, list[int]] = {}
                     for row, key in enumerate(cols.keys):

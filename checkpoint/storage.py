@@ -8,11 +8,12 @@ so it appears whole or not at all. Bytes read are counted, for tests and benchma
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import fsspec
@@ -93,6 +94,11 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"Storage({_redact(self.url)})"
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without credentials embedded in it: what may be printed."""
+        return _redact(self.url)
 
     def _add_read(self, n: int) -> None:
         with self._lock:
@@ -239,6 +245,38 @@ def _is_precondition_failure(exc: BaseException) -> bool:
                 return True
         seen = seen.__cause__
     return False
+
+
+def nested_options(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """fsspec storage options from dotted keys and text values (read options, the command line).
+
+    Dots nest (``client_kwargs.endpoint_url`` -> ``{"client_kwargs": {"endpoint_url": ...}}``);
+    a value is JSON where it parses (``true``, ``3``, ``{"a": 1}``), text otherwise (quote it,
+    ``'"123"'``, to keep digits text). Messages name keys, never values (they may be secrets).
+    """
+    out: dict[str, Any] = {}
+    for key, raw in pairs:
+        parts = key.split(".")
+        if not all(parts):
+            raise CheckpointError(f"storage option {key!r} has an empty part", code="INVALID_OPTION")
+        target = out
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise CheckpointError(
+                    f"storage option {key!r} nests under {part!r}, which is also given a value",
+                    code="INVALID_OPTION",
+                )
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        if isinstance(target.get(parts[-1]), dict):
+            raise CheckpointError(
+                f"storage option {key!r} is given a value and also has nested options", code="INVALID_OPTION"
+            )
+        target[parts[-1]] = value
+    return out
 
 
 def _redact(url: str) -> str:

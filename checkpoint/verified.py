@@ -10,6 +10,7 @@ the file.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -47,3 +48,33 @@ def open_ranges(directory: Storage, ref: FileRef) -> pq.ParquetFile:
 def open_verified(directory: Storage, ref: FileRef, whole: bool) -> pq.ParquetFile:
     """:func:`open_whole` when every row group will be read, else :func:`open_ranges`."""
     return open_whole(directory, ref) if whole else open_ranges(directory, ref)
+
+
+CHUNK = 1 << 20
+
+
+def check_file(directory: Storage, ref: FileRef, on_read: Callable[[int], None] | None = None) -> str | None:
+    """What is wrong with ``ref``'s file (missing, another size, another SHA-256), or ``None``
+    when it holds. The file is streamed; ``on_read(n)`` is called as ``n`` more bytes are read."""
+    try:
+        size = directory.size(ref.path)
+    except FileNotFoundError:
+        return "missing"
+    if size != ref.size:
+        return f"has {size} bytes; the manifest says {ref.size}"
+    digest = hashlib.sha256()
+    read = 0
+    try:
+        with directory.open_input(ref.path) as f:
+            while chunk := f.read(CHUNK):
+                digest.update(chunk)
+                read += len(chunk)
+                if on_read is not None:
+                    on_read(len(chunk))
+    except CheckpointNotFoundError:
+        return "missing"
+    if read != ref.size:
+        return f"has {read} bytes; the manifest says {ref.size}"
+    if digest.hexdigest() != ref.sha256:
+        return "its SHA-256 is not the manifest's: altered"
+    return None

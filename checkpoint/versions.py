@@ -58,12 +58,13 @@ def referenced(manifest: Manifest, directory: str) -> set[str]:
     return {posixpath.normpath(posixpath.join(directory, f.path)) for f in manifest.files()}
 
 
-def collect_garbage(root: Storage, retain: int | None) -> list[str]:
+def collect_garbage(root: Storage, retain: int | None, dry_run: bool = False) -> list[str]:
     """Keep the last ``retain`` completed versions (all when ``None``) and what they use.
 
     Deleted: older versions, abandoned attempts older than the newest completed version,
     and files (in version directories or ``_data``) that no kept version references.
     Nothing newer than the newest completed version is touched (it may be in progress).
+    Returns the files deleted; with ``dry_run``, the files that would be, deleting nothing.
     """
     done = completed_ids(root)
     if not done:
@@ -80,13 +81,15 @@ def collect_garbage(root: Storage, retain: int | None) -> list[str]:
         for path in list(root.walk_files(directory)):
             is_kept_manifest = i in keep and posixpath.basename(path) == METADATA
             if path not in used and not is_kept_manifest:
-                root.delete(path)
+                if not dry_run:
+                    root.delete(path)
                 deleted.append(path)
-        if i not in keep and not any(p.startswith(directory + "/") for p in used):
+        if not dry_run and i not in keep and not any(p.startswith(directory + "/") for p in used):
             root.delete(directory)
     for path in list(root.walk_files(DATA_DIR)):
         if path not in used:
-            root.delete(path)
+            if not dry_run:
+                root.delete(path)
             deleted.append(path)
     return deleted
 

@@ -8,12 +8,12 @@ error that lists the valid ones; ``fs.``-prefixed options become fsspec storage 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from flinkstate.checkpoint.keys import parse_id_set, parse_json_keys
+from flinkstate.checkpoint.storage import nested_options
 from flinkstate.state.errors import FlinkStateError
 
 
@@ -47,20 +47,10 @@ def _name(key: str) -> str:
 
 def storage_options(options: Mapping[str, str]) -> dict[str, Any]:
     """fsspec storage options from ``fs.``-prefixed options (dots nest, JSON values parsed)."""
-    out: dict[str, Any] = {}
-    for key, raw in options.items():
-        if not key.lower().startswith("fs."):
-            continue
-        parts = key[3:].split(".")
-        target = out
-        for part in parts[:-1]:
-            target = target.setdefault(part, {})
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
-        target[parts[-1]] = value
-    return out
+    try:
+        return nested_options((k[3:], v) for k, v in options.items() if k.lower().startswith("fs."))
+    except FlinkStateError as exc:
+        raise OptionError(f"{exc.detail} (an fs.* option)") from exc
 
 
 SPARK_OWN = frozenset({"checkpointlocation"})

@@ -8,7 +8,6 @@ exactly; everything else is left to Spark.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,23 +26,21 @@ from pyspark.sql.datasource import (
 )
 
 from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.format import read_row_group, read_row_groups, storage_table
-from flinkstate.checkpoint.keys import key_mask
+from flinkstate.checkpoint.format import read_row_groups
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
-from flinkstate.checkpoint.merge import combine_key_group, merge_keyed
+from flinkstate.checkpoint.metadata import metadata_table
+from flinkstate.checkpoint.rows import expiry_cutoff, key_group_rows, operator_rows
 from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.verified import open_verified, open_whole
+from flinkstate.checkpoint.verified import open_verified
+from flinkstate.checkpoint.views import METADATA_SCHEMA, operator_view_schema
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.snapshot import StateMetaInfo
-from flinkstate.state.ttl import TtlTimeCharacteristic
 from flinkstate.state.typeinfo import BasicTypeInfo
 
-from .metadata import metadata_table
 from .options import OptionError, ReadOptions
 from .selection import Selection, keyed_selection, operator_selection
-from .views import METADATA_SCHEMA, keyed_view, operator_view_schema
 
 BATCH_ROWS = 1 << 16
 """Rows per Arrow batch handed to Spark (key groups are gathered into batches this big)."""
@@ -234,7 +231,7 @@ class FlinkStateReader(DataSourceReader):
     def _read_keyed(self, storage: Storage, partition: KeyedPartition) -> Iterator[pa.RecordBatch]:
         meta, op = self.meta, self.op
         assert meta is not None and op is not None
-        expired_before = None if self.options.include_expired else _expired_before(meta, self.options)
+        expired_before = None if self.options.include_expired else expiry_cutoff(meta, self.options.watermark)
         keys = self._wanted_keys()
         by_group: dict[int, list[pa.Table]] = {}
         for ref, groups in partition.files:
@@ -251,21 +248,13 @@ class FlinkStateReader(DataSourceReader):
         pending: list[pa.Table] = []
         rows = 0
         for kg in sorted(by_group):
-            combined = combine_key_group(by_group[kg], meta)
-            if combined is None:  # scopes repeat across files, or deletes: merge in Python
-                assert op.key_type is not None
-                merged = merge_keyed(by_group[kg], meta, op.key_type, self.options.allow_pickle)
-                table = storage_table(meta, op.key_type, kg, merged)
-            else:
-                table = combined
-            if keys is not None:
-                assert op.key_type is not None
-                table = table.filter(key_mask(table.column("key"), keys, op.key_type))
-            if table.num_rows:
-                view = keyed_view(table, meta, self.options.flatten, expired_before)
-                if view.num_rows:
-                    pending.append(self._cast(view))
-                    rows += view.num_rows
+            view = key_group_rows(
+                by_group[kg], kg, meta, op.key_type, keys=keys, flatten=self.options.flatten,
+                expired_before=expired_before, allow_pickle=self.options.allow_pickle,
+            )  # fmt: skip
+            if view is not None:
+                pending.append(self._cast(view))
+                rows += view.num_rows
             if rows >= BATCH_ROWS:
                 yield from pa.concat_tables(pending).to_batches(max_chunksize=BATCH_ROWS)
                 pending, rows = [], 0
@@ -287,20 +276,9 @@ class FlinkStateReader(DataSourceReader):
         return [name for name in file_schema.names if name in needed]
 
     def _read_operator(self, storage: Storage, partition: OperatorPartition) -> Iterator[pa.RecordBatch]:
-        tables = []
-        for ref in partition.files:
-            pf = open_whole(storage, ref)
-            tables += [read_row_group(pf, i, ref.path) for i in range(pf.num_row_groups)]
-        if not tables:
-            return
-        table = pa.concat_tables(tables)
-        if self.operator_mode is OperatorStateMode.BROADCAST:
-            view = table.select(["key", "value"])
-        else:
-            subtask = pa.array([partition.subtask] * table.num_rows, pa.int32())
-            position = pa.array(range(table.num_rows), pa.int32())
-            view = pa.table({"subtask": subtask, "position": position, "value": table.column("value")})
-        if view.num_rows:
+        broadcast = self.operator_mode is OperatorStateMode.BROADCAST
+        view = operator_rows(storage, partition.files, partition.subtask, broadcast)
+        if view is not None:
             yield from self._cast(view).to_batches()
 
     def _cast(self, view: pa.Table) -> pa.Table:
@@ -339,22 +317,13 @@ def _operator_mode(op: OperatorEntry, state: str) -> OperatorStateMode:
     return mode
 
 
-def _expired_before(meta: StateMetaInfo, options: ReadOptions) -> int | None:
-    """Timestamps at or before this are expired (``None``: nothing is hidden)."""
-    if meta.ttl is None:
-        return None
-    if meta.ttl.time_characteristic is TtlTimeCharacteristic.EventTime:
-        return None if options.watermark is None else options.watermark - meta.ttl.ttl_ms
-    return int(time.time() * 1000) - meta.ttl.ttl_ms
-
-
 def open_for_read(options: ReadOptions) -> CompletedCheckpoint:
     return open_checkpoint(options.path, options.storage, options.checkpoint_id, options.allow_pickle)
 
 
 def view_schema_of(options: ReadOptions, checkpoint: CompletedCheckpoint) -> pa.Schema:
     """The Arrow schema of the view the options select."""
-    from .views import keyed_view_schema
+    from flinkstate.checkpoint.views import keyed_view_schema
 
     if options.operator is None:
         return METADATA_SCHEMA

@@ -1,0 +1,101 @@
+"""State as rows: stored row groups as the rows of a state's view (see :mod:`.views`).
+
+The Spark reader and the ``flinkstate`` command both show state through these functions.
+Keyed state: a key group's tables (one per file, in file order) are applied in order (see
+:mod:`flinkstate.checkpoint.format`), narrowed to the wanted keys, and turned into view
+rows with expired entries left out. Operator state: a subtask's files as list positions or
+broadcast entries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from flinkstate.state.snapshot import StateMetaInfo
+from flinkstate.state.ttl import TtlTimeCharacteristic
+from flinkstate.state.types import TypeInformation
+
+from .errors import CheckpointCorruptError, CheckpointError
+from .format import read_row_group, storage_table
+from .keys import key_mask
+from .manifest import FileRef
+from .merge import combine_key_group, merge_keyed
+from .storage import Storage
+from .verified import open_whole
+from .views import keyed_view
+
+
+def key_group_rows(
+    tables: list[pa.Table],
+    key_group: int,
+    meta: StateMetaInfo,
+    key_type: TypeInformation | None,
+    *,
+    keys: Sequence[Any] | None = None,
+    flatten: bool = True,
+    expired_before: int | None = None,
+    allow_pickle: bool = False,
+) -> pa.Table | None:
+    """The view rows of ``key_group`` from its stored ``tables`` (``None`` when there are none).
+
+    ``keys``: only rows of these keys (typed values of ``key_type``); ``expired_before``: TTL
+    timestamps at or before it are hidden (see :func:`expiry_cutoff`).
+    """
+    table = combine_key_group(tables, meta)
+    if table is None:  # scopes repeat across files, or deletes: merge in Python
+        if key_type is None:
+            raise CheckpointCorruptError(f"state {meta.name!r} has rows but its operator has no key type")
+        merged = merge_keyed(tables, meta, key_type, allow_pickle)
+        table = storage_table(meta, key_type, key_group, merged)
+    if keys is not None:
+        if key_type is None:
+            raise CheckpointError(
+                f"state {meta.name!r} has no key type recorded, so keys cannot be selected",
+                code="INVALID_ARGUMENT",
+            )
+        table = table.filter(key_mask(table.column("key"), keys, key_type))
+    if not table.num_rows:
+        return None
+    view = keyed_view(table, meta, flatten, expired_before)
+    return view if view.num_rows else None
+
+
+def operator_rows(
+    directory: Storage, refs: Sequence[FileRef], subtask: int, broadcast: bool
+) -> pa.Table | None:
+    """One subtask's operator state (its files, in order) as view rows: ``key`` and ``value``
+    for broadcast state, else ``subtask``, ``position`` and ``value`` (``None``: no rows).
+    Each file is read whole and checked against its SHA-256."""
+    tables = []
+    for ref in refs:
+        pf = open_whole(directory, ref)
+        tables += [read_row_group(pf, i, ref.path) for i in range(pf.num_row_groups)]
+    if not tables:
+        return None
+    table = pa.concat_tables(tables)
+    if broadcast:
+        view = table.select(["key", "value"])
+    else:
+        n = table.num_rows
+        subtasks = pa.array([subtask] * n, pa.int32())
+        positions = pa.array(range(n), pa.int32())
+        view = pa.table({"subtask": subtasks, "position": positions, "value": table.column("value")})
+    return view if view.num_rows else None
+
+
+def expiry_cutoff(meta: StateMetaInfo, watermark: int | None = None, now_ms: int | None = None) -> int | None:
+    """TTL timestamps at or before this are expired (``None``: nothing is hidden).
+
+    Processing-time TTL is judged at ``now_ms`` (default: now); event-time TTL at
+    ``watermark``, and without one nothing is hidden.
+    """
+    if meta.ttl is None:
+        return None
+    if meta.ttl.time_characteristic is TtlTimeCharacteristic.EventTime:
+        return None if watermark is None else watermark - meta.ttl.ttl_ms
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return now - meta.ttl.ttl_ms

@@ -1,0 +1,10 @@
+"""The ``flinkstate`` command line (``flinkstate.cli``): list, inspect, show, skew, verify,
+rescale and gc for checkpoints and savepoints on any fsspec filesystem, with no Spark.
+
+Built on typer and rich (matplotlib for ``skew --png``); it uses the checkpoint layer's
+public functions only, never the connector.
+"""
+
+from .app import app, main
+
+__all__ = ["app", "main"]

@@ -1,0 +1,5 @@
+"""``python -m flinkstate.cli``."""
+
+from flinkstate.cli.app import main
+
+main()

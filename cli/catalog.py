@@ -1,0 +1,213 @@
+"""``flinkstate list`` and ``flinkstate inspect``: what checkpoints there are and what they hold."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+from rich.text import Text
+
+from flinkstate.checkpoint import CheckpointNotFoundError, Manifest
+from flinkstate.checkpoint.errors import CheckpointCorruptError
+from flinkstate.checkpoint.manifest import METADATA, OperatorEntry
+from flinkstate.checkpoint.metadata import metadata_table
+from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint.versions import completed_ids, load_version, version_ids
+
+from .common import CheckpointId, JsonFlag, StorageOptions, guarded, load, out_console, storage_options
+from .render import human_bytes, iso_time, table, to_json, ttl_text, utc_time
+
+LIST_EXAMPLE = (
+    "Example: flinkstate list /tmp/my-job/checkpoints ; "
+    "flinkstate list s3://bucket/job/checkpoints -o key=... -o secret=... --json"
+)
+INSPECT_EXAMPLE = (
+    "Example: flinkstate inspect /tmp/my-job/checkpoints --checkpoint-id 7 ; "
+    "flinkstate inspect /tmp/savepoint-1 --json"
+)
+
+
+def checkpoint_type(kind: str, shares: bool) -> str:
+    """``savepoint``; else ``incremental`` when the checkpoint references files of earlier
+    checkpoints (``shares``), ``full`` when it holds all it needs itself."""
+    return "savepoint" if kind == "savepoint" else "incremental" if shares else "full"
+
+
+def checkpoint_summary(manifest: Manifest, directory: str) -> dict[str, Any]:
+    """What ``list`` shows of one checkpoint; ``directory``: its path under the listed root."""
+    files = {posixpath.normpath(posixpath.join(directory, f.path)): f.size for f in manifest.files()}
+    prefix = f"{directory}/" if directory else ""
+    mine = {path for path in files if path.startswith(prefix) and not path.startswith("..")}
+    own = sum(files[path] for path in mine)
+    return {
+        "checkpoint_id": manifest.checkpoint_id,
+        "path": directory or ".",
+        "kind": manifest.kind,
+        "type": checkpoint_type(manifest.kind, shares=len(mine) < len(files)),
+        "created_at": iso_time(manifest.created_at_ms),
+        "created_at_ms": manifest.created_at_ms,
+        "bytes": sum(files.values()),
+        "own_bytes": own,
+        "files": len(files),
+        "operators": [op.uid for op in manifest.operators],
+        "states": sum(len(op.keyed_states) + len(op.operator_states) for op in manifest.operators),
+    }
+
+
+@guarded("storage_option")
+def list_checkpoints(
+    ctx: typer.Context,
+    root: Annotated[str, typer.Argument(help="A checkpoint root, or a savepoint / chk-<id> directory.")],
+    storage_option: StorageOptions = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The completed checkpoints under ROOT, newest first: id, time, type, size, operators.
+
+    TYPE is full, incremental (it references files of earlier checkpoints) or savepoint.
+    SIZE is every file the checkpoint references; OWN the part stored in its own directory
+    (the rest is shared with earlier checkpoints).
+    """
+    storage = Storage(root, storage_options(storage_option))
+    entries: list[dict[str, Any]] = []
+    pending: list[int] = []
+    if storage.exists(METADATA):
+        entries.append(checkpoint_summary(Manifest.from_bytes(storage.read_bytes(METADATA)), ""))
+    else:
+        done = completed_ids(storage)
+        pending = [i for i in version_ids(storage) if i not in done]
+        for i in reversed(done):
+            try:
+                entries.append(checkpoint_summary(load_version(storage, i), f"chk-{i}"))
+            except CheckpointCorruptError as exc:
+                entries.append({"checkpoint_id": i, "path": f"chk-{i}", "error": str(exc)})
+        if not entries:
+            raise CheckpointNotFoundError(f"no completed checkpoint under {storage!r}")
+    if as_json:
+        typer.echo(to_json({"root": storage.safe_url, "checkpoints": entries, "without_manifest": pending}))
+        return
+    rows = []
+    for e in entries:
+        if "error" in e:
+            rows.append(
+                [e["checkpoint_id"], "-", Text("CORRUPT", style="bold red"), "-", "-", Text(e["error"])]
+            )
+            continue
+        rows.append(
+            [
+                e["checkpoint_id"],
+                utc_time(e["created_at_ms"]),
+                e["type"],
+                human_bytes(e["bytes"]),
+                human_bytes(e["own_bytes"]),
+                ", ".join(e["operators"]),
+            ]
+        )
+    columns = ["id", "created (UTC)", "type", "size", "own", "operators"]
+    title = f"{len(entries)} completed under {storage.safe_url}"
+    out = table(title, columns, rows, right=("id", "size", "own"))
+    notes = [Text(f"chk-{i}: no manifest (in progress or abandoned)", style="yellow") for i in pending]
+    out_console().print(Group(out, *notes))
+
+
+def _operator_json(op: OperatorEntry, states: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "uid": op.uid,
+        "parallelism": op.parallelism,
+        "max_parallelism": op.max_parallelism,
+        "key_type": None if op.key_type is None else str(op.key_type),
+        "states": [s for s in states if s["operator"] == op.uid],
+        "subtasks": [
+            {
+                "index": st.index,
+                "key_group_range": None if st.key_group_range is None else list(st.key_group_range),
+                "files": len(st.files()),
+                "bytes": sum(f.size for f in st.files()),
+                "rows": sum(f.rows for f in st.files()),
+            }
+            for st in op.subtasks
+        ],
+    }
+
+
+@guarded("storage_option")
+def inspect(
+    ctx: typer.Context,
+    path: Annotated[
+        str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
+    ],
+    checkpoint_id: CheckpointId = None,
+    storage_option: StorageOptions = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Operators and states of a checkpoint: kind, key/namespace/value types, TTL, rows, bytes,
+    parallelism and max parallelism."""
+    checkpoint = load(path, storage_options(storage_option), checkpoint_id)
+    manifest = checkpoint.manifest
+    states = metadata_table(manifest, manifest.checkpoint_id).to_pylist()
+    for s in states:
+        s.pop("checkpoint_id", None)
+    doc: dict[str, Any] = {
+        "checkpoint_id": manifest.checkpoint_id,
+        "kind": manifest.kind,
+        "type": checkpoint_type(manifest.kind, any(f.path.startswith("..") for f in manifest.files())),
+        "path": checkpoint.directory.safe_url,
+        "created_at": iso_time(manifest.created_at_ms),
+        "properties": dict(manifest.properties),
+        "operators": [_operator_json(op, states) for op in manifest.operators],
+    }
+    if as_json:
+        typer.echo(to_json(doc))
+        return
+    head = Text.assemble(
+        (f"{manifest.kind} {manifest.checkpoint_id} ({doc['type']})", "bold"),
+        f"  {checkpoint.directory.safe_url}  created {utc_time(manifest.created_at_ms)} UTC",
+        *(f"\n  {k} = {v}" for k, v in sorted(manifest.properties.items())),
+    )
+    operators = table(
+        "operators",
+        ["operator", "parallelism", "max parallelism", "key type", "states", "files", "rows", "bytes"],
+        [
+            [
+                op["uid"],
+                op["parallelism"],
+                op["max_parallelism"],
+                op["key_type"] or "-",
+                len(op["states"]),
+                sum(st["files"] for st in op["subtasks"]),
+                sum(st["rows"] for st in op["subtasks"]),
+                human_bytes(sum(st["bytes"] for st in op["subtasks"])),
+            ]
+            for op in doc["operators"]
+        ],
+        right=("parallelism", "max parallelism", "states", "files", "rows", "bytes"),
+    )
+    metas = {(op.uid, m.name): m for op in manifest.operators for m in op.keyed_states}
+    columns = ["operator", "state", "kind", "key", "namespace", "user key", "value", "TTL", "rows", "bytes"]
+    state_rows = []
+    for s in states:
+        meta = metas.get((s["operator"], s["state"]))
+        ttl = "-" if meta is None or meta.ttl is None else ttl_text(meta.ttl)
+        state_rows.append(
+            [
+                s["operator"],
+                s["state"],
+                s["kind"],
+                s["key_type"] or "-",
+                s["namespace_type"] or "-",
+                s["user_key_type"] or "-",
+                s["value_type"],
+                ttl,
+                s["rows"],
+                human_bytes(s["bytes"]),
+            ]
+        )
+    used = [i for i, _ in enumerate(columns) if any(row[i] != "-" for row in state_rows)]
+    state_table = table(
+        "states",
+        [columns[i] for i in used],
+        [[row[i] for i in used] for row in state_rows],
+        right=("rows", "bytes"),
+    )
+    out_console().print(Group(head, operators, state_table))

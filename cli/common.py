@@ -1,0 +1,161 @@
+"""What every command shares: storage options, opening checkpoints, errors, consoles.
+
+Errors: every failure is one line ``[CODE] message`` on stderr and a non-zero exit status
+(a traceback only with ``--debug`` or ``FLINKSTATE_DEBUG=1``). Storage option values whose
+keys look like credentials are replaced by ``***`` in everything printed, tracebacks too.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
+from flinkstate.checkpoint.storage import nested_options
+from flinkstate.state.errors import FlinkStateError, InvalidArgumentError
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+"""``verify`` found a missing or corrupt file (or manifest)."""
+EXIT_USAGE = 2
+"""Bad command line (click's own status)."""
+EXIT_ERROR = 3
+"""An error: ``[CODE] message`` on stderr."""
+
+StorageOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--storage-option",
+        "-o",
+        metavar="KEY=VALUE",
+        help="fsspec storage option, repeatable; dotted keys nest (client_kwargs.endpoint_url=...); "
+        "values are JSON where they parse. Credentials are never printed.",
+    ),
+]
+CheckpointId = Annotated[
+    int | None,
+    typer.Option("--checkpoint-id", "-c", min=1, help="A checkpoint under a root (default: the latest)."),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of tables.")]
+
+MIN_SECRET = 4
+_SECRET_KEY = re.compile(
+    r"secret|password|passwd|token|credential|session|auth|signature|sas|(^|_)key(_id)?$", re.I
+)
+
+
+def storage_options(pairs: Iterable[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` texts as nested fsspec storage options."""
+    items = []
+    for n, pair in enumerate(pairs or (), start=1):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            # the text is not echoed: without its '=' it may be a pasted secret
+            raise InvalidArgumentError(
+                f"--storage-option expects KEY=VALUE; storage option number {n} has no key",
+                code="INVALID_OPTION",
+            )
+        items.append((key.strip(), value))
+    return nested_options(items)
+
+
+def secrets_of(pairs: Iterable[str] | None) -> list[str]:
+    """The values of options whose keys look like credentials (``key``, ``secret``, ``token``, ...).
+
+    Values shorter than :data:`MIN_SECRET` are left alone: replacing a one-letter test key
+    would garble every message while hiding nothing.
+    """
+    out = []
+    for pair in pairs or ():
+        key, _, value = pair.partition("=")
+        last = key.strip().rsplit(".", 1)[-1]
+        if len(value) >= MIN_SECRET and _SECRET_KEY.search(last):
+            out.append(value)
+            if len(value) > 1 and value[0] == value[-1] == '"':
+                out.append(value[1:-1])
+    return sorted(set(out), key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def load(path: str, options: Mapping[str, Any], checkpoint_id: int | None = None) -> CompletedCheckpoint:
+    """The checkpoint or savepoint at ``path`` (a root: its latest, or ``checkpoint_id``)."""
+    return open_checkpoint(path, options, checkpoint_id)
+
+
+def out_console() -> Console:
+    """Tables and results (stdout)."""
+    return Console(highlight=False, soft_wrap=False)
+
+
+def err_console() -> Console:
+    """Progress bars and notes (stderr), so stdout stays clean for ``--json``."""
+    return Console(stderr=True, highlight=False)
+
+
+def _debug(ctx: typer.Context | None) -> bool:
+    """``--debug`` on the command line (the root command's option), or ``FLINKSTATE_DEBUG=1``."""
+    if ctx is not None and ctx.find_root().params.get("debug"):
+        return True
+    return os.environ.get("FLINKSTATE_DEBUG", "") not in ("", "0")
+
+
+def error_line(exc: BaseException) -> str:
+    """``[CODE] message`` for any exception."""
+    if isinstance(exc, FlinkStateError):
+        return str(exc)
+    if isinstance(exc, PermissionError):
+        return f"[ACCESS_DENIED] {exc}"
+    if isinstance(exc, FileNotFoundError):
+        return f"[NOT_FOUND] {exc}"
+    if isinstance(exc, OSError):
+        return f"[IO_ERROR] {type(exc).__name__}: {exc}"
+    if type(exc).__module__.split(".")[0] in _STORAGE_MODULES:
+        return f"[STORAGE_ERROR] {type(exc).__name__}: {exc}"
+    return f"[UNEXPECTED] {type(exc).__name__}: {exc} (run with --debug for the traceback)"
+
+
+_STORAGE_MODULES = {"botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "gcsfs", "adlfs", "azure"}
+"""Where errors of the storage stack come from (connection failures, refused requests, ...)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(*option_params: str) -> Callable[[F], F]:
+    """Run a command turning any error into one redacted ``[CODE] message`` line and exit 3.
+
+    ``option_params``: the names of the command's storage-option parameters, whose secret
+    values are redacted from everything printed. The command takes a ``ctx: typer.Context``
+    (how ``--debug`` is seen).
+    """
+
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return command(*args, **kwargs)
+            except (typer.Exit, typer.Abort):
+                raise
+            except Exception as exc:
+                secrets = [s for name in option_params for s in secrets_of(kwargs.get(name))]
+                if _debug(kwargs.get("ctx")):
+                    text = "".join(traceback.format_exception(exc))
+                    sys.stderr.write(redact(text, secrets))
+                sys.stderr.write(redact(error_line(exc), secrets).replace("\n", " ") + "\n")
+                raise typer.Exit(EXIT_ERROR) from None
+
+        return run  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,168 @@
+"""``flinkstate rescale`` (the offline max-parallelism rewrite) and ``flinkstate gc`` (retention)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from flinkstate.checkpoint import CheckpointNotFoundError, CheckpointStorage
+from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
+from flinkstate.checkpoint.storage import Storage
+
+from .common import (
+    CheckpointId,
+    JsonFlag,
+    StorageOptions,
+    err_console,
+    guarded,
+    load,
+    out_console,
+    storage_options,
+)
+from .render import human_bytes, table, to_json
+
+RESCALE_EXAMPLE = (
+    "Example: flinkstate rescale /tmp/my-job/checkpoints /tmp/savepoints/mp-256 --max-parallelism 256"
+)
+GC_EXAMPLE = "Example: flinkstate gc /tmp/my-job/checkpoints --retain 2 --dry-run"
+
+
+@guarded("storage_option", "target_option")
+def rescale(
+    ctx: typer.Context,
+    source: Annotated[
+        str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
+    ],
+    target: Annotated[str, typer.Argument(help="A new savepoint directory (must not hold one yet).")],
+    max_parallelism: Annotated[
+        int,
+        typer.Option(
+            "--max-parallelism", "-m", min=1, help="The new max parallelism (number of key groups)."
+        ),
+    ],
+    checkpoint_id: CheckpointId = None,
+    as_json: JsonFlag = False,
+    storage_option: StorageOptions = None,
+    target_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target-option",
+            metavar="KEY=VALUE",
+            help="Storage option for TARGET, repeatable (default: those of SOURCE).",
+        ),
+    ] = None,
+) -> None:
+    """Rewrite a checkpoint into a new savepoint with another max parallelism (every key reassigned).
+
+    Operators keep their parallelism (capped at the new max parallelism); raw keyed state
+    cannot be moved and is an error. The source is not changed.
+    """
+    options = storage_options(storage_option)
+    source_checkpoint = load(source, options, checkpoint_id)
+    target_options = storage_options(target_option) if target_option else options
+    console = err_console()
+    columns = (
+        TextColumn("rewriting"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+        task = progress.add_task("rewrite", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        result = rewrite_max_parallelism(source_checkpoint, target, max_parallelism, target_options, advance)
+    before = {op.uid: op for op in source_checkpoint.manifest.operators}
+    operators: list[dict[str, Any]] = [
+        {
+            "uid": op.uid,
+            "parallelism": [before[op.uid].parallelism, op.parallelism],
+            "max_parallelism": [before[op.uid].max_parallelism, op.max_parallelism],
+            "rows": sum(f.rows for st in op.subtasks for fs in st.keyed.values() for f in fs),
+            "bytes": sum(f.size for st in op.subtasks for f in st.files()),
+        }
+        for op in result.manifest.operators
+    ]
+    written = result.directory.safe_url
+    doc = {"source_checkpoint_id": source_checkpoint.checkpoint_id, "target": written, "operators": operators}
+    if as_json:
+        typer.echo(to_json(doc))
+        return
+    rows = [
+        [
+            o["uid"],
+            "{} -> {}".format(*o["parallelism"]),
+            "{} -> {}".format(*o["max_parallelism"]),
+            o["rows"],
+            human_bytes(o["bytes"]),
+        ]
+        for o in operators
+    ]
+    head = Text(f"wrote savepoint {written} from checkpoint {source_checkpoint.checkpoint_id}", style="green")
+    columns_out = ["operator", "parallelism", "max parallelism", "keyed rows", "bytes"]
+    out_console().print(Group(head, table(None, columns_out, rows, right=("keyed rows", "bytes"))))
+
+
+def _size(storage: Storage, path: str) -> int | None:
+    """A file's size, ``None`` when it is gone already (another cleanup ran meanwhile)."""
+    try:
+        return storage.size(path)
+    except FileNotFoundError:
+        return None
+
+
+@guarded("storage_option")
+def gc(
+    ctx: typer.Context,
+    root: Annotated[str, typer.Argument(help="A checkpoint root (holding chk-<id> directories).")],
+    retain: Annotated[
+        int, typer.Option("--retain", "-r", min=1, help="How many completed checkpoints to keep.")
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
+    ] = False,
+    as_json: JsonFlag = False,
+    storage_option: StorageOptions = None,
+) -> None:
+    """Keep the last N completed checkpoints and delete the rest: older checkpoints, abandoned
+    attempts and files no kept checkpoint references (reference-aware: shared files stay).
+
+    Nothing newer than the newest completed checkpoint is touched (it may be in progress).
+    """
+    checkpoints = CheckpointStorage(root, storage_options(storage_option), retain=retain)
+    done = checkpoints.completed_ids()
+    if not done:
+        raise CheckpointNotFoundError(
+            f"no completed checkpoint under {checkpoints.storage!r}: nothing to keep"
+        )
+    planned = checkpoints.cleanup(dry_run=True)
+    sizes = {path: _size(checkpoints.storage, path) for path in planned}
+    deleted = planned if dry_run else checkpoints.cleanup()
+    freed = sum(sizes.get(path) or 0 for path in deleted)
+    doc: dict[str, Any] = {
+        "root": checkpoints.storage.safe_url,
+        "dry_run": dry_run,
+        "kept": done[-retain:],
+        "removed_checkpoints": [i for i in done if i not in done[-retain:]],
+        "files": [{"path": p, "bytes": sizes.get(p)} for p in deleted],
+        "bytes": freed,
+    }
+    if as_json:
+        typer.echo(to_json(doc))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    kept = ", ".join(f"chk-{i}" for i in doc["kept"])
+    head = Text(
+        f"keeping {kept}; {verb} {len(deleted)} files, {human_bytes(freed)}",
+        style="yellow" if dry_run else "green",
+    )
+    rows = [[p["path"], human_bytes(p["bytes"]) if p["bytes"] is not None else "-"] for p in doc["files"]]
+    parts = [head] + ([table(None, ["file", "size"], rows, right=("size",))] if rows else [])
+    out_console().print(Group(*parts))
