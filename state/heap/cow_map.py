@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot
+from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose
 
 # Bucket table sizes: primes just below powers of two, so strided int keys spread well.
 _SIZES = (
@@ -34,14 +34,6 @@ BUCKET_LOAD = 128
 """Average entries per bucket at which the table grows."""
 
 Buckets = list[dict[Any, Any] | None]
-
-
-def _compose(key: Any, namespace: Any) -> Any:
-    return key if namespace is None and type(key) is not tuple else (key, namespace)
-
-
-def _decompose(ck: Any) -> tuple[Any, Any]:
-    return (ck[0], ck[1]) if type(ck) is tuple else (ck, None)
 
 
 def _next_size(n: int) -> int:
@@ -133,7 +125,7 @@ class CopyOnWriteStateMap(StateMap):
             self._start_rehash()
 
     def remove(self, key: Any, namespace: Any) -> Any:
-        ck = _compose(key, namespace)
+        ck = compose(key, namespace)
         if self._new is not None:
             self._migrate()
         table, versions, i = self._slot(hash(ck))
@@ -146,7 +138,7 @@ class CopyOnWriteStateMap(StateMap):
         return bucket.pop(ck)
 
     def contains(self, key: Any, namespace: Any) -> bool:
-        ck = _compose(key, namespace)
+        ck = compose(key, namespace)
         if self._new is not None:
             self._migrate()
         table, _, i = self._slot(hash(ck))
@@ -251,7 +243,7 @@ def _entries(tables: list[Buckets]) -> Iterator[Entry]:
         for bucket in table:
             if bucket:
                 for ck, state in bucket.items():
-                    key, ns = _decompose(ck)
+                    key, ns = decompose(ck)
                     yield key, ns, state
 
 
@@ -276,8 +268,17 @@ class _CowSnapshot(StateMapSnapshot):
                     states.extend(bucket.values())
         if not composite:
             return keys, None, states
-        pairs = [_decompose(ck) for ck in keys]
+        pairs = [decompose(ck) for ck in keys]
         return [p[0] for p in pairs], [p[1] for p in pairs], states
+
+    def lookup(self, key: Any, namespace: Any) -> Any:
+        ck = compose(key, namespace)
+        h = hash(ck)
+        for table in self._tables:  # an entry is in exactly one of them (moved ones leave)
+            bucket = table[h % len(table)]
+            if bucket is not None and ck in bucket:
+                return bucket[ck]
+        return None
 
     def release(self) -> None:
         if self._map is not None:
@@ -351,4 +352,4 @@ class _CowCursor(MapCursor):
             self._hints[self._index - 1] = hint
 
     def entry(self, handle: Any) -> tuple[Any, Any]:
-        return _decompose(handle)
+        return decompose(handle)

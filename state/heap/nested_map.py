@@ -68,10 +68,17 @@ class NestedStateMap(StateMap):
 
 
 class _NestedSnapshot(StateMapSnapshot):
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_index")
 
     def __init__(self, data: list[tuple[Any, dict[Any, Any]]]) -> None:
         self._data = data
+        self._index: dict[Any, dict[Any, Any]] | None = None
+
+    def lookup(self, key: Any, namespace: Any) -> Any:
+        if self._index is None:
+            self._index = dict(self._data)
+        inner = self._index.get(namespace)
+        return None if inner is None else inner.get(key)
 
     def entries(self) -> Iterator[Entry]:
         for ns, inner in self._data:
@@ -91,6 +98,7 @@ class _NestedSnapshot(StateMapSnapshot):
 
     def release(self) -> None:
         self._data = []
+        self._index = None
 
 
 class _NestedCursor(MapCursor):

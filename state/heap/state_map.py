@@ -13,6 +13,16 @@ Entry = StoredEntry
 CopyFn = Callable[[Any], Any]
 
 
+def compose(key: Any, namespace: Any) -> Any:
+    """The composite key of (key, namespace): the key alone when the namespace is void and
+    the key is not a plain tuple, else the pair (the copy-on-write map's storage key)."""
+    return key if namespace is None and type(key) is not tuple else (key, namespace)
+
+
+def decompose(ck: Any) -> tuple[Any, Any]:
+    return (ck[0], ck[1]) if type(ck) is tuple else (ck, None)
+
+
 class StateMapSnapshot(ABC):
     """A map's entries as of one moment; unaffected by later writes until released."""
 
@@ -23,6 +33,10 @@ class StateMapSnapshot(ABC):
     def raw_columns(self, composite: bool) -> tuple[list[Any], list[Any] | None, list[Any]]:
         """(keys, namespaces or None when all void, states); ``composite``: keys may be
         tuples or namespaces non-void (otherwise a C-speed path is taken)."""
+
+    @abstractmethod
+    def lookup(self, key: Any, namespace: Any) -> Any:
+        """The state of (key, namespace) as of the snapshot, ``None`` when absent."""
 
     @abstractmethod
     def release(self) -> None:

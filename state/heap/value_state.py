@@ -29,11 +29,16 @@ class HeapValueState(AbstractHeapState, ValueState[Any]):
         key = ctx.key
         if value is None:
             state_map.remove(key, self._ns)
+            self._changed()
             return
         table = state_map.fast_table
         if table is not None and self._ns is None and type(key) is not tuple:
             bucket = table[hash(key) % len(table)]
             if bucket is not None and key in bucket:
                 bucket[key] = value
+                changes = self._changes
+                if changes:
+                    changes[ctx.kgi].add(key)
                 return
         state_map.put(key, self._ns, value)
+        self._changed()
