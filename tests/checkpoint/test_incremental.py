@@ -195,7 +195,9 @@ def test_crash_at_any_write_keeps_the_previous_checkpoint_and_every_change(
         before = restored(job.incr.load(), 1, job.clock)
         calls = {"n": 0}
 
-        def write(self: Storage, relative: str, data: bytes, n: int = n) -> None:
+        def write(
+            self: Storage, relative: str, data: bytes, n: int = n, calls: dict[str, int] = calls
+        ) -> None:
             calls["n"] += 1
             if calls["n"] == n + 1:
                 raise OSError("injected write failure")
