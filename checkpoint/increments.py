@@ -194,12 +194,14 @@ class IncrementalKeyedWriter:
             if buildable:
                 assert changes is not None
                 delta = write_changes(meta, key_type, _changed_groups(state, name, snapshot, changes))
-                if not delta.rows:
+                if _full_snapshot_cleanup(meta):  # expiry shows in every checkpoint: always in full
+                    out.changes[name] = (store(f"d-{slug(name)}", delta, True),)
+                elif not delta.rows:
                     if chain:
                         out.files[name] = chain
                         out.incremental = True
                     continue
-                if not _full_snapshot_cleanup(meta):
+                else:
                     ref = store(f"d-{slug(name)}", delta, True)
                     grown = (*chain, ref)
                     if not self.policy.exceeded(grown):
@@ -207,8 +209,6 @@ class IncrementalKeyedWriter:
                         out.incremental = True
                         continue
                     out.changes[name] = (ref,)  # compaction: the delta stays for the change feed
-                else:
-                    out.changes[name] = (store(f"d-{slug(name)}", delta, True),)
             full = write_keyed(meta, key_type, ((kg, state.columns(kg)) for kg in snapshot.key_group_range))
             if full.rows:
                 out.files[name] = (store(f"k-{slug(name)}", full, False),)
