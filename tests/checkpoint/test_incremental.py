@@ -224,3 +224,31 @@ def test_crash_at_any_write_keeps_the_previous_checkpoint_and_every_change(
         done, full = job.checkpoint()
         assert done is not None
         assert restored(done, 2, job.clock) == restored(full, 1, job.clock)
+
+
+def test_manifests_without_origins_still_read(make_backend: Any, tmp_path: Path) -> None:
+    """Manifests written before file origins and checkpoint types existed."""
+    import hashlib
+    import json
+
+    from flinkstate.checkpoint import Manifest
+
+    job = Job(make_backend, tmp_path, 2)
+    for _ in range(2):
+        job.work.run(job.backend, 50)
+        done, full = job.checkpoint()
+    assert done is not None and done.manifest.incremental
+    doc = json.loads(done.manifest.to_bytes())
+    doc.pop("checksum")
+    doc.pop("incremental")
+    for op in doc["operators"]:
+        for st in op["subtasks"]:
+            st.pop("changes", None)
+            for refs in st["keyed"].values():
+                for ref in refs:
+                    ref.pop("checkpoint_id"), ref.pop("delta", None)
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    old = Manifest.from_bytes(json.dumps({**doc, "checksum": digest}).encode())
+    assert not old.incremental and all(f.checkpoint_id is None and not f.delta for f in old.files())
+    old_checkpoint = CompletedCheckpoint(done.directory, old)
+    assert restored(old_checkpoint, 2, job.clock) == restored(full, 1, job.clock)  # deltas still apply

@@ -191,3 +191,15 @@ def test_through_spark(spark: Any, root: Path) -> None:
     assert {r["change_type"] for r in rows} == {"update", "delete"}
     chain = spark.read.format("flinkstate").option("operator", "op").option("state", "value").load(str(root))
     assert {(r.key, r.namespace): r.value for r in chain.collect()} == _state(root, ROUNDS, "value")
+
+
+def test_metadata_view_shows_file_origins(root: Path) -> None:
+    from flinkstate.connector.metadata import metadata_table
+
+    storage = CheckpointStorage(str(root))
+    first = {r["state"]: r for r in metadata_table(storage.load(1).manifest, 1).to_pylist()}
+    second = {r["state"]: r for r in metadata_table(storage.load(2).manifest, 2).to_pylist()}
+    assert first["value"]["checkpoint_type"] == "full" and first["value"]["file_checkpoints"] == [1]
+    assert first["value"]["delta_files"] == 0 and first["value"]["files"] == 2  # one per subtask
+    assert second["value"]["checkpoint_type"] == "incremental"
+    assert second["value"]["file_checkpoints"] == [1, 2] and second["value"]["delta_files"] == 2
