@@ -10,13 +10,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from incremental_bench import BENCHMARKS as INCREMENTAL
+
 from checkpoint_bench import BENCHMARKS as CHECKPOINT
 from common import Result
 from spark_bench import BENCHMARKS as SPARK
 from state_bench import BENCHMARKS as STATE
 from ttl_bench import BENCHMARKS as TTL
 
-ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL, **CHECKPOINT, **SPARK}
+ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL, **CHECKPOINT, **SPARK, **INCREMENTAL}
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """Change recording for incremental checkpoints: what changed since the last completed one.
 
-A backend that records changes keeps, per state and per key group, the set of entry ids
+A backend that records changes keeps, per state and per key group, the entry ids
 (a heap backend: the composite key of a (key, namespace) scope; RocksDB: the key bytes of
 the scope) written, removed or expired since recording began. Taking the record is part
 of the synchronous snapshot: the backend hands its current sets over and installs fresh
@@ -17,12 +17,13 @@ there is no base and the checkpoint layer writes in full.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-Changed = list[set[Any]]
-"""One state's changed entry ids, one set per key-group index of the backend's range."""
+Changed = list[Collection[Any]]
+"""One state's changed entry ids, one collection per key-group index of the backend's range
+(ids may repeat: a heap backend appends one per write, deduplicated when read)."""
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,7 @@ class ChangeSet:
 
     def changed(self, state: str, kgi: int) -> set[Any]:
         """The ids of ``state``'s entries in key-group index ``kgi`` that changed since the base."""
-        sets = [e[state][kgi] for e in self.epochs if state in e]
-        if len(sets) == 1:
-            return sets[0]
-        return set().union(*sets)
+        return set().union(*[e[state][kgi] for e in self.epochs if state in e])
 
     def confirm(self, checkpoint_id: int) -> None:
         """The checkpoint written from this change set has committed as ``checkpoint_id``."""

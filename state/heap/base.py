@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..interfaces import InternalMergingState
-from .state_table import StateTable
+from .state_table import COMPACT_MASK, StateTable, compact
 
 
 class AbstractHeapState(InternalMergingState):
@@ -14,7 +14,7 @@ class AbstractHeapState(InternalMergingState):
 
     Subclasses spell out their kind's rules; merging kinds define :meth:`_merge`. Every
     write notes its scope in ``_changes`` when the backend records changes (see
-    :attr:`StateTable.changes`): one set insert.
+    :attr:`StateTable.changes`): one list append.
     """
 
     __slots__ = ("_changes", "_ctx", "_maps", "_ns", "_table")
@@ -31,7 +31,10 @@ class AbstractHeapState(InternalMergingState):
         if self._changes:
             ctx = self._ctx
             key, ns = ctx.key, self._ns
-            self._changes[ctx.kgi].add(key if ns is None and type(key) is not tuple else (key, ns))
+            changed = self._changes[ctx.kgi]
+            changed.append(key if ns is None and type(key) is not tuple else (key, ns))
+            if not len(changed) & COMPACT_MASK:
+                compact(changed)
 
     def set_current_namespace(self, namespace: Any) -> None:
         if namespace is not None:

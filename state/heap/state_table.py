@@ -21,6 +21,14 @@ from ..snapshot import (
 from ..types import TypeInformation, infer_type
 from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose
 
+COMPACT_MASK = (1 << 16) - 1
+"""A change list drops its repeats whenever its length is a multiple of this plus one."""
+
+
+def compact(changed: list[Any]) -> None:
+    """Drop the repeats of a change list, in place."""
+    changed[:] = dict.fromkeys(changed)
+
 
 class _GuardMap(StateMap):
     """Sits at index -1 of every table: any access without a current key lands here."""
@@ -82,20 +90,25 @@ class StateTable:
         self.namespace_type: TypeInformation | None = None
         self._ns_pytype: type | None = None
         self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns
-        self.changes: Changed = []
-        """Empty when not recording; else one set of changed composite keys per key-group
-        index, plus one for the guard (the list object stays, its sets are replaced)."""
+        self.changes: list[list[Any]] = []
+        """Empty when not recording; else one list of changed composite keys per key-group
+        index, plus one for the guard (the list object stays, its lists are replaced). A
+        write appends (cheaper than a set insert: no probing); every ``COMPACT_EVERY``
+        appends a list drops its repeats, so hot keys cost no memory."""
 
     def record_changes(self) -> Changed | None:
-        """Start a new epoch: return the sets recorded so far (``None`` if not recording)."""
-        taken = self.changes[:-1] if self.changes else None
-        self.changes[:] = [set() for _ in range(len(self.maps) + 1)]
+        """Start a new epoch: return the lists recorded so far (``None`` if not recording)."""
+        taken: Changed | None = list(self.changes[:-1]) if self.changes else None
+        self.changes[:] = [[] for _ in range(len(self.maps) + 1)]
         return taken
 
     def record(self, kgi: int, key: Any, namespace: Any) -> None:
         """Note that the entry (key, namespace) of key-group index ``kgi`` changed."""
         if self.changes:
-            self.changes[kgi].add(compose(key, namespace))
+            changed = self.changes[kgi]
+            changed.append(compose(key, namespace))
+            if not len(changed) & COMPACT_MASK:
+                compact(changed)
 
     def set_namespace_type(self, namespace_type: TypeInformation | None) -> None:
         """Adopt a restored namespace type."""

@@ -140,3 +140,20 @@ def _meta() -> Any:
     from flinkstate.state.snapshot import StateMetaInfo
 
     return StateMetaInfo("value", StateKind.VALUE, Types.LONG())
+
+
+def test_heap_change_lists_drop_repeats() -> None:
+    """A hot key written many times between checkpoints costs no growing memory."""
+    from flinkstate.state import HeapKeyedStateBackend
+
+    backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    backend.set_current_key(1)
+    state = backend.get_state(VALUE)
+    state.update(0)
+    backend.snapshot_for_checkpoint(1).release()
+    for i in range(200_000):
+        state.update(i)
+    changed = backend.table("value").changes[backend.get_current_key_group() or 0]
+    assert len(changed) < 1 << 16
+    with backend.snapshot_for_checkpoint(2) as snap:
+        assert changes(snap, "value") == ({(1, None): 199_999}, set())
