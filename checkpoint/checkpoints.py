@@ -14,9 +14,9 @@ are deleted.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
@@ -27,10 +27,11 @@ from flinkstate.state.snapshot import KeyedStateSnapshot
 
 from .committer import build_manifest, publish_manifest
 from .errors import CheckpointError, CheckpointNotFoundError
-from .increments import BaseChain, ChainPolicy, load_base
+from .increments import BaseChain, ChainPolicy
 from .manifest import METADATA, Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
+from .target import CheckpointTarget
 from .versions import collect_garbage, completed_ids, version_ids
 from .writer import SubtaskResult, SubtaskWriter
 
@@ -59,10 +60,11 @@ class PendingCheckpoint:
         self._base = base
         self._root = root
         self._retain = retain
-        self._policy = policy
-        self._full = full
+        self.target = CheckpointTarget(directory, checkpoint_id, root, policy, full)
+        """What a task elsewhere needs to write its part (picklable; see :mod:`.target`)."""
         self._change_sets: list[ChangeSet] = []
-        self._bases: dict[tuple[int, str], BaseChain | None] = {}
+        self._bases: dict[tuple[int | None, str], BaseChain | None] = {}
+        self._lock = threading.Lock()
         self._results: list[SubtaskResult] = []
         self._futures: list[Future[SubtaskResult]] = []
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"chk-{checkpoint_id}")
@@ -71,33 +73,28 @@ class PendingCheckpoint:
     @property
     def incremental(self) -> bool:
         """Whether keyed state is written as increments where it can be."""
-        return self._policy is not None and not self._full
+        return self.target.policy is not None and not self.target.full
 
     def writer(self, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> SubtaskWriter:
-        return SubtaskWriter(self.directory, uid, subtask, parallelism, max_parallelism, self.checkpoint_id,
-                             self._policy)  # fmt: skip
+        return self.target.writer(uid, subtask, parallelism, max_parallelism)
 
     def snapshot(self, backend: AbstractKeyedStateBackend) -> KeyedStateSnapshot:
-        """The synchronous part: ``backend``'s snapshot (with its changes when recording)."""
+        """The synchronous part: ``backend``'s snapshot (with its changes when recording);
+        its changes are confirmed when this checkpoint commits."""
         if self._done:
             raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
-        if self._policy is None:
-            return backend.snapshot()
-        snap = backend.snapshot_for_checkpoint(self.checkpoint_id)
+        snap = self.target.snapshot(backend)
         if snap.changes is not None:
-            if self._full:
-                snap.changes = replace(snap.changes, base=None)
             self._change_sets.append(snap.changes)
         return snap
 
     def base_of(self, uid: str, snapshot: KeyedStateSnapshot | None) -> BaseChain | None:
-        """The checkpoint ``snapshot``'s changes build on, seen from this checkpoint's directory."""
+        """The checkpoint ``snapshot``'s changes build on (loaded once per base and operator)."""
         base_id = None if snapshot is None or snapshot.changes is None else snapshot.changes.base
-        if base_id is None or self._root is None:
-            return None
-        if (base_id, uid) not in self._bases:
-            self._bases[(base_id, uid)] = load_base(self._root, base_id, uid, f"chk-{self.checkpoint_id}")
-        return self._bases[(base_id, uid)]
+        with self._lock:
+            if (base_id, uid) not in self._bases:
+                self._bases[(base_id, uid)] = self.target.base_of(uid, snapshot)
+            return self._bases[(base_id, uid)]
 
     def write_keyed(
         self, uid: str, backend: AbstractKeyedStateBackend, subtask: int = 0, parallelism: int = 1

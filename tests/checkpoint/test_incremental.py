@@ -252,3 +252,22 @@ def test_manifests_without_origins_still_read(make_backend: Any, tmp_path: Path)
     assert not old.incremental and all(f.checkpoint_id is None and not f.delta for f in old.files())
     old_checkpoint = CompletedCheckpoint(done.directory, old)
     assert restored(old_checkpoint, 2, job.clock) == restored(full, 1, job.clock)  # deltas still apply
+
+
+def test_tasks_write_increments_a_driver_commits(make_backend: Any, tmp_path: Path) -> None:
+    """The runner's protocol: a picklable target to the task, the result back, commit, notify."""
+    import pickle
+
+    job = Job(make_backend, tmp_path, 17, max_chain_files=8, max_chain_bytes_ratio=100.0)
+    for round_ in range(4):
+        job.work.run(job.backend, 80)
+        pending = job.incr.begin()
+        target = pickle.loads(pickle.dumps(pending.target))  # shipped to the executor
+        result = pickle.loads(pickle.dumps(target.write_keyed("op", job.backend, 1, 2)))
+        full = job.full.begin(pending.checkpoint_id)
+        full.write_keyed("op", job.backend, subtask=1, parallelism=2)
+        pending.add(result)
+        done = pending.commit()
+        job.backend.notify_checkpoint_complete(done.checkpoint_id)  # the task learns of the commit
+        assert done.manifest.incremental == (round_ > 0)
+        assert restored(done, 3, job.clock) == restored(full.commit(), 1, job.clock)
