@@ -19,7 +19,7 @@ state's fast path); the backend hands over ROW keys as plain tuples (never subcl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose
@@ -271,14 +271,22 @@ class _CowSnapshot(StateMapSnapshot):
         pairs = [decompose(ck) for ck in keys]
         return [p[0] for p in pairs], [p[1] for p in pairs], states
 
-    def lookup(self, key: Any, namespace: Any) -> Any:
-        ck = compose(key, namespace)
-        h = hash(ck)
-        for table in self._tables:  # an entry is in exactly one of them (moved ones leave)
-            bucket = table[h % len(table)]
-            if bucket is not None and ck in bucket:
-                return bucket[ck]
-        return None
+    def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+        found: list[Any] = []
+        states: list[Any] = []
+        missing: list[Any] = []
+        tables = [(t, len(t)) for t in self._tables]  # an entry is in exactly one (moved ones leave)
+        for ck in cks:
+            h = hash(ck)
+            for table, n in tables:
+                bucket = table[h % n]
+                if bucket is not None and ck in bucket:
+                    found.append(ck)
+                    states.append(bucket[ck])
+                    break
+            else:
+                missing.append(ck)
+        return found, states, missing
 
     def release(self) -> None:
         if self._map is not None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot
+from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, decompose
 
 
 class NestedStateMap(StateMap):
@@ -74,11 +74,22 @@ class _NestedSnapshot(StateMapSnapshot):
         self._data = data
         self._index: dict[Any, dict[Any, Any]] | None = None
 
-    def lookup(self, key: Any, namespace: Any) -> Any:
+    def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
         if self._index is None:
             self._index = dict(self._data)
-        inner = self._index.get(namespace)
-        return None if inner is None else inner.get(key)
+        found: list[Any] = []
+        states: list[Any] = []
+        missing: list[Any] = []
+        for ck in cks:
+            key, namespace = decompose(ck)
+            inner = self._index.get(namespace)
+            state = None if inner is None else inner.get(key)
+            if state is None:
+                missing.append(ck)
+            else:
+                found.append(ck)
+                states.append(state)
+        return found, states, missing
 
     def entries(self) -> Iterator[Entry]:
         for ns, inner in self._data:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..interfaces import StoredEntry
@@ -35,8 +35,9 @@ class StateMapSnapshot(ABC):
         tuples or namespaces non-void (otherwise a C-speed path is taken)."""
 
     @abstractmethod
-    def lookup(self, key: Any, namespace: Any) -> Any:
-        """The state of (key, namespace) as of the snapshot, ``None`` when absent."""
+    def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+        """Composite keys (see :func:`compose`) as of the snapshot: (those present, their
+        states, those absent)."""
 
     @abstractmethod
     def release(self) -> None:

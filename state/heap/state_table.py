@@ -177,21 +177,14 @@ class HeapStateSnapshot(StateSnapshot):
     def changed_entries(self, key_group: int, ids: set[Any]) -> ChangedEntries:
         if not self._snapshots:
             raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
-        snap = self._snapshots[key_group - self._range.start]
-        keys: list[Any] = []
-        namespaces: list[Any] = []
-        states: list[Any] = []
-        gone: list[tuple[Any, Any]] = []
-        for ck in ids:
-            key, ns = decompose(ck)
-            state = snap.lookup(key, ns)
-            if state is None:
-                gone.append((key, ns))
-            else:
-                keys.append(key)
-                namespaces.append(ns)
-                states.append(state)
-        upserts = self._transform(keys, namespaces if self._composite else None, states)
+        found, states, missing = self._snapshots[key_group - self._range.start].resolve(ids)
+        if self._composite:
+            pairs = [decompose(ck) for ck in found]
+            keys, namespaces = [p[0] for p in pairs], [p[1] for p in pairs]
+            upserts = self._transform(keys, namespaces, states)
+        else:  # keys stored alone: the composite key is the key
+            upserts = self._transform(found, None, states)
+        gone = [decompose(ck) for ck in missing]
         return ChangedEntries.of(self.meta, upserts, gone, self._composite)
 
     def release(self) -> None:
