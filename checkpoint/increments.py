@@ -131,9 +131,8 @@ def write_changes(
 ) -> WrittenFile:
     """A delta file: per key group, deletes then upserts, with the ``op`` column."""
     schema = keyed_schema(meta, key_type).append(OP)
-    return write_row_groups(
-        schema, ((kg, _changes_table(schema, meta, key_type, kg, ce)) for kg, ce in groups if len(ce))
-    )
+    tables = [(kg, _changes_table(schema, meta, key_type, kg, ce)) for kg, ce in groups if len(ce)]
+    return write_row_groups(schema, tables, pipelined=False)  # small row groups: a thread costs more
 
 
 def _changed_groups(
