@@ -65,7 +65,7 @@ def open_range(options: ReadOptions) -> list[CompletedCheckpoint]:
     start = options.change_start
     assert start is not None
     end = options.change_end if options.change_end is not None else (done[-1] if done else start)
-    if not done or start < done[0] or end > done[-1]:
+    if not done or start < done[0] or end > done[-1] or start > end:
         held = f"{done[0]}..{done[-1]}" if done else "none"
         raise ChangeFeedError(
             f"the changes of checkpoints {start}..{end} are needed; the retained checkpoints are {held}"

@@ -147,6 +147,8 @@ def test_unanswerable_ranges_are_refused(root: Path, tmp_path: Path) -> None:
         _read(_options(root, "value", changeStartCheckpointId="1"))  # the first checkpoint is full
     with pytest.raises(OptionError, match=r"\[CHANGE_FEED_UNAVAILABLE\].*retained checkpoints are 1\.\.6"):
         _read(_options(root, "value", changeStartCheckpointId="3", changeEndCheckpointId="9"))
+    with pytest.raises(OptionError, match=r"\[CHANGE_FEED_UNAVAILABLE\].*checkpoints 9\.\.6"):
+        _read(_options(root, "value", changeStartCheckpointId="9"))  # after the latest
     kept = CheckpointStorage(str(tmp_path / "short"), retain=2)
     _job(tmp_path / "short")
     kept.cleanup()
