@@ -10,6 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from incremental_bench import BENCHMARKS as INCREMENTAL
+
 from checkpoint_bench import BENCHMARKS as CHECKPOINT
 from common import Result
 from rocksdb_bench import BENCHMARKS as ROCKSDB
@@ -17,7 +19,9 @@ from spark_bench import BENCHMARKS as SPARK
 from state_bench import BENCHMARKS as STATE
 from ttl_bench import BENCHMARKS as TTL
 
-ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL, **CHECKPOINT, **SPARK, **ROCKSDB}
+ALL: dict[str, Callable[[bool], Iterator[Result]]] = {
+    **STATE, **TTL, **CHECKPOINT, **SPARK, **ROCKSDB, **INCREMENTAL
+}
 
 
 def main() -> int:

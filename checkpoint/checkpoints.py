@@ -14,19 +14,24 @@ are deleted.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
+from flinkstate.state.changes import ChangeSet
 from flinkstate.state.keygroups import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend
+from flinkstate.state.snapshot import KeyedStateSnapshot
 
 from .committer import build_manifest, publish_manifest
 from .errors import CheckpointError, CheckpointNotFoundError
+from .increments import BaseChain, ChainPolicy
 from .manifest import METADATA, Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
+from .target import CheckpointTarget
 from .versions import collect_garbage, completed_ids, version_ids
 from .writer import SubtaskResult, SubtaskWriter
 
@@ -43,31 +48,64 @@ class PendingCheckpoint:
         *,
         root: Storage | None = None,
         retain: int | None = None,
+        policy: ChainPolicy | None = None,
+        full: bool = False,
     ) -> None:
+        """With a ``policy``, keyed backends are snapshot with their changes: written as
+        increments over their last completed checkpoint (in full when ``full``), and told
+        when this checkpoint commits. Without, every snapshot is written in full."""
         self.directory = directory
         self.checkpoint_id = checkpoint_id
         self.kind = kind
         self._base = base
         self._root = root
         self._retain = retain
+        self.target = CheckpointTarget(directory, checkpoint_id, root, policy, full)
+        """What a task elsewhere needs to write its part (picklable; see :mod:`.target`)."""
+        self._change_sets: list[ChangeSet] = []
+        self._bases: dict[tuple[int | None, str], BaseChain | None] = {}
+        self._lock = threading.Lock()
         self._results: list[SubtaskResult] = []
         self._futures: list[Future[SubtaskResult]] = []
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"chk-{checkpoint_id}")
         self._done = False
 
+    @property
+    def incremental(self) -> bool:
+        """Whether keyed state is written as increments where it can be."""
+        return self.target.policy is not None and not self.target.full
+
     def writer(self, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> SubtaskWriter:
-        return SubtaskWriter(self.directory, uid, subtask, parallelism, max_parallelism)
+        return self.target.writer(uid, subtask, parallelism, max_parallelism)
+
+    def snapshot(self, backend: AbstractKeyedStateBackend) -> KeyedStateSnapshot:
+        """The synchronous part: ``backend``'s snapshot (with its changes when recording);
+        its changes are confirmed when this checkpoint commits."""
+        if self._done:
+            raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
+        snap = self.target.snapshot(backend)
+        if snap.changes is not None:
+            self._change_sets.append(snap.changes)
+        return snap
+
+    def base_of(self, uid: str, snapshot: KeyedStateSnapshot | None) -> BaseChain | None:
+        """The checkpoint ``snapshot``'s changes build on (loaded once per base and operator)."""
+        base_id = None if snapshot is None or snapshot.changes is None else snapshot.changes.base
+        with self._lock:
+            if (base_id, uid) not in self._bases:
+                self._bases[(base_id, uid)] = self.target.base_of(uid, snapshot)
+            return self._bases[(base_id, uid)]
 
     def write_keyed(
         self, uid: str, backend: AbstractKeyedStateBackend, subtask: int = 0, parallelism: int = 1
     ) -> Future[SubtaskResult]:
         """Snapshot ``backend`` now (the synchronous part) and write it in the background."""
-        snapshot = backend.snapshot()
+        snapshot = self.snapshot(backend)
         writer = self.writer(uid, subtask, parallelism, backend.max_parallelism)
 
         def run() -> SubtaskResult:
             try:
-                return writer.write(keyed=snapshot)
+                return writer.write(keyed=snapshot, base=self.base_of(uid, snapshot))
             finally:
                 snapshot.release()
 
@@ -99,7 +137,7 @@ class PendingCheckpoint:
         key_group_range: KeyGroupRange | None = None,
     ) -> Future[SubtaskResult]:
         """Everything one subtask has: keyed, operator and raw state, in one result."""
-        snapshot = None if keyed is None else keyed.snapshot()
+        snapshot = None if keyed is None else self.snapshot(keyed)
         states = None if operator is None else operator.snapshot()
         raw_k = None if raw_keyed is None else dict(raw_keyed)
         raw_o = None if raw_operator is None else list(raw_operator)
@@ -107,7 +145,8 @@ class PendingCheckpoint:
 
         def run() -> SubtaskResult:
             try:
-                return writer.write(snapshot, states, raw_k, raw_o, key_group_range)
+                base = self.base_of(uid, snapshot)
+                return writer.write(snapshot, states, raw_k, raw_o, key_group_range, base)
             finally:
                 if snapshot is not None:
                     snapshot.release()
@@ -139,6 +178,8 @@ class PendingCheckpoint:
         self._pool.shutdown()
         written = [p for r in results for p in r.written]
         publish_manifest(self.directory, manifest, written, root=self._root, retain=self._retain)
+        for changes in self._change_sets:  # only now: a failed commit leaves them for the next
+            changes.confirm(self.checkpoint_id)
         return CompletedCheckpoint(self.directory, manifest)
 
     def abort(self) -> None:
@@ -160,18 +201,38 @@ class PendingCheckpoint:
 class CheckpointStorage:
     """The checkpoints of one job under a root URL (``file://``, ``s3://``, ``memory://``, a path)."""
 
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None, retain: int = 3) -> None:
+    def __init__(
+        self,
+        url: str,
+        storage_options: Mapping[str, Any] | None = None,
+        retain: int = 3,
+        *,
+        incremental: bool = False,
+        max_chain_files: int = ChainPolicy.max_files,
+        max_chain_bytes_ratio: float = ChainPolicy.max_bytes_ratio,
+    ) -> None:
+        """``incremental``: checkpoints write only what changed since the last completed one
+        (see :mod:`.increments`); a state's chain is compacted into one full file when it would
+        hold more than ``max_chain_files`` files or its deltas more than
+        ``max_chain_bytes_ratio`` times its base's bytes."""
         if type(retain) is not int or retain < 1:
             raise CheckpointError(f"retain must be a positive int, got {retain!r}", code="INVALID_ARGUMENT")
+        if type(incremental) is not bool:
+            raise CheckpointError(f"incremental must be a bool, got {incremental!r}", code="INVALID_ARGUMENT")
         self.storage = Storage(url, storage_options)
         self.retain = retain
+        self.incremental = incremental
+        self.policy = ChainPolicy(max_chain_files, max_chain_bytes_ratio)
 
     def latest_id(self) -> int | None:
         ids = self.completed_ids()
         return ids[-1] if ids else None
 
-    def begin(self, checkpoint_id: int | None = None) -> PendingCheckpoint:
-        """Start checkpoint ``checkpoint_id`` (default: one past every existing id)."""
+    def begin(self, checkpoint_id: int | None = None, incremental: bool | None = None) -> PendingCheckpoint:
+        """Start checkpoint ``checkpoint_id`` (default: one past every existing id), as an
+        increment or in full (default: as the storage was configured)."""
+        if incremental is not None and type(incremental) is not bool:
+            raise CheckpointError(f"incremental must be a bool, got {incremental!r}", code="INVALID_ARGUMENT")
         known = self._ids()
         latest = self.latest_id()
         if checkpoint_id is None:
@@ -187,7 +248,10 @@ class CheckpointStorage:
                 code="CHECKPOINT_ID_NOT_NEW",
             )
         directory = self.storage.child(f"chk-{checkpoint_id}")
-        return PendingCheckpoint(directory, checkpoint_id, root=self.storage, retain=self.retain)
+        increment = self.incremental if incremental is None else incremental
+        recording = self.incremental or increment  # a full checkpoint of an incremental job rebases it
+        return PendingCheckpoint(directory, checkpoint_id, root=self.storage, retain=self.retain,
+                                 policy=self.policy if recording else None, full=not increment)  # fmt: skip
 
     def load(self, checkpoint_id: int | None = None, allow_pickle: bool = False) -> CompletedCheckpoint:
         """A completed checkpoint (default: the latest)."""

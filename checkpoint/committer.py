@@ -52,7 +52,7 @@ def _merge_entries(uid: str, entries: list[SubtaskEntry]) -> SubtaskEntry:
     ranges = {e.key_group_range for e in entries if e.key_group_range is not None}
     if len(ranges) > 1:
         raise CheckpointError(f"operator {uid!r} subtask {first.index}: different key-group ranges {ranges}")
-    merged: dict[str, dict[str, Files]] = {"keyed": {}, "operator": {}, "broadcast": {}}
+    merged: dict[str, dict[str, Files]] = {"keyed": {}, "operator": {}, "broadcast": {}, "changes": {}}
     raw: dict[str, FileRef | None] = {"raw_keyed": None, "raw_operator": None}
     for entry in entries:
         for part, files in merged.items():
@@ -70,7 +70,7 @@ def _merge_entries(uid: str, entries: list[SubtaskEntry]) -> SubtaskEntry:
                 raw[part] = ref
     return SubtaskEntry(
         first.index, next(iter(ranges), None), merged["keyed"], merged["operator"], merged["broadcast"],
-        raw["raw_keyed"], raw["raw_operator"],
+        raw["raw_keyed"], raw["raw_operator"], merged["changes"],
     )  # fmt: skip
 
 
@@ -120,7 +120,9 @@ def build_manifest(
     operators = [operator_entry(uid, rs) for uid, rs in by_uid.items()]
     if base is not None:
         operators = [op for op in base.operators if op.uid not in by_uid] + operators
-    return Manifest(checkpoint_id, kind, tuple(operators), dict(properties or {}), int(time.time() * 1000))
+    incremental = any(r.incremental for rs in by_uid.values() for r in rs)
+    return Manifest(checkpoint_id, kind, tuple(operators), dict(properties or {}), int(time.time() * 1000),
+                    incremental)  # fmt: skip
 
 
 def publish_manifest(

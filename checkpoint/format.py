@@ -143,15 +143,26 @@ def write_keyed(
     )
 
 
-def write_row_groups(schema: pa.Schema, tables: Iterable[tuple[int, pa.Table]]) -> WrittenFile:
+def write_row_groups(
+    schema: pa.Schema, tables: Iterable[tuple[int, pa.Table]], pipelined: bool = True
+) -> WrittenFile:
     """Write row groups in a second thread while the next table is built.
 
     Building a table from Python values holds the GIL; encoding and compressing a row
-    group does not, so the two overlap.
+    group does not, so the two overlap. Small row groups (increments) are written inline
+    (``pipelined=False``): handing each to a thread costs more than it saves.
     """
     sink = pa.BufferOutputStream()
     index: dict[int, tuple[int, int]] = {}
     rows = 0
+    if not pipelined:
+        with pq.ParquetWriter(sink, schema, **writer_options(schema)) as writer:
+            for kg, table in tables:
+                if table.num_rows:
+                    index[kg] = (len(index), table.num_rows)
+                    rows += table.num_rows
+                    writer.write_table(table, row_group_size=table.num_rows)
+        return WrittenFile(sink.getvalue(), rows, index)
     with (
         pq.ParquetWriter(sink, schema, **writer_options(schema)) as writer,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as pool,

@@ -39,6 +39,10 @@ class FileRef:
     key_groups: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     footer_sha256: str | None = None
     """SHA-256 of the Parquet footer and trailer (reads of a few row groups check it)."""
+    checkpoint_id: int | None = None
+    """The checkpoint that wrote the file (``None`` in manifests written before it was recorded)."""
+    delta: bool = False
+    """The file holds changes (upserts and ``op`` deletes) applied over the files before it."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -49,6 +53,10 @@ class FileRef:
         }
         if self.footer_sha256 is not None:
             data["footer_sha256"] = self.footer_sha256
+        if self.checkpoint_id is not None:
+            data["checkpoint_id"] = self.checkpoint_id
+        if self.delta:
+            data["delta"] = True
         if self.key_groups:
             data["key_groups"] = [[kg, rg, n] for kg, (rg, n) in sorted(self.key_groups.items())]
         return data
@@ -57,8 +65,10 @@ class FileRef:
     def from_json(data: Mapping[str, Any]) -> FileRef:
         groups = {int(kg): (int(rg), int(n)) for kg, rg, n in data.get("key_groups", [])}
         footer = data.get("footer_sha256")
+        origin = data.get("checkpoint_id")
         return FileRef(str(data["path"]), int(data["size"]), str(data["sha256"]), int(data["rows"]), groups,
-                       None if footer is None else str(footer))  # fmt: skip
+                       None if footer is None else str(footer), None if origin is None else int(origin),
+                       bool(data.get("delta", False)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -91,11 +101,13 @@ class SubtaskEntry:
     broadcast: Mapping[str, Files] = field(default_factory=dict)
     raw_keyed: FileRef | None = None
     raw_operator: FileRef | None = None
+    changes: Mapping[str, Files] = field(default_factory=dict)
+    """Per keyed state, the changes this checkpoint recorded where it wrote the state in full
+    (a compaction): kept for the change feed, never applied on restore."""
 
     def files(self) -> list[FileRef]:
-        out = [
-            f for group in (self.keyed, self.operator, self.broadcast) for fs in group.values() for f in fs
-        ]
+        groups = (self.keyed, self.operator, self.broadcast, self.changes)
+        out = [f for group in groups for fs in group.values() for f in fs]
         return out + [f for f in (self.raw_keyed, self.raw_operator) if f is not None]
 
 
@@ -124,6 +136,8 @@ class Manifest:
     operators: tuple[OperatorEntry, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
     created_at_ms: int = 0
+    incremental: bool = False
+    """Whether the checkpoint references files of earlier checkpoints (else it is full)."""
 
     def operator(self, uid: str) -> OperatorEntry | None:
         return next((op for op in self.operators if op.uid == uid), None)
@@ -207,6 +221,7 @@ def _manifest_json(m: Manifest) -> dict[str, Any]:
         "checkpoint_id": m.checkpoint_id,
         "kind": m.kind,
         "created_at_ms": m.created_at_ms,
+        "incremental": m.incremental,
         "properties": dict(m.properties),
         "operators": [
             {
@@ -241,6 +256,7 @@ def _subtask_json(st: SubtaskEntry) -> dict[str, Any]:
         "broadcast": {name: [f.to_json() for f in fs] for name, fs in st.broadcast.items()},
         "raw_keyed": None if st.raw_keyed is None else st.raw_keyed.to_json(),
         "raw_operator": None if st.raw_operator is None else st.raw_operator.to_json(),
+        **({"changes": {n: [f.to_json() for f in fs] for n, fs in st.changes.items()}} if st.changes else {}),
     }
 
 
@@ -261,6 +277,7 @@ def _subtask_from(data: Mapping[str, Any]) -> SubtaskEntry:
         files("broadcast"),
         optional("raw_keyed"),
         optional("raw_operator"),
+        files("changes"),
     )
 
 
@@ -293,4 +310,5 @@ def _manifest_from(doc: Mapping[str, Any]) -> Manifest:
         tuple(operators),
         {str(k): str(v) for k, v in doc.get("properties", {}).items()},
         int(doc.get("created_at_ms", 0)),
+        bool(doc.get("incremental", False)),
     )

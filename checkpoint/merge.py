@@ -51,6 +51,50 @@ def merge_keyed(
     combined = combine_key_group(tables, meta)
     if combined is not None:
         return _without_empty(keyed_columns(combined, meta, key_type, allow_pickle), meta)
+    split = _split_untouched(tables, meta)
+    if split is not None:  # a base with a few changes: only the changed keys' rows go row by row
+        untouched, rest = split
+        fast = _without_empty(keyed_columns(untouched, meta, key_type, allow_pickle), meta)
+        return _concat(fast, _apply_rows(rest, meta, key_type, allow_pickle))
+    return _apply_rows(tables, meta, key_type, allow_pickle)
+
+
+def _split_untouched(tables: list[pa.Table], meta: StateMetaInfo) -> tuple[pa.Table, list[pa.Table]] | None:
+    """(the rows of the leading plain files whose key no later file has, the other rows in
+    order), when the leading files combine; ``None`` when that does not hold."""
+    lead = 0
+    while lead < len(tables) and "op" not in tables[lead].column_names:
+        lead += 1
+    if lead == 0 or lead == len(tables):
+        return None
+    head = combine_key_group(tables[:lead], meta)
+    if head is None:
+        return None
+    tail = tables[lead:]
+    try:
+        later = pa.chunked_array([c for t in tail for c in t.column("key").chunks], head.column("key").type)
+        touched = pc.is_in(head.column("key"), value_set=pc.unique(later))
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    untouched = head.filter(pc.invert(touched))
+    return untouched, [head.filter(touched).select(untouched.column_names), *tail]
+
+
+def _concat(a: StateColumns, b: StateColumns) -> StateColumns:
+    def both(x: list[Any] | None, y: list[Any] | None, n: int, m: int) -> list[Any] | None:
+        if x is None and y is None:
+            return None
+        return (x if x is not None else [None] * n) + (y if y is not None else [None] * m)
+
+    n, m = len(a), len(b)
+    return StateColumns(a.keys + b.keys, both(a.namespaces, b.namespaces, n, m), a.values + b.values,
+                        both(a.timestamps, b.timestamps, n, m))  # fmt: skip
+
+
+def _apply_rows(
+    tables: list[pa.Table], meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
+) -> StateColumns:
+    """The rows of ``tables`` applied one by one, in order."""
     from flinkstate.state.types import ListTypeInfo
 
     acc: dict[tuple[Any, Any], Any] = {}

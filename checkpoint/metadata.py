@@ -15,11 +15,23 @@ def _type_text(t: Any) -> str | None:
     return None if t is None else str(t)
 
 
+def _files(refs: list[Any]) -> dict[str, Any]:
+    return {
+        "rows": sum(r.rows for r in refs),
+        "bytes": sum(r.size for r in refs),
+        "files": len(refs),
+        "delta_files": sum(1 for r in refs if r.delta),
+        "file_checkpoints": sorted({r.checkpoint_id for r in refs if r.checkpoint_id is not None}),
+    }
+
+
 def metadata_table(manifest: Any, checkpoint_id: int) -> pa.Table:
     """One row per operator and state."""
     rows: list[dict[str, Any]] = []
+    kind = "savepoint" if manifest.kind == "savepoint" else "incremental" if manifest.incremental else "full"
     for op in manifest.operators:
         base = {
+            "checkpoint_type": kind,
             "checkpoint_id": checkpoint_id,
             "operator": op.uid,
             "parallelism": op.parallelism,
@@ -37,8 +49,7 @@ def metadata_table(manifest: Any, checkpoint_id: int) -> pa.Table:
                 "value_type": str(meta.value_type),
                 "ttl": None if meta.ttl is None else _ttl_text(meta.ttl),
                 "pickled": any(t is not None and t.is_pickled for t in types),
-                "rows": sum(r.rows for r in refs),
-                "bytes": sum(r.size for r in refs),
+                **_files(refs),
             }
             rows.append({**base, **row})
         for info in op.operator_states:
@@ -59,8 +70,7 @@ def metadata_table(manifest: Any, checkpoint_id: int) -> pa.Table:
                 "value_type": str(info.value_type),
                 "ttl": None,
                 "pickled": info.pickled,
-                "rows": sum(r.rows for r in refs),
-                "bytes": sum(r.size for r in refs),
+                **_files(refs),
             }
             rows.append({**base, **row})
     return pa.Table.from_pylist(rows, schema=METADATA_SCHEMA)

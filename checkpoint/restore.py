@@ -8,6 +8,7 @@ key groups' row groups are read.
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
@@ -16,7 +17,7 @@ from flinkstate.state.keygroups import compute_key_group_range_for_operator_inde
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 from flinkstate.state.snapshot import StateColumns, StateMetaInfo
 
-from .errors import CheckpointError, StateMigrationError
+from .errors import CheckpointCorruptError, CheckpointError, StateMigrationError
 from .format import read_operator, read_row_group
 from .manifest import Manifest, OperatorEntry
 from .merge import merge_keyed
@@ -69,19 +70,32 @@ class CompletedCheckpoint:
             if not wanted:
                 continue
             wanted_set = set(wanted)
-            opened = {
-                # a file read whole is checked against its SHA-256; a partial read relies on page CRCs
-                r.path: open_verified(self.directory, r, r.key_groups.keys() <= wanted_set)
-                for r in refs
-                if wanted_set & r.key_groups.keys()
-            }
-            for kg in wanted:
-                tables = [
-                    read_row_group(opened[r.path], r.key_groups[kg][0], r.path, columns)
+            with self.naming_corruption():
+                opened = {
+                    # a file read whole is checked against its SHA-256; a partial read relies on page CRCs
+                    r.path: open_verified(self.directory, r, r.key_groups.keys() <= wanted_set)
                     for r in refs
-                    if kg in r.key_groups
-                ]
+                    if wanted_set & r.key_groups.keys()
+                }
+            for kg in wanted:
+                with self.naming_corruption():
+                    tables = [
+                        read_row_group(opened[r.path], r.key_groups[kg][0], r.path, columns)
+                        for r in refs
+                        if kg in r.key_groups
+                    ]
                 yield kg, tables
+
+    @contextmanager
+    def naming_corruption(self) -> Iterator[None]:
+        """A corrupt or missing data file (of this checkpoint or of an earlier one in its chain)
+        is reported with the checkpoint that references it."""
+        try:
+            yield
+        except CheckpointCorruptError as exc:
+            raise CheckpointCorruptError(
+                f"{exc.detail} (referenced by checkpoint {self.checkpoint_id} in {self.directory!r})"
+            ) from exc
 
     def restore_keyed(self, backend: AbstractKeyedStateBackend, uid: str) -> None:
         """Load into ``backend`` every key group of its range (at any parallelism)."""

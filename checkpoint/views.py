@@ -89,8 +89,16 @@ METADATA_SCHEMA = pa.schema(
         pa.field("pickled", pa.bool_()),
         pa.field("rows", pa.int64()),
         pa.field("bytes", pa.int64()),
+        pa.field("checkpoint_type", pa.string()),
+        pa.field("files", pa.int32()),
+        pa.field("delta_files", pa.int32()),
+        pa.field("file_checkpoints", pa.list_(pa.int64())),
     ]
 )
+"""One row per operator and state. ``checkpoint_type``: ``full``, ``incremental`` (it
+references files of earlier checkpoints) or ``savepoint``; ``files``/``delta_files``: the
+state's data files (all subtasks) and how many of them hold changes over earlier ones;
+``file_checkpoints``: the checkpoints that wrote them (empty for older manifests)."""
 
 
 def _positions(values: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -11,7 +11,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flinkstate.state.keygroups import KeyGroupRange
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
@@ -19,6 +19,7 @@ from flinkstate.state.snapshot import KeyedStateSnapshot, StateMetaInfo
 from flinkstate.state.types import TypeInformation
 
 from .format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator
+from .increments import BaseChain, ChainPolicy, IncrementalKeyedWriter
 from .manifest import FileRef, Files, OperatorStateInfo, SubtaskEntry
 from .storage import Storage
 
@@ -36,6 +37,8 @@ class SubtaskResult:
     operator_states: tuple[OperatorStateInfo, ...] = ()
     written: tuple[str, ...] = field(default=())
     """Paths (relative to the checkpoint directory) of the files written, for abort."""
+    incremental: bool = False
+    """Some state's files are an increment over an earlier checkpoint's."""
 
 
 def slug(name: str) -> str:
@@ -55,9 +58,21 @@ class SubtaskWriter:
     """Writes the files of one subtask of one operator into ``directory``."""
 
     def __init__(
-        self, directory: Storage, uid: str, subtask: int, parallelism: int, max_parallelism: int
+        self,
+        directory: Storage,
+        uid: str,
+        subtask: int,
+        parallelism: int,
+        max_parallelism: int,
+        checkpoint_id: int | None = None,
+        policy: ChainPolicy | None = None,
     ) -> None:
+        """``checkpoint_id`` is recorded as every file's origin; ``policy`` bounds the chains
+        of incremental snapshots (a snapshot with changes and a base is written as an increment)."""
         self.directory = directory
+        self.checkpoint_id = checkpoint_id
+        self.policy = policy or ChainPolicy()
+        self.incremental = False
         self.uid = uid
         self.subtask = subtask
         self.parallelism = parallelism
@@ -65,24 +80,33 @@ class SubtaskWriter:
         self._prefix = f"{uuid.uuid4().hex[:12]}-{slug(uid)}-{subtask}"
         self.written: list[str] = []
 
-    def _store(self, suffix: str, written: WrittenFile) -> FileRef:
+    def _store(self, suffix: str, written: WrittenFile, delta: bool = False) -> FileRef:
         name = f"{self._prefix}-{suffix}.parquet"
         self.written.append(name)
-        return store_file(self.directory, name, written)
+        ref = store_file(self.directory, name, written)
+        return replace(ref, checkpoint_id=self.checkpoint_id, delta=delta)
 
-    def keyed(self, snapshot: KeyedStateSnapshot) -> tuple[dict[str, Files], tuple[StateMetaInfo, ...]]:
-        """A file per state holding the snapshot's key groups (an empty state gets none)."""
+    def keyed(
+        self, snapshot: KeyedStateSnapshot, base: BaseChain | None = None
+    ) -> tuple[dict[str, Files], dict[str, Files], tuple[StateMetaInfo, ...]]:
+        """A file per state holding the snapshot's key groups (an empty state gets none), or,
+        for a snapshot with changes, the state's chain over ``base`` (see :mod:`.increments`)."""
+        metas = tuple(state.meta for state in snapshot.states.values())
+        if snapshot.changes is not None:
+            out = IncrementalKeyedWriter(self._store, self.policy).write(
+                snapshot, base, self.subtask, self.parallelism
+            )
+            self.incremental = out.incremental
+            return out.files, out.changes, metas
         files: dict[str, Files] = {}
-        metas = []
         for name, state in snapshot.states.items():
-            metas.append(state.meta)
             if snapshot.key_type is None:
                 continue
             groups = ((kg, state.columns(kg)) for kg in snapshot.key_group_range)
             written = write_keyed(state.meta, snapshot.key_type, groups)
             if written.rows:
                 files[name] = (self._store(f"k-{slug(name)}", written),)
-        return files, tuple(metas)
+        return files, {}, metas
 
     def operator(
         self, states: Iterable[OperatorStateData]
@@ -107,14 +131,16 @@ class SubtaskWriter:
         raw_keyed: dict[int, bytes] | None = None,
         raw_operator: list[bytes] | None = None,
         key_group_range: KeyGroupRange | None = None,
+        base: BaseChain | None = None,
     ) -> SubtaskResult:
         """Write whatever is given; return the subtask's commit message."""
         keyed_files: dict[str, Files] = {}
+        changes: dict[str, Files] = {}
         metas: tuple[StateMetaInfo, ...] = ()
         key_type = None
         rng = key_group_range
         if keyed is not None:
-            keyed_files, metas = self.keyed(keyed)
+            keyed_files, changes, metas = self.keyed(keyed, base)
             key_type, rng = keyed.key_type, keyed.key_group_range
         lists, broadcast, infos = self.operator(operator or ())
         raw_k = None if not raw_keyed else self._store("raw-keyed", write_raw_keyed(raw_keyed))
@@ -127,6 +153,7 @@ class SubtaskWriter:
             broadcast,
             raw_k,
             raw_o,
+            changes,
         )
         return SubtaskResult(
             self.uid,
@@ -137,6 +164,7 @@ class SubtaskWriter:
             metas,
             infos,
             tuple(self.written),
+            self.incremental,
         )
 
     def abort(self) -> None:

@@ -26,6 +26,7 @@ class OptionError(FlinkStateError, ValueError):
 READ_OPTIONS = (
     "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",
     "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks",
+    "readchangefeed", "changestartcheckpointid", "changeendcheckpointid",
 )  # fmt: skip
 WRITE_OPTIONS = (
     "path", "operator", "state", "statetype", "keycolumns", "valuecolumns", "maxparallelism",
@@ -37,7 +38,8 @@ _CANONICAL = {
     "keygroupsperpartition": "keyGroupsPerPartition", "statetype": "stateType", "keycolumns": "keyColumns",
     "valuecolumns": "valueColumns", "maxparallelism": "maxParallelism", "opcolumn": "opColumn",
     "positioncolumn": "positionColumn", "namespacecolumn": "namespaceColumn",
-    "userkeycolumn": "userKeyColumn", "keygroups": "keyGroups",
+    "userkeycolumn": "userKeyColumn", "keygroups": "keyGroups", "readchangefeed": "readChangeFeed",
+    "changestartcheckpointid": "changeStartCheckpointId", "changeendcheckpointid": "changeEndCheckpointId",
 }  # fmt: skip
 
 
@@ -115,6 +117,11 @@ class ReadOptions:
     keys: tuple[Any, ...] | None = None
     key_groups: frozenset[int] | None = None
     subtasks: frozenset[int] | None = None
+    read_change_feed: bool = False
+    change_start: int | None = None
+    change_end: int | None = None
+    """The change feed: the changes of the checkpoints ``change_start..change_end`` (inclusive;
+    ``None``: up to the latest)."""
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -134,7 +141,32 @@ class ReadOptions:
             _int(plain, "keygroupsperpartition", 32) or 32,
             _int(plain, "watermark", None, low=-(1 << 63)),
             *_selection(plain, state is not None),
+            *_change_feed(plain, state is not None),
         )
+
+
+def _change_feed(plain: Mapping[str, str], names_a_state: bool) -> tuple[bool, int | None, int | None]:
+    """Options ``readChangeFeed``, ``changeStartCheckpointId``, ``changeEndCheckpointId``."""
+    feed = _bool(plain, "readchangefeed", False)
+    start = _int(plain, "changestartcheckpointid", None)
+    end = _int(plain, "changeendcheckpointid", None)
+    if not feed:
+        if start is not None or end is not None:
+            raise OptionError(
+                "options changeStartCheckpointId and changeEndCheckpointId need readChangeFeed=true"
+            )
+        return False, None, None
+    if not names_a_state:
+        raise OptionError("option readChangeFeed reads the changes of one keyed state: name it with "
+                          "options operator and state")  # fmt: skip
+    if "checkpointid" in plain:
+        raise OptionError("option checkpointId selects one checkpoint; with readChangeFeed=true use "
+                          "changeStartCheckpointId and changeEndCheckpointId")  # fmt: skip
+    if start is None:
+        raise OptionError("option readChangeFeed=true needs changeStartCheckpointId")
+    if end is not None and end < start:
+        raise OptionError(f"option changeEndCheckpointId ({end}) is before changeStartCheckpointId ({start})")
+    return True, start, end
 
 
 def _selection(

@@ -236,10 +236,12 @@ class FlinkStateReader(DataSourceReader):
         by_group: dict[int, list[pa.Table]] = {}
         for ref, groups in partition.files:
             path = ref.path
-            pf = open_verified(storage, ref, whole=len(groups) == len(ref.key_groups))
-            file_schema = pf.schema_arrow
-            columns = self._needed_columns(file_schema, expired_before) if len(partition.files) == 1 else None
-            tables = read_row_groups(pf, [rg for _, rg in groups], path, columns)
+            with CompletedCheckpoint(storage, self.manifest).naming_corruption():
+                pf = open_verified(storage, ref, whole=len(groups) == len(ref.key_groups))
+                file_schema = pf.schema_arrow
+                single = len(partition.files) == 1 and "op" not in file_schema.names  # deltas merge whole
+                columns = self._needed_columns(file_schema, expired_before) if single else None
+                tables = read_row_groups(pf, [rg for _, rg in groups], path, columns)
             for (kg, _), table in zip(groups, tables, strict=True):
                 for field in file_schema:  # columns not decoded: placeholders never shown
                     if field.name not in table.column_names:

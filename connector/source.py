@@ -23,6 +23,14 @@ class FlinkStateDataSource(DataSource):
         from .reader import open_for_read, view_schema_of
 
         options = ReadOptions.parse(self.options)
+        if options.read_change_feed:
+            from .changefeed import change_feed_schema, open_range
+
+            last = open_range(options)[-1]
+            schema = change_feed_schema(
+                last.operator(options.operator or ""), options.state or "", options.flatten
+            )
+            return from_arrow_schema(schema)
         return from_arrow_schema(view_schema_of(options, open_for_read(options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -31,7 +39,12 @@ class FlinkStateDataSource(DataSource):
         from .reader import FlinkStateReader, open_for_read
 
         options = ReadOptions.parse(self.options)
-        return FlinkStateReader(options, open_for_read(options), to_arrow_schema(schema, timezone="UTC"))
+        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        if options.read_change_feed:
+            from .changefeed import ChangeFeedReader, open_range
+
+            return ChangeFeedReader(options, open_range(options), arrow_schema)
+        return FlinkStateReader(options, open_for_read(options), arrow_schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from .writer import BootstrapWriter

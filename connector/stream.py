@@ -4,14 +4,20 @@ Tasks write the batch's rows as upsert files under ``<path>/_data`` (an optional
 ``opColumn`` marks deletes). The driver's commit adds them, in order, to the latest
 version and commits a new version that records Spark's batch id. Spark commits at least
 once: a batch id that is not after the recorded one changes nothing (its files are
-deleted), so a replay is harmless, and a restarted query simply continues. When a
-subtask holds more than ``COMPACT_AFTER`` files of the state they are merged into one.
+deleted), so a replay is harmless, and a restarted query simply continues.
+
+Every version is an incremental checkpoint (see :mod:`flinkstate.checkpoint.increments`):
+a batch's files are deltas with the version as their origin, after the files of earlier
+versions. When a subtask's chain grows past the chain policy (more than ``COMPACT_AFTER``
+files, or deltas larger than the base) it is merged into one full file; the batch's own
+files then stay beside it for the change feed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -19,7 +25,8 @@ from pyspark.sql.types import StructType
 
 from flinkstate.checkpoint import CheckpointExistsError, Manifest, publish_manifest
 from flinkstate.checkpoint.format import storage_table, write_row_groups
-from flinkstate.checkpoint.manifest import FileRef, OperatorEntry, SubtaskEntry
+from flinkstate.checkpoint.increments import ChainPolicy
+from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.merge import merge_keyed
 from flinkstate.checkpoint.restore import CompletedCheckpoint
 from flinkstate.checkpoint.storage import Storage
@@ -39,6 +46,7 @@ from .writer import operator_entry, store, task_files, write_task
 
 BATCH_ID = "spark.batch_id"
 COMPACT_AFTER = 16
+POLICY = ChainPolicy(max_files=COMPACT_AFTER)
 RETAIN = 3
 
 
@@ -72,16 +80,16 @@ class StateSink(DataSourceStreamArrowWriter):
         ids = version_ids(root)
         version = (ids[-1] if ids else 0) + 1
         new_dir = f"chk-{version}"
-        moved = [(i, _from_data(ref)) for i, ref in files]
+        moved = [(i, replace(_from_data(ref), checkpoint_id=version, delta=True)) for i, ref in files]
         if base is not None:
             base = rebase(base, f"chk-{done[-1]}", new_dir)
         old = base.operator(self.options.operator) if base is not None else None
         op = _append(operator_entry(self.plan, [], old), old, moved, self.options.state)
-        op = self._compact(root, new_dir, op)
+        op = self._compact(root, new_dir, op, version, moved)
         manifest = replace_operator(base or Manifest(version), op)
-        manifest = Manifest(
-            version, "checkpoint", manifest.operators, {BATCH_ID: str(batchId)}, int(time.time() * 1000)
-        )
+        earlier = any(f.checkpoint_id != version for f in manifest.files())
+        manifest = Manifest(version, "checkpoint", manifest.operators, {BATCH_ID: str(batchId)},
+                            int(time.time() * 1000), earlier)  # fmt: skip
         try:
             publish_manifest(
                 root.child(new_dir), manifest, [], root=root, retain=self.options.retain or RETAIN
@@ -98,14 +106,16 @@ class StateSink(DataSourceStreamArrowWriter):
         for _, ref in files:
             root.child(DATA_DIR).delete(ref.path)
 
-    def _compact(self, root: Storage, new_dir: str, op: OperatorEntry) -> OperatorEntry:
-        """Merge a subtask's files of the state into one when there are too many."""
+    def _compact(
+        self, root: Storage, new_dir: str, op: OperatorEntry, version: int, batch: list[tuple[int, FileRef]]
+    ) -> OperatorEntry:
+        """Merge a subtask's chain of the state into one file when it is past the policy."""
         meta = op.keyed_state(self.options.state)
         assert meta is not None and op.key_type is not None
         subtasks = []
         for st in op.subtasks:
             refs = st.keyed.get(meta.name, ())
-            if len(refs) <= COMPACT_AFTER:
+            if not refs or not POLICY.exceeded(refs):
                 subtasks.append(st)
                 continue
             reader = CompletedCheckpoint(root.child(new_dir), Manifest(0, operators=(op,)), allow_pickle=True)
@@ -120,17 +130,15 @@ class StateSink(DataSourceStreamArrowWriter):
             if tables:
                 written = write_row_groups(tables[0][1].schema, tables)
                 ref = store(root.child(DATA_DIR), "compacted", st.index, written)
-                keyed[meta.name] = (_from_data(ref),)
-            subtasks.append(SubtaskEntry(st.index, st.key_group_range, keyed, st.operator, st.broadcast,
-                                         st.raw_keyed, st.raw_operator))  # fmt: skip
-        return OperatorEntry(op.uid, op.parallelism, op.max_parallelism, op.key_type, op.keyed_states,
-                             op.operator_states, tuple(subtasks))  # fmt: skip
+                keyed[meta.name] = (replace(_from_data(ref), checkpoint_id=version),)
+            mine = tuple(ref for i, ref in batch if i == st.index)
+            changes = {**st.changes, meta.name: mine} if mine else dict(st.changes)
+            subtasks.append(replace(st, keyed=keyed, changes=changes))
+        return replace(op, subtasks=tuple(subtasks))
 
 
 def _from_data(ref: FileRef) -> FileRef:
     """A file written under ``_data``, as seen from a version directory."""
-    from dataclasses import replace
-
     return replace(ref, path=f"../{DATA_DIR}/{ref.path}")
 
 
@@ -145,7 +153,5 @@ def _append(
         keyed = dict(st.keyed)
         if earlier or mine:
             keyed[state] = (*earlier, *mine)
-        subtasks.append(SubtaskEntry(st.index, st.key_group_range, keyed, st.operator, st.broadcast,
-                                     st.raw_keyed, st.raw_operator))  # fmt: skip
-    return OperatorEntry(op.uid, op.parallelism, op.max_parallelism, op.key_type, op.keyed_states,
-                         op.operator_states, tuple(subtasks))  # fmt: skip
+        subtasks.append(replace(st, keyed=keyed, changes={}))  # earlier versions' changes stay theirs
+    return replace(op, subtasks=tuple(subtasks))

@@ -7,10 +7,11 @@ plus key listing and snapshots; TTL decoration happens here, once, for all backe
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar, cast, overload
 
+from .changes import Changed, ChangeLog
 from .descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -107,6 +108,7 @@ class AbstractKeyedStateBackend(ABC):
             raise StateTypeError(f"a time provider needs current_timestamp() -> int, got {time_provider!r}")
         self.time_provider = time_provider
         self._watermark = WatermarkTimeProvider()
+        self.change_log = ChangeLog()
 
     # -- keys --------------------------------------------------------------------
 
@@ -328,6 +330,7 @@ class AbstractKeyedStateBackend(ABC):
             raise StateAccessError(
                 f"state {meta.name!r} is already in use; restore before use", code="RESTORE_AFTER_USE"
             )
+        self.change_log.reset()  # restored entries are no change of a checkpoint of ours
         known = self._metas.get(meta.name)
         if known is None:
             self._metas[meta.name] = meta
@@ -401,6 +404,28 @@ class AbstractKeyedStateBackend(ABC):
     @abstractmethod
     def snapshot(self) -> KeyedStateSnapshot:
         """Freeze every state (the synchronous part of a checkpoint)."""
+
+    def _take_changes(self) -> Mapping[str, Changed] | None:
+        """Hand over the changes recorded per state and start recording anew (see
+        :mod:`.changes`); ``None`` when this backend does not record changes."""
+        return None
+
+    def snapshot_for_checkpoint(self, checkpoint_id: int) -> KeyedStateSnapshot:
+        """:meth:`snapshot` plus, when the backend records changes, what changed since its
+        last completed checkpoint (taken at the same moment). Confirm it with
+        ``snapshot.changes.confirm(id)`` or :meth:`notify_checkpoint_complete` once the
+        checkpoint commits; until then every later increment still carries those changes."""
+        self._check_open()
+        taken = self._take_changes()
+        snap = self.snapshot()
+        if taken is not None:
+            snap.changes = self.change_log.take(checkpoint_id, taken)
+        return snap
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` (taken by :meth:`snapshot_for_checkpoint`) committed
+        elsewhere (e.g. by a driver): later increments build on it."""
+        self.change_log.complete_checkpoint(checkpoint_id)
 
     def _check_open(self) -> None:
         if self._closed:

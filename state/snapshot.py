@@ -9,10 +9,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .descriptors import StateKind
+from .errors import StateAccessError
 from .keygroups import KeyGroupRange
 from .types import TypeInformation
 
 if TYPE_CHECKING:
+    from .changes import ChangeSet
     from .ttl.config import StateTtlConfig
 
 
@@ -74,6 +76,32 @@ def plain_columns(keys: list[Any], namespaces: list[Any] | None, states: list[An
     return StateColumns(keys, namespaces, states)
 
 
+@dataclass
+class ChangedEntries:
+    """A key group's changed entries, as an increment writes them: ``deletes`` (keys and
+    namespaces of scopes removed, or for LIST and MAP replaced whole) applied before
+    ``upserts`` (the scopes' values as of the snapshot)."""
+
+    deletes: StateColumns
+    upserts: StateColumns
+
+    def __len__(self) -> int:
+        return len(self.deletes) + len(self.upserts)
+
+    @staticmethod
+    def of(
+        meta: StateMetaInfo, upserts: StateColumns, gone: list[tuple[Any, Any]], composite: bool
+    ) -> ChangedEntries:
+        """Deletes for ``gone`` scopes and, since their rows append, for every LIST/MAP upsert."""
+        keys = [k for k, _ in gone]
+        namespaces = [n for _, n in gone]
+        if meta.kind in (StateKind.LIST, StateKind.MAP):
+            keys += upserts.keys
+            namespaces += upserts.namespaces or [None] * len(upserts.keys)
+        deletes = StateColumns(keys, namespaces if composite else None, [None] * len(keys))
+        return ChangedEntries(deletes, upserts)
+
+
 class StateSnapshot(ABC):
     """One state's frozen entries, readable key group by key group."""
 
@@ -86,6 +114,13 @@ class StateSnapshot(ABC):
     def entries(self, key_group: int) -> Iterator[StateEntry]:
         """The entries of ``key_group`` one by one."""
         return self.columns(key_group).entries()
+
+    def changed_entries(self, key_group: int, ids: set[Any]) -> ChangedEntries:
+        """The entries of ``key_group`` whose ids (from a :class:`~.changes.ChangeSet`) are
+        ``ids``, as of the snapshot. Only backends that record changes are asked."""
+        raise StateAccessError(
+            f"state {self.meta.name!r}: this backend does not record changes", code="CHANGES_UNSUPPORTED"
+        )
 
     @abstractmethod
     def release(self) -> None: ...
@@ -103,6 +138,8 @@ class KeyedStateSnapshot:
     max_parallelism: int
     key_group_range: KeyGroupRange
     states: Mapping[str, StateSnapshot]
+    changes: ChangeSet | None = None
+    """What changed since the last completed checkpoint (only when taken for an increment)."""
 
     def release(self) -> None:
         for state in self.states.values():

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..backend import AbstractKeyedStateBackend
+from ..changes import Changed
 from ..descriptors import (
     AggregatingStateDescriptor,
     MapStateDescriptor,
@@ -77,6 +78,8 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         table = self._tables.get(meta.name)
         if table is None:
             table = StateTable(meta, self.key_group_range, self._create_map, copy_state, self._guard)
+            if self.change_log.recording:
+                table.record_changes()
             self._tables[meta.name] = table
         return table
 
@@ -134,6 +137,10 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
 
     def _keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
         return self._tables[state_name].keys(namespace)
+
+    def _take_changes(self) -> dict[str, Changed]:
+        taken = {name: table.record_changes() for name, table in self._tables.items()}
+        return {name: changed for name, changed in taken.items() if changed is not None}
 
     def snapshot(self) -> KeyedStateSnapshot:
         self._check_open()

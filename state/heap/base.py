@@ -6,22 +6,35 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..interfaces import InternalMergingState
-from .state_table import StateTable
+from .state_table import COMPACT_MASK, StateTable, compact
 
 
 class AbstractHeapState(InternalMergingState):
     """Reads and writes the state map of the current key group.
 
-    Subclasses spell out their kind's rules; merging kinds define :meth:`_merge`.
+    Subclasses spell out their kind's rules; merging kinds define :meth:`_merge`. Every
+    write notes its scope in ``_changes`` when the backend records changes (see
+    :attr:`StateTable.changes`): one list append.
     """
 
-    __slots__ = ("_ctx", "_maps", "_ns", "_table")
+    __slots__ = ("_changes", "_ctx", "_maps", "_ns", "_table")
 
     def __init__(self, table: StateTable, ctx: Any) -> None:
         self._table = table
         self._maps = table.lookup
+        self._changes = table.changes
         self._ctx = ctx
         self._ns: Any = None
+
+    def _changed(self) -> None:
+        """Note that the current scope changed (when recording)."""
+        if self._changes:
+            ctx = self._ctx
+            key, ns = ctx.key, self._ns
+            changed = self._changes[ctx.kgi]
+            changed.append(key if ns is None and type(key) is not tuple else (key, ns))
+            if not len(changed) & COMPACT_MASK:
+                compact(changed)
 
     def set_current_namespace(self, namespace: Any) -> None:
         if namespace is not None:
@@ -31,6 +44,7 @@ class AbstractHeapState(InternalMergingState):
     def clear(self) -> None:
         ctx = self._ctx
         self._maps[ctx.kgi].remove(ctx.key, self._ns)
+        self._changed()
 
     def get_internal(self) -> Any:
         ctx = self._ctx
@@ -42,6 +56,7 @@ class AbstractHeapState(InternalMergingState):
             self._maps[ctx.kgi].remove(ctx.key, self._ns)
         else:
             self._maps[ctx.kgi].put(ctx.key, self._ns, value)
+        self._changed()
 
     def _merge(self, a: Any, b: Any) -> Any:
         raise TypeError(f"{type(self).__name__} does not merge namespaces")
@@ -56,6 +71,7 @@ class AbstractHeapState(InternalMergingState):
             self._table.check_namespace(source)
             old = state_map.remove(ctx.key, source)
             if old is not None:
+                self._table.record(ctx.kgi, ctx.key, source)
                 merged = old if merged is None else self._merge(merged, old)
         if merged is not None:
             self._table.check_namespace(target)
@@ -65,3 +81,4 @@ class AbstractHeapState(InternalMergingState):
                 state_map.remove(ctx.key, target)
             else:
                 state_map.put(ctx.key, target, result)
+            self._table.record(ctx.kgi, ctx.key, target)

@@ -19,10 +19,10 @@ state's fast path); the backend hands over ROW keys as plain tuples (never subcl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot
+from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose
 
 # Bucket table sizes: primes just below powers of two, so strided int keys spread well.
 _SIZES = (
@@ -34,14 +34,6 @@ BUCKET_LOAD = 128
 """Average entries per bucket at which the table grows."""
 
 Buckets = list[dict[Any, Any] | None]
-
-
-def _compose(key: Any, namespace: Any) -> Any:
-    return key if namespace is None and type(key) is not tuple else (key, namespace)
-
-
-def _decompose(ck: Any) -> tuple[Any, Any]:
-    return (ck[0], ck[1]) if type(ck) is tuple else (ck, None)
 
 
 def _next_size(n: int) -> int:
@@ -133,7 +125,7 @@ class CopyOnWriteStateMap(StateMap):
             self._start_rehash()
 
     def remove(self, key: Any, namespace: Any) -> Any:
-        ck = _compose(key, namespace)
+        ck = compose(key, namespace)
         if self._new is not None:
             self._migrate()
         table, versions, i = self._slot(hash(ck))
@@ -146,7 +138,7 @@ class CopyOnWriteStateMap(StateMap):
         return bucket.pop(ck)
 
     def contains(self, key: Any, namespace: Any) -> bool:
-        ck = _compose(key, namespace)
+        ck = compose(key, namespace)
         if self._new is not None:
             self._migrate()
         table, _, i = self._slot(hash(ck))
@@ -251,7 +243,7 @@ def _entries(tables: list[Buckets]) -> Iterator[Entry]:
         for bucket in table:
             if bucket:
                 for ck, state in bucket.items():
-                    key, ns = _decompose(ck)
+                    key, ns = decompose(ck)
                     yield key, ns, state
 
 
@@ -276,8 +268,25 @@ class _CowSnapshot(StateMapSnapshot):
                     states.extend(bucket.values())
         if not composite:
             return keys, None, states
-        pairs = [_decompose(ck) for ck in keys]
+        pairs = [decompose(ck) for ck in keys]
         return [p[0] for p in pairs], [p[1] for p in pairs], states
+
+    def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+        found: list[Any] = []
+        states: list[Any] = []
+        missing: list[Any] = []
+        tables = [(t, len(t)) for t in self._tables]  # an entry is in exactly one (moved ones leave)
+        for ck in cks:
+            h = hash(ck)
+            for table, n in tables:
+                bucket = table[h % n]
+                if bucket is not None and ck in bucket:
+                    found.append(ck)
+                    states.append(bucket[ck])
+                    break
+            else:
+                missing.append(ck)
+        return found, states, missing
 
     def release(self) -> None:
         if self._map is not None:
@@ -351,4 +360,4 @@ class _CowCursor(MapCursor):
             self._hints[self._index - 1] = hint
 
     def entry(self, handle: Any) -> tuple[Any, Any]:
-        return _decompose(handle)
+        return decompose(handle)

@@ -27,6 +27,7 @@ class HeapListState(AbstractHeapState, ListState[Any]):
             state_map.put(ctx.key, self._ns, [value])
         else:
             stored.append(value)
+        self._changed()
 
     def add_all(self, values: list[Any]) -> None:
         items = checked_elements(values, "add_all")
@@ -39,6 +40,7 @@ class HeapListState(AbstractHeapState, ListState[Any]):
             state_map.put(ctx.key, self._ns, items)
         else:
             stored.extend(items)
+        self._changed()
 
     def update(self, values: list[Any]) -> None:
         items = checked_elements(values, "update")

@@ -30,6 +30,7 @@ class HeapMapState(AbstractHeapState, MapState[Any, Any]):
             state_map.put(ctx.key, self._ns, {key: value})
         else:
             stored[key] = value
+        self._changed()
 
     def put_all(self, dict_value: Mapping[Any, Any] | None) -> None:
         if dict_value is None:
@@ -46,6 +47,7 @@ class HeapMapState(AbstractHeapState, MapState[Any, Any]):
             state_map.put(ctx.key, self._ns, items)
         else:
             stored.update(items)
+        self._changed()
 
     def remove(self, key: Any) -> None:
         ctx = self._ctx
@@ -55,6 +57,7 @@ class HeapMapState(AbstractHeapState, MapState[Any, Any]):
             del stored[key]
             if not stored:
                 state_map.remove(ctx.key, self._ns)
+            self._changed()
 
     def contains(self, key: Any) -> bool:
         stored = self._stored()

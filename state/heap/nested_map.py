@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot
+from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, decompose
 
 
 class NestedStateMap(StateMap):
@@ -68,10 +68,28 @@ class NestedStateMap(StateMap):
 
 
 class _NestedSnapshot(StateMapSnapshot):
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_index")
 
     def __init__(self, data: list[tuple[Any, dict[Any, Any]]]) -> None:
         self._data = data
+        self._index: dict[Any, dict[Any, Any]] | None = None
+
+    def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+        if self._index is None:
+            self._index = dict(self._data)
+        found: list[Any] = []
+        states: list[Any] = []
+        missing: list[Any] = []
+        for ck in cks:
+            key, namespace = decompose(ck)
+            inner = self._index.get(namespace)
+            state = None if inner is None else inner.get(key)
+            if state is None:
+                missing.append(ck)
+            else:
+                found.append(ck)
+                states.append(state)
+        return found, states, missing
 
     def entries(self) -> Iterator[Entry]:
         for ns, inner in self._data:
@@ -91,6 +109,7 @@ class _NestedSnapshot(StateMapSnapshot):
 
     def release(self) -> None:
         self._data = []
+        self._index = None
 
 
 class _NestedCursor(MapCursor):

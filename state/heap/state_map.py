@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..interfaces import StoredEntry
@@ -11,6 +11,16 @@ from ..interfaces import StoredEntry
 Entry = StoredEntry
 
 CopyFn = Callable[[Any], Any]
+
+
+def compose(key: Any, namespace: Any) -> Any:
+    """The composite key of (key, namespace): the key alone when the namespace is void and
+    the key is not a plain tuple, else the pair (the copy-on-write map's storage key)."""
+    return key if namespace is None and type(key) is not tuple else (key, namespace)
+
+
+def decompose(ck: Any) -> tuple[Any, Any]:
+    return (ck[0], ck[1]) if type(ck) is tuple else (ck, None)
 
 
 class StateMapSnapshot(ABC):
@@ -23,6 +33,11 @@ class StateMapSnapshot(ABC):
     def raw_columns(self, composite: bool) -> tuple[list[Any], list[Any] | None, list[Any]]:
         """(keys, namespaces or None when all void, states); ``composite``: keys may be
         tuples or namespaces non-void (otherwise a C-speed path is taken)."""
+
+    @abstractmethod
+    def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+        """Composite keys (see :func:`compose`) as of the snapshot: (those present, their
+        states, those absent)."""
 
     @abstractmethod
     def release(self) -> None:

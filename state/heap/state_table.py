@@ -6,12 +6,28 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from ..changes import Changed
 from ..errors import StateAccessError, StateTypeError
 from ..interfaces import StateIncrementalVisitor
 from ..keygroups import KeyGroupRange
-from ..snapshot import ColumnTransform, StateColumns, StateMetaInfo, StateSnapshot, plain_columns
+from ..snapshot import (
+    ChangedEntries,
+    ColumnTransform,
+    StateColumns,
+    StateMetaInfo,
+    StateSnapshot,
+    plain_columns,
+)
 from ..types import TypeInformation, infer_type
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot
+from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose
+
+COMPACT_MASK = (1 << 16) - 1
+"""A change list drops its repeats whenever its length is a multiple of this plus one."""
+
+
+def compact(changed: list[Any]) -> None:
+    """Drop the repeats of a change list, in place."""
+    changed[:] = dict.fromkeys(changed)
 
 
 class _GuardMap(StateMap):
@@ -74,6 +90,25 @@ class StateTable:
         self.namespace_type: TypeInformation | None = None
         self._ns_pytype: type | None = None
         self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns
+        self.changes: list[list[Any]] = []
+        """Empty when not recording; else one list of changed composite keys per key-group
+        index, plus one for the guard (the list object stays, its lists are replaced). A
+        write appends (cheaper than a set insert: no probing); every ``COMPACT_EVERY``
+        appends a list drops its repeats, so hot keys cost no memory."""
+
+    def record_changes(self) -> Changed | None:
+        """Start a new epoch: return the lists recorded so far (``None`` if not recording)."""
+        taken: Changed | None = list(self.changes[:-1]) if self.changes else None
+        self.changes[:] = [[] for _ in range(len(self.maps) + 1)]
+        return taken
+
+    def record(self, kgi: int, key: Any, namespace: Any) -> None:
+        """Note that the entry (key, namespace) of key-group index ``kgi`` changed."""
+        if self.changes:
+            changed = self.changes[kgi]
+            changed.append(compose(key, namespace))
+            if not len(changed) & COMPACT_MASK:
+                compact(changed)
 
     def set_namespace_type(self, namespace_type: TypeInformation | None) -> None:
         """Adopt a restored namespace type."""
@@ -139,6 +174,19 @@ class HeapStateSnapshot(StateSnapshot):
         keys, namespaces, states = self._snapshots[key_group - self._range.start].raw_columns(self._composite)
         return self._transform(keys, namespaces, states)
 
+    def changed_entries(self, key_group: int, ids: set[Any]) -> ChangedEntries:
+        if not self._snapshots:
+            raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
+        found, states, missing = self._snapshots[key_group - self._range.start].resolve(ids)
+        if self._composite:
+            pairs = [decompose(ck) for ck in found]
+            keys, namespaces = [p[0] for p in pairs], [p[1] for p in pairs]
+            upserts = self._transform(keys, namespaces, states)
+        else:  # keys stored alone: the composite key is the key
+            upserts = self._transform(found, None, states)
+        gone = [decompose(ck) for ck in missing]
+        return ChangedEntries.of(self.meta, upserts, gone, self._composite)
+
     def release(self) -> None:
         for snap in self._snapshots:
             snap.release()
@@ -149,6 +197,7 @@ class HeapIncrementalVisitor(StateIncrementalVisitor):
     """Walks a table's maps key group by key group, resuming where it stopped."""
 
     def __init__(self, table: StateTable) -> None:
+        self._table = table
         self._maps = table.maps
         self._index = 0
         self._cursor = self._maps[0].cursor()
@@ -166,9 +215,11 @@ class HeapIncrementalVisitor(StateIncrementalVisitor):
             self._cursor = self._maps[self._index].cursor()
 
     def remove(self, handle: Any) -> None:
+        self._table.record(self._index, *self._cursor.entry(handle))
         self._cursor.remove(handle)
 
     def update(self, handle: Any, state: Any) -> None:
+        self._table.record(self._index, *self._cursor.entry(handle))
         self._cursor.update(handle, state)
 
     def skip(self, fresh_after: Any) -> int:

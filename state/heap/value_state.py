@@ -6,6 +6,7 @@ from typing import Any
 
 from ..interfaces import ValueState
 from .base import AbstractHeapState
+from .state_table import compact
 
 
 class HeapValueState(AbstractHeapState, ValueState[Any]):
@@ -25,15 +26,24 @@ class HeapValueState(AbstractHeapState, ValueState[Any]):
 
     def update(self, value: Any) -> None:
         ctx = self._ctx
-        state_map = self._maps[ctx.kgi]
+        kgi = ctx.kgi
+        state_map = self._maps[kgi]
         key = ctx.key
         if value is None:
             state_map.remove(key, self._ns)
+            self._changed()
             return
         table = state_map.fast_table
         if table is not None and self._ns is None and type(key) is not tuple:
             bucket = table[hash(key) % len(table)]
             if bucket is not None and key in bucket:
                 bucket[key] = value
+                changes = self._changes
+                if changes:
+                    changed = changes[kgi]
+                    changed.append(key)
+                    if not len(changed) & 0xFFFF:  # COMPACT_MASK, inlined
+                        compact(changed)
                 return
         state_map.put(key, self._ns, value)
+        self._changed()

@@ -41,9 +41,9 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     event = threading.Event()
     original = writer_module.SubtaskWriter.keyed
 
-    def held(self: Any, snapshot: KeyedStateSnapshot) -> Any:
+    def held(self: Any, snapshot: KeyedStateSnapshot, *args: Any) -> Any:
         assert event.wait(30), "the test never opened the gate"
-        return original(self, snapshot)
+        return original(self, snapshot, *args)
 
     monkeypatch.setattr(writer_module.SubtaskWriter, "keyed", held)
     yield event

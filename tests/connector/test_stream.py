@@ -65,6 +65,18 @@ def test_upserts_and_deletes_across_a_restart(spark: Any, tmp_path: Path) -> Non
     assert backend.get_state(ValueStateDescriptor("count", Types.LONG())).value() == 100
     backend.set_current_key(9)
     assert backend.get_state(ValueStateDescriptor("count", Types.LONG())).value() is None
+    feed = (  # every version is an incremental checkpoint: its batch is its change feed
+        spark.read.format("flinkstate")
+        .option("operator", "op")
+        .option("state", "count")
+        .option("readChangeFeed", "true")
+        .option("changeStartCheckpointId", "2")
+        .load(str(target))
+    )
+    assert sorted((r.checkpoint_id, r.key, r.value, r.change_type) for r in feed.collect()) == [
+        (2, 1, 100, "update"),
+        (2, 9, None, "delete"),
+    ]
 
 
 def test_list_state_appends_per_batch(spark: Any, tmp_path: Path) -> None:

@@ -1,0 +1,137 @@
+"""P14: incremental checkpoints against full ones, and the cost of recording changes."""
+
+from __future__ import annotations
+
+import gc
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+
+from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, PendingCheckpoint
+from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
+
+from common import Result, paired
+
+DESC = ValueStateDescriptor("v", Types.LONG())
+
+
+def _filled(n: int) -> HeapKeyedStateBackend:
+    backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    state = backend.get_state(DESC)
+    for k in range(n):
+        backend.set_current_key(k)
+        state.update(k)
+    return backend
+
+
+def _checkpoint(storage: CheckpointStorage, backend: HeapKeyedStateBackend) -> tuple[float, float, int]:
+    """(synchronous part: the snapshot, whole checkpoint: begin to commit) in seconds, and
+    the bytes it wrote."""
+    gc.collect()
+    start = time.perf_counter()
+    pending: PendingCheckpoint = storage.begin()
+    begun = time.perf_counter()
+    future = pending.write_keyed("op", backend)
+    sync = time.perf_counter() - begun
+    future.result()
+    done = pending.commit()
+    total = time.perf_counter() - start
+    written = sum(f.size for f in done.manifest.files() if f.checkpoint_id == done.checkpoint_id)
+    return sync, total, written
+
+
+def _restore(storage: CheckpointStorage) -> float:
+    checkpoint: CompletedCheckpoint = storage.load()
+    gc.collect()
+    start = time.perf_counter()
+    backend = checkpoint.keyed_backend("op", 0, 1)
+    elapsed = time.perf_counter() - start
+    backend.close()
+    return elapsed
+
+
+def _update_some(backend: HeapKeyedStateBackend, keys: list[int], round_: int) -> None:
+    state = backend.get_state(DESC)
+    for k in keys:
+        backend.set_current_key(k)
+        state.update(k + round_)
+
+
+def checkpoints(quick: bool) -> Iterator[Result]:
+    n = 200_000 if quick else 5_000_000
+    increments = 3 if quick else 10
+    rng = random.Random(14)
+    work = tempfile.mkdtemp(prefix="p14-")
+    try:
+        backend = _filled(n)
+        incremental = CheckpointStorage(f"{work}/incr", retain=1, incremental=True)
+        full = CheckpointStorage(f"{work}/full", retain=1)
+        _checkpoint(incremental, backend)  # the base
+        rounds = []
+        for i in range(increments):
+            _update_some(backend, rng.sample(range(n), n // 100), i + 1)
+            rounds.append((_checkpoint(incremental, backend), _checkpoint(full, backend)))
+        chain = incremental.load().manifest.files()
+        assert len(chain) == increments + 1, "the chain should be the base and every increment"
+        restores = [(_restore(incremental), _restore(full)) for _ in range(1 if quick else 3)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    what = f"{n} ValueState entries, 1% of the keys updated"
+    measures = (
+        ("synchronous part", "ms", 1e3),
+        ("whole checkpoint", "ms", 1e3),
+        ("bytes written", "bytes", 1),
+    )
+    for index, (label, unit, scale) in enumerate(measures):
+        ours, anchor, ratio = paired([(r[0][index] * scale, r[1][index] * scale) for r in rounds])
+        yield Result("P14", f"incremental checkpoint, {label} ({what})", ours, unit,
+                     f"full checkpoint of the same state, {label}", anchor, 1 / ratio,
+                     "<= 0.05x (ratio >= 20)", ratio <= 0.05)  # fmt: skip
+    ours, anchor, ratio = paired(restores)
+    yield Result("P14", f"restore of a base plus {increments} increments ({n} entries)", ours * 1e3, "ms",
+                 "restore of a full checkpoint of the same state", anchor * 1e3, 1 / ratio,
+                 "<= 1.5x the time (ratio >= 0.67)", ratio <= 1.5)  # fmt: skip
+
+
+def recording(quick: bool) -> Iterator[Result]:
+    """Per update(): a backend recording changes against one that does not, same keys."""
+    n = 200_000 if quick else 1_000_000
+    recording_backend, plain = _filled(n), _filled(n)
+    recording_backend.snapshot_for_checkpoint(1).release()  # recording starts with the first checkpoint
+    plain.snapshot().release()
+    keys = list(range(n))
+    random.Random(3).shuffle(keys)
+
+    def run(backend: HeapKeyedStateBackend, value: int) -> float:
+        state = backend.get_state(DESC)
+        set_key, update = backend.set_current_key, state.update
+        gc.collect()
+        start = time.perf_counter()
+        for k in keys:
+            set_key(k)
+            update(value)
+        return (time.perf_counter() - start) / n
+
+    rounds = []
+    for i in range(3 if quick else 7):
+        with recording_backend.snapshot_for_checkpoint(i + 2) as snap:  # a new epoch: empty sets
+            snap.changes.confirm(i + 2)  # type: ignore[union-attr]
+        if i % 2:
+            rounds.append((run(recording_backend, i), run(plain, i)))
+        else:
+            anchor = run(plain, i)
+            rounds.append((run(recording_backend, i), anchor))
+    ours, anchor, ratio = paired(rounds)
+    yield Result("P14", f"set_current_key + update() with change recording ({n} keys, every key once)",
+                 ours * 1e9, "ns", "the same on a backend that does not record changes", anchor * 1e9,
+                 1 / ratio, "<= 1.10x the time (ratio >= 0.91)", ratio <= 1.10)  # fmt: skip
+
+
+def p14(quick: bool) -> Iterator[Result]:
+    yield from recording(quick)
+    yield from checkpoints(quick)
+
+
+BENCHMARKS = {"P14": p14}

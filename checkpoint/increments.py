@@ -1,0 +1,214 @@
+"""Incremental checkpoints: a state's files are its base plus the changes written since.
+
+A subtask's keyed state in an incremental checkpoint is, per state, a chain of files
+applied in order: the last full file (the base) and one delta file per later checkpoint
+that changed the state. A delta file has the state's usual columns plus ``op`` (int8):
+deletes (``op = 1``: the scope is removed, or for LIST and MAP replaced whole) come
+before the upserts of the same key group, so applying the chain in order gives exactly
+the state as of the checkpoint (see :mod:`flinkstate.checkpoint.merge`).
+
+A state is written in full instead when there is nothing to build on (the first
+checkpoint, a restore, another parallelism or key-group range, a changed state
+description), when its TTL cleans up in full snapshots (expiry must show in every
+checkpoint), or when its chain would grow past the :class:`ChainPolicy` (a compaction:
+the delta is then kept beside the full file for the change feed only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from flinkstate.state.changes import ChangeSet
+from flinkstate.state.snapshot import ChangedEntries, KeyedStateSnapshot, StateMetaInfo, StateSnapshot
+from flinkstate.state.types import TypeInformation
+
+from .errors import CheckpointError
+from .format import WrittenFile, keyed_schema, storage_table, write_keyed, write_row_groups
+from .manifest import FileRef, Files, OperatorEntry, SubtaskEntry
+from .storage import Storage
+from .versions import load_version, rebase
+
+OP = pa.field("op", pa.int8(), nullable=False)
+
+
+@dataclass(frozen=True)
+class ChainPolicy:
+    """When a state's chain of files is compacted into one full file.
+
+    ``max_files``: most files in a chain (base included) a restore reads; ``max_bytes_ratio``:
+    most bytes of the chain's deltas relative to its base's bytes.
+    """
+
+    max_files: int = 12
+    max_bytes_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        if type(self.max_files) is not int or self.max_files < 2:
+            raise CheckpointError(
+                f"max_chain_files must be an int of at least 2, got {self.max_files!r}",
+                code="INVALID_ARGUMENT",
+            )
+        ratio = self.max_bytes_ratio
+        if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not ratio > 0:
+            raise CheckpointError(
+                f"max_chain_bytes_ratio must be a positive number, got {ratio!r}", code="INVALID_ARGUMENT"
+            )
+
+    def exceeded(self, chain: Files) -> bool:
+        base = sum(r.size for r in chain if not r.delta)
+        deltas = sum(r.size for r in chain if r.delta)
+        return len(chain) > self.max_files or deltas > self.max_bytes_ratio * base
+
+
+@dataclass(frozen=True)
+class BaseChain:
+    """The checkpoint an increment builds on: its operator entry, paths seen from the new one."""
+
+    checkpoint_id: int
+    operator: OperatorEntry
+
+    def subtask(self, index: int, snapshot: KeyedStateSnapshot, parallelism: int) -> SubtaskEntry | None:
+        """The base's entry of subtask ``index``, if it has the same shape as ``snapshot``."""
+        op = self.operator
+        rng = (snapshot.key_group_range.start, snapshot.key_group_range.end)
+        if (op.parallelism, op.max_parallelism, op.key_type) != (
+            parallelism, snapshot.max_parallelism, snapshot.key_type,
+        ):  # fmt: skip
+            return None
+        return next((st for st in op.subtasks if st.index == index and st.key_group_range == rng), None)
+
+
+def load_base(root: Storage | None, base_id: int | None, uid: str, new_dir: str) -> BaseChain | None:
+    """The base ``base_id`` under checkpoint root ``root``; ``None`` when it is gone or unreadable
+    (the checkpoint is then written in full, which never depends on it)."""
+    if root is None or base_id is None:
+        return None
+    try:
+        manifest = load_version(root, base_id)
+    except CheckpointError:
+        return None
+    op = manifest.operator(uid)
+    if op is None:
+        return None
+    moved = rebase(replace(manifest, operators=(op,)), f"chk-{base_id}", new_dir)
+    return BaseChain(base_id, moved.operators[0])
+
+
+def _delete_table(
+    schema: pa.Schema, meta: StateMetaInfo, key_type: TypeInformation, kg: int, ce: ChangedEntries
+) -> pa.Table:
+    from .arrow_codec import to_arrow
+
+    n = len(ce.deletes)
+    arrays: dict[str, pa.Array] = {
+        "key_group": pa.repeat(pa.scalar(kg, pa.int32()), n),
+        "key": to_arrow(ce.deletes.keys, key_type),
+        "op": pa.repeat(pa.scalar(1, pa.int8()), n),
+    }
+    if meta.namespace_type is not None:
+        arrays["namespace"] = to_arrow(ce.deletes.namespaces or [None] * n, meta.namespace_type)
+    columns = [arrays.get(f.name, pa.nulls(n, f.type)) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _changes_table(schema: pa.Schema, meta: StateMetaInfo, key_type: TypeInformation, kg: int,
+                   ce: ChangedEntries) -> pa.Table:  # fmt: skip
+    parts = []
+    if len(ce.deletes):
+        parts.append(_delete_table(schema, meta, key_type, kg, ce))
+    if len(ce.upserts):
+        up = storage_table(meta, key_type, kg, ce.upserts)
+        up = up.append_column(OP, pa.repeat(pa.scalar(0, pa.int8()), up.num_rows))
+        parts.append(pa.Table.from_arrays(up.columns, schema=schema))
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def write_changes(
+    meta: StateMetaInfo, key_type: TypeInformation, groups: Iterable[tuple[int, ChangedEntries]]
+) -> WrittenFile:
+    """A delta file: per key group, deletes then upserts, with the ``op`` column."""
+    schema = keyed_schema(meta, key_type).append(OP)
+    tables = [(kg, _changes_table(schema, meta, key_type, kg, ce)) for kg, ce in groups if len(ce)]
+    return write_row_groups(schema, tables, pipelined=False)  # small row groups: a thread costs more
+
+
+def _changed_groups(
+    state: StateSnapshot, name: str, snapshot: KeyedStateSnapshot, changes: ChangeSet
+) -> Iterator[tuple[int, ChangedEntries]]:
+    start = snapshot.key_group_range.start
+    for kg in snapshot.key_group_range:
+        ids = changes.changed(name, kg - start)
+        if ids:
+            yield kg, state.changed_entries(kg, ids)
+
+
+def _full_snapshot_cleanup(meta: StateMetaInfo) -> bool:
+    return meta.ttl is not None and bool(meta.ttl.cleanup_strategies.full_snapshot)
+
+
+@dataclass
+class KeyedFiles:
+    """What a subtask's keyed snapshot became: per state its chain, and compactions' deltas."""
+
+    files: dict[str, Files]
+    changes: dict[str, Files]
+    incremental: bool = False
+
+
+class IncrementalKeyedWriter:
+    """Writes each state of a snapshot as a delta over ``base`` or in full (module docstring).
+
+    ``store(suffix, written, delta)`` stores a finished file and returns its reference.
+    """
+
+    def __init__(self, store: Callable[[str, WrittenFile, bool], FileRef], policy: ChainPolicy) -> None:
+        self._store = store
+        self.policy = policy
+
+    def write(
+        self, snapshot: KeyedStateSnapshot, base: BaseChain | None, subtask: int, parallelism: int
+    ) -> KeyedFiles:
+        from .writer import slug
+
+        store = self._store
+        out = KeyedFiles({}, {})
+        changes = snapshot.changes
+        entry = base.subtask(subtask, snapshot, parallelism) if base is not None else None
+        key_type = snapshot.key_type
+        if key_type is None:
+            return out
+        for name, state in snapshot.states.items():
+            meta = state.meta
+            base_meta = base.operator.keyed_state(name) if base is not None else None
+            chain: Files = entry.keyed.get(name, ()) if entry is not None else ()
+            buildable = (
+                changes is not None and changes.base is not None and base is not None
+                and changes.base == base.checkpoint_id and entry is not None
+                and (base_meta is None or base_meta == meta)
+            )  # fmt: skip
+            delta: WrittenFile | None = None
+            if buildable:
+                assert changes is not None
+                delta = write_changes(meta, key_type, _changed_groups(state, name, snapshot, changes))
+                if _full_snapshot_cleanup(meta):  # expiry shows in every checkpoint: always in full
+                    out.changes[name] = (store(f"d-{slug(name)}", delta, True),)
+                elif not delta.rows:
+                    if chain:
+                        out.files[name] = chain
+                        out.incremental = True
+                    continue
+                else:
+                    ref = store(f"d-{slug(name)}", delta, True)
+                    grown = (*chain, ref)
+                    if not self.policy.exceeded(grown):
+                        out.files[name] = grown
+                        out.incremental = True
+                        continue
+                    out.changes[name] = (ref,)  # compaction: the delta stays for the change feed
+            full = write_keyed(meta, key_type, ((kg, state.columns(kg)) for kg in snapshot.key_group_range))
+            if full.rows:
+                out.files[name] = (store(f"k-{slug(name)}", full, False),)
+        return out

@@ -1,0 +1,63 @@
+"""Where and how one checkpoint is written: what a task needs to write its subtask's part.
+
+A :class:`PendingCheckpoint` lives with whoever commits (a driver); its ``target`` is small
+and picklable, so a task elsewhere (a Spark executor holding a live backend) can snapshot
+its backend for the checkpoint, write its files, and send back the :class:`SubtaskResult`
+for ``pending.add(result)``. Once the driver has committed, the task tells its backend with
+``backend.notify_checkpoint_complete(checkpoint_id)``, so later increments build on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from flinkstate.state.backend import AbstractKeyedStateBackend
+from flinkstate.state.snapshot import KeyedStateSnapshot
+
+from .increments import BaseChain, ChainPolicy, load_base
+from .storage import Storage
+from .writer import SubtaskResult, SubtaskWriter
+
+
+@dataclass(frozen=True)
+class CheckpointTarget:
+    """Checkpoint ``checkpoint_id`` in ``directory`` (under checkpoint root ``root``, if any).
+
+    With a ``policy``, keyed backends are snapshot with their changes and written as
+    increments over their last completed checkpoint (in full when ``full``).
+    """
+
+    directory: Storage
+    checkpoint_id: int
+    root: Storage | None = None
+    policy: ChainPolicy | None = None
+    full: bool = False
+
+    def snapshot(self, backend: AbstractKeyedStateBackend) -> KeyedStateSnapshot:
+        """The synchronous part: ``backend``'s snapshot (with its changes when recording)."""
+        if self.policy is None:
+            return backend.snapshot()
+        snap = backend.snapshot_for_checkpoint(self.checkpoint_id)
+        if snap.changes is not None and self.full:
+            snap.changes = replace(snap.changes, base=None)
+        return snap
+
+    def base_of(self, uid: str, snapshot: KeyedStateSnapshot | None) -> BaseChain | None:
+        """The checkpoint ``snapshot``'s changes build on, seen from this checkpoint's directory."""
+        base_id = None if snapshot is None or snapshot.changes is None else snapshot.changes.base
+        return load_base(self.root, base_id, uid, f"chk-{self.checkpoint_id}")
+
+    def writer(self, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> SubtaskWriter:
+        return SubtaskWriter(self.directory, uid, subtask, parallelism, max_parallelism, self.checkpoint_id,
+                             self.policy)  # fmt: skip
+
+    def write_keyed(
+        self, uid: str, backend: AbstractKeyedStateBackend, subtask: int = 0, parallelism: int = 1
+    ) -> SubtaskResult:
+        """Snapshot ``backend`` and write it now (in a task); the result goes to the committer."""
+        snapshot = self.snapshot(backend)
+        try:
+            writer = self.writer(uid, subtask, parallelism, backend.max_parallelism)
+            return writer.write(keyed=snapshot, base=self.base_of(uid, snapshot))
+        finally:
+            snapshot.release()

@@ -1,0 +1,91 @@
+"""Change recording for incremental checkpoints: what changed since the last completed one.
+
+A backend that records changes keeps, per state and per key group, the entry ids
+(a heap backend: the composite key of a (key, namespace) scope; RocksDB: the key bytes of
+the scope) written, removed or expired since recording began. Taking the record is part
+of the synchronous snapshot: the backend hands its current sets over and installs fresh
+ones, so writes that follow land in the next epoch, while the snapshot resolves the ids
+it was given against its frozen view.
+
+The :class:`ChangeLog` keeps every epoch not yet covered by a completed checkpoint. An
+increment carries all of them (relative to :attr:`ChangeLog.base`, the last completed
+checkpoint); when its checkpoint commits, those epochs are dropped and it becomes the
+base. A failed or aborted checkpoint drops nothing: the next increment, relative to the
+same base, still carries its changes. Recording starts at the first take; until then
+there is no base and the checkpoint layer writes in full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Changed = list[Collection[Any]]
+"""One state's changed entry ids, one collection per key-group index of the backend's range
+(ids may repeat: a heap backend appends one per write, deduplicated when read)."""
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """What an incremental checkpoint writes: everything changed since checkpoint ``base``.
+
+    ``base`` is ``None`` when there is nothing to build on (recording just began, or the
+    backend was restored since): the checkpoint must be written in full.
+    """
+
+    base: int | None
+    epoch: int
+    epochs: tuple[Mapping[str, Changed], ...]
+    log: ChangeLog = field(repr=False, compare=False)
+
+    def changed(self, state: str, kgi: int) -> set[Any]:
+        """The ids of ``state``'s entries in key-group index ``kgi`` that changed since the base."""
+        return set().union(*[e[state][kgi] for e in self.epochs if state in e])
+
+    def confirm(self, checkpoint_id: int) -> None:
+        """The checkpoint written from this change set has committed as ``checkpoint_id``."""
+        self.log.complete(self.epoch, checkpoint_id)
+
+
+class ChangeLog:
+    """The unconfirmed epochs of one backend (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._epochs: list[tuple[int, int, Mapping[str, Changed]]] = []  # (epoch, checkpoint id, changes)
+        self._seq = 0
+        self.base: int | None = None
+        self.recording = False
+
+    def take(self, checkpoint_id: int, taken: Mapping[str, Changed]) -> ChangeSet:
+        """Close the current epoch (``taken``: the sets the backend just replaced) for ``checkpoint_id``."""
+        base = self.base if self.recording else None
+        self.recording = True
+        self._seq += 1
+        self._epochs.append((self._seq, checkpoint_id, taken))
+        return ChangeSet(base, self._seq, tuple(e[2] for e in self._epochs), self)
+
+    def complete(self, epoch: int, checkpoint_id: int) -> None:
+        """The checkpoint of ``epoch`` committed: drop it and every older epoch."""
+        if not self._epochs or epoch < self._epochs[0][0]:
+            return  # a later checkpoint already completed
+        self._epochs = [e for e in self._epochs if e[0] > epoch]
+        self.base = checkpoint_id
+
+    def complete_checkpoint(self, checkpoint_id: int) -> bool:
+        """Complete the latest epoch taken for ``checkpoint_id`` (a commit made elsewhere)."""
+        epochs = [e[0] for e in self._epochs if e[1] == checkpoint_id]
+        if epochs:
+            self.complete(epochs[-1], checkpoint_id)
+        return bool(epochs)
+
+    def reset(self) -> None:
+        """Forget every epoch and the base (after a restore: the next checkpoint is full)."""
+        self._epochs = []
+        self.base = None
+        self.recording = False
+
+    @property
+    def pending(self) -> int:
+        """How many epochs wait for a completed checkpoint."""
+        return len(self._epochs)

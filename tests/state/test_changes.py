@@ -1,0 +1,159 @@
+"""The change-recording contract (incremental checkpoints), on every keyed backend."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from flinkstate.state import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    StateTtlConfig,
+    Types,
+    ValueStateDescriptor,
+)
+from flinkstate.state.snapshot import KeyedStateSnapshot, StateColumns
+from flinkstate.state.ttl.time import ManualTimeProvider
+
+VALUE = ValueStateDescriptor("value", Types.LONG())
+LIST = ListStateDescriptor("list", Types.STRING())
+MAP = MapStateDescriptor("map", Types.STRING(), Types.LONG())
+
+
+def changes(snap: KeyedStateSnapshot, name: str) -> tuple[dict[Any, Any], set[Any]]:
+    """(upserted (key, namespace) -> value, deleted (key, namespace)) of ``name`` in ``snap``."""
+    assert snap.changes is not None
+    upserts: dict[Any, Any] = {}
+    deletes: set[Any] = set()
+    start = snap.key_group_range.start
+    for kg in snap.key_group_range:
+        ids = snap.changes.changed(name, kg - start)
+        if not ids:
+            continue
+        entries = snap.states[name].changed_entries(kg, ids)
+        deletes |= set(_scopes(entries.deletes))
+        upserts |= dict(zip(_scopes(entries.upserts), entries.upserts.values, strict=True))
+    return upserts, deletes
+
+
+def _scopes(cols: StateColumns) -> list[tuple[Any, Any]]:
+    return list(zip(cols.keys, cols.namespaces or [None] * len(cols), strict=True))
+
+
+def test_recording_starts_at_the_first_checkpoint(make_backend: Any) -> None:
+    backend = make_backend(key_type=Types.LONG())
+    backend.set_current_key(1)
+    backend.get_state(VALUE).update(10)
+    with backend.snapshot_for_checkpoint(1) as first:
+        assert first.changes is not None and first.changes.base is None  # nothing to build on
+        first.changes.confirm(1)
+    backend.set_current_key(2)
+    backend.get_state(VALUE).update(20)
+    with backend.snapshot_for_checkpoint(2) as second:
+        assert second.changes is not None and second.changes.base == 1
+        assert changes(second, "value") == ({(2, None): 20}, set())
+
+
+def test_every_kind_of_write_is_recorded(make_backend: Any) -> None:
+    backend = make_backend(key_type=Types.STRING())
+    for key in "abcd":
+        backend.set_current_key(key)
+        backend.get_state(VALUE).update(1)
+        backend.get_list_state(LIST).add("x")
+        backend.get_map_state(MAP).put_all({"p": 1, "q": 2})
+    backend.snapshot_for_checkpoint(1).changes.confirm(1)  # type: ignore[union-attr]
+    backend.set_current_key("a")
+    backend.get_state(VALUE).update(None)
+    backend.get_list_state(LIST).add("y")
+    backend.get_map_state(MAP).remove("p")
+    backend.set_current_key("b")
+    backend.get_state(VALUE).update(5)
+    backend.get_list_state(LIST).clear()
+    backend.get_map_state(MAP).remove("nothing")  # no change
+    backend.get_partitioned_state(7, VALUE).update(70)
+    backend.set_current_key("c")
+    backend.get_map_state(MAP).clear()
+    backend.get_state(VALUE).value()  # reads are no change
+    with backend.snapshot_for_checkpoint(2) as snap:
+        assert changes(snap, "value") == ({("b", None): 5, ("b", 7): 70}, {("a", None)})
+        # lists and maps are replaced whole: their scope is deleted, then written again
+        assert changes(snap, "list") == ({("a", None): ["x", "y"]}, {("a", None), ("b", None)})
+        assert changes(snap, "map") == ({("a", None): {"q": 2}}, {("a", None), ("c", None)})
+
+
+def test_unconfirmed_changes_stay_and_later_writes_wait(make_backend: Any) -> None:
+    backend = make_backend(key_type=Types.LONG())
+    backend.snapshot_for_checkpoint(1).changes.confirm(1)  # type: ignore[union-attr]
+    backend.set_current_key(1)
+    backend.get_state(VALUE).update(1)
+    failed = backend.snapshot_for_checkpoint(2)  # never confirmed: an aborted checkpoint
+    backend.get_state(VALUE).update(2)  # after the snapshot: not in it
+    backend.set_current_key(3)
+    backend.get_state(VALUE).update(3)
+    assert changes(failed, "value") == ({(1, None): 1}, set())
+    failed.release()
+    with backend.snapshot_for_checkpoint(3) as retry:
+        assert retry.changes is not None and retry.changes.base == 1
+        assert changes(retry, "value") == ({(1, None): 2, (3, None): 3}, set())
+        retry.changes.confirm(3)
+    with backend.snapshot_for_checkpoint(4) as after:
+        assert after.changes is not None and after.changes.base == 3
+        assert changes(after, "value") == ({}, set())
+
+
+def test_a_commit_made_elsewhere_is_confirmed_by_id(make_backend: Any) -> None:
+    backend = make_backend(key_type=Types.LONG())
+    backend.snapshot_for_checkpoint(5).release()
+    backend.notify_checkpoint_complete(5)
+    with backend.snapshot_for_checkpoint(6) as snap:
+        assert snap.changes is not None and snap.changes.base == 5
+
+
+def test_expiry_by_incremental_cleanup_is_a_change(make_backend: Any) -> None:
+    clock = ManualTimeProvider(1_000)
+    backend = make_backend(key_type=Types.LONG(), time_provider=clock)
+    ttl = ValueStateDescriptor("ttl", Types.LONG())
+    ttl.enable_time_to_live(
+        StateTtlConfig.new_builder(timedelta(milliseconds=10)).cleanup_incrementally(100, True).build()
+    )
+    for key in range(5):
+        backend.set_current_key(key)
+        backend.get_state(ttl).update(key)
+    backend.snapshot_for_checkpoint(1).changes.confirm(1)  # type: ignore[union-attr]
+    clock.advance(20)
+    backend.set_current_key(0)  # the key listener runs the cleanup: every entry expired
+    assert list(backend.get_keys("ttl")) == []
+    with backend.snapshot_for_checkpoint(2) as snap:
+        assert changes(snap, "ttl") == ({}, {(k, None) for k in range(5)})
+
+
+def test_a_restore_starts_over(make_backend: Any) -> None:
+    backend = make_backend(key_type=Types.LONG())
+    backend.snapshot_for_checkpoint(1).changes.confirm(1)  # type: ignore[union-attr]
+    backend.restore_state(_meta(), 0, StateColumns([], None, []))
+    with backend.snapshot_for_checkpoint(2) as snap:
+        assert snap.changes is not None and snap.changes.base is None
+
+
+def _meta() -> Any:
+    from flinkstate.state.descriptors import StateKind
+    from flinkstate.state.snapshot import StateMetaInfo
+
+    return StateMetaInfo("value", StateKind.VALUE, Types.LONG())
+
+
+def test_heap_change_lists_drop_repeats() -> None:
+    """A hot key written many times between checkpoints costs no growing memory."""
+    from flinkstate.state import HeapKeyedStateBackend
+
+    backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    backend.set_current_key(1)
+    state = backend.get_state(VALUE)
+    state.update(0)
+    backend.snapshot_for_checkpoint(1).release()
+    for i in range(200_000):
+        state.update(i)
+    changed = backend.table("value").changes[backend.get_current_key_group() or 0]
+    assert len(changed) < 1 << 16
+    with backend.snapshot_for_checkpoint(2) as snap:
+        assert changes(snap, "value") == ({(1, None): 199_999}, set())
