@@ -29,6 +29,12 @@ class UnsupportedSerializerError(FlinkFormatError):
     default_code = "UNSUPPORTED_SERIALIZER"
 
 
+class UnsupportedFlinkFeatureError(FlinkFormatError):
+    """A valid Flink file uses a feature this reader cannot decode (the message says which)."""
+
+    default_code = "FLINK_UNSUPPORTED"
+
+
 class Cursor:
     """Reads ``buf`` from ``pos``; ``where`` names the file (and state) in error messages."""
 

@@ -8,10 +8,12 @@ Java-serialized ``CheckpointProperties`` trailer is not read.
 
 from __future__ import annotations
 
-import os
+import posixpath
 from dataclasses import dataclass, field
 
-from .binary import Cursor
+import fsspec
+
+from .binary import Cursor, FlinkFormatError
 
 MAGIC = 0x4960672D
 _MASTER_MAGIC = 0xC96B1696 - (1 << 32)
@@ -29,21 +31,29 @@ class StreamHandle:
     data: bytes | None = None
 
     def read(self, directory: str) -> bytes:
+        """The stream's bytes; ``directory`` is the one holding ``_metadata``.
+
+        Absolute paths point where the savepoint was written; a moved savepoint holds the
+        same file name beside its ``_metadata``, which is read when the original is gone.
+        """
         if self.data is not None:
             return self.data
-        path = self.name
+        fs, root = fsspec.core.url_to_fs(directory)
         if self.kind == "relative":
-            path = os.path.join(directory, self.name)
-        elif path.startswith("file:"):
-            path = path[len("file:") :]
-            while path.startswith("//"):
-                path = path[1:]
-            # Absolute paths point where the savepoint was written; a moved savepoint holds
-            # the same file name beside its _metadata.
-            if not os.path.exists(path):
-                path = os.path.join(directory, os.path.basename(path))
-        with open(path, "rb") as f:
-            return f.read()
+            path = f"{root.rstrip('/')}/{self.name}"
+        else:
+            path = f"{root.rstrip('/')}/{posixpath.basename(self.name)}"
+            original = self.name[len("file:") :] if self.name.startswith("file:") else None
+            if original is not None and fs.protocol in ("file", ("file", "local")) and not fs.exists(path):
+                path = "/" + original.lstrip("/")
+        try:
+            with fs.open(path, "rb") as f:
+                data: bytes = f.read()
+        except FileNotFoundError as exc:
+            raise FlinkFormatError(f"state file {path} (handle {self.name}) is missing") from exc
+        if len(data) != self.size and self.kind != "bytes":
+            raise FlinkFormatError(f"state file {path} has {len(data)} bytes, _metadata says {self.size}")
+        return data
 
 
 @dataclass(frozen=True)
@@ -53,7 +63,7 @@ class KeyedHandle:
     first_key_group: int
     offsets: tuple[int, ...]
     stream: StreamHandle | None
-    kind: str = "key_groups"  # or "incremental" (RocksDB files)
+    kind: str = "key_groups"  # "key_groups" (canonical), "heap_checkpoint" or "incremental"
     files: tuple[tuple[str, StreamHandle], ...] = ()
 
     @property
@@ -131,6 +141,7 @@ def _keyed(c: Cursor) -> KeyedHandle | None:
         stream = _stream(c)
         if tag == 12:
             c.utf("state handle id")
+            return KeyedHandle(first, offsets, stream, "heap_checkpoint")
         return KeyedHandle(first, offsets, stream)
     if tag in (5, 11):
         c.i64("checkpoint id")
