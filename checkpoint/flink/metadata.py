@@ -109,6 +109,26 @@ class CheckpointMeta:
     version: int
     checkpoint_id: int
     operators: tuple[OperatorMeta, ...]
+    savepoint: bool  # from the CheckpointProperties trailer
+    native: bool  # a NATIVE-format savepoint
+
+
+_JAVA_STREAM = b"\xac\xed\x00\x05"
+# CheckpointProperties always ends with an enum constant: a savepoint's post-checkpoint
+# action or a checkpoint's file-sharing strategy.
+_TRAILER_ENDS = (b"NONE", b"SUSPEND", b"TERMINATE", b"FORWARD_BACKWARD", b"FORWARD", b"NO_SHARING")
+
+
+def _trailer(c: Cursor) -> tuple[bool, bool]:
+    """(is a savepoint, is native) from the Java-serialized CheckpointProperties trailer."""
+    at = c.pos
+    tail = c.buf[at:]
+    if not tail.startswith(_JAVA_STREAM) or b"CheckpointProperties" not in tail:
+        raise c.fail("missing CheckpointProperties after the operators", at)
+    if not any(tail.endswith(b"t" + len(e).to_bytes(2, "big") + e) for e in _TRAILER_ENDS):
+        raise c.fail("truncated CheckpointProperties", len(c.buf))
+    savepoint = b"SavepointType" in tail
+    return savepoint, savepoint and b"t\x00\x06NATIVE" in tail
 
 
 def _stream(c: Cursor) -> StreamHandle | None:
@@ -227,7 +247,8 @@ def parse_metadata(buf: bytes, where: str) -> CheckpointMeta:
         c.expect_int(_MASTER_MAGIC, "master state magic")
         c.take(c.count("master state length"), "master state")
     operators = tuple(_operator(c) for _ in range(c.count("operator count")))
-    return CheckpointMeta(version, checkpoint_id, operators)
+    savepoint, native = _trailer(c)
+    return CheckpointMeta(version, checkpoint_id, operators, savepoint, native)
 
 
 def is_flink_metadata(head: bytes) -> bool:

@@ -86,8 +86,8 @@ class FlinkSavepoint:
     def properties(self) -> dict[str, str]:
         handles = [s.managed_keyed for o in self.meta.operators for s in o.subtasks if s.managed_keyed]
         kinds = {h.kind for h in handles}
-        snapshot = "checkpoint" if "heap_checkpoint" in kinds or "/chk-" in self.directory else "savepoint"
-        fmt = "native" if "incremental" in kinds else "canonical"
+        snapshot = "savepoint" if self.meta.savepoint else "checkpoint"
+        fmt = "native" if self.meta.native or "incremental" in kinds else "canonical"
         return {
             "checkpoint_id": str(self.meta.checkpoint_id),
             "metadata_version": str(self.meta.version),
