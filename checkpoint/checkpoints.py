@@ -22,7 +22,7 @@ from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.keygroups import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend
 
-from .committer import build_manifest, commit_manifest
+from .committer import build_manifest, publish_manifest
 from .errors import CheckpointError, CheckpointNotFoundError
 from .manifest import METADATA, Manifest
 from .restore import CompletedCheckpoint
@@ -39,14 +39,17 @@ class PendingCheckpoint:
         directory: Storage,
         checkpoint_id: int,
         kind: str = "checkpoint",
-        on_commit: Any = None,
         base: Manifest | None = None,
+        *,
+        root: Storage | None = None,
+        retain: int | None = None,
     ) -> None:
         self.directory = directory
         self.checkpoint_id = checkpoint_id
         self.kind = kind
-        self._on_commit = on_commit
         self._base = base
+        self._root = root
+        self._retain = retain
         self._results: list[SubtaskResult] = []
         self._futures: list[Future[SubtaskResult]] = []
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"chk-{checkpoint_id}")
@@ -123,20 +126,19 @@ class PendingCheckpoint:
         self._results.append(result)
 
     def commit(self, properties: Mapping[str, str] | None = None) -> CompletedCheckpoint:
-        """Wait for every write, then publish the manifest (create-if-absent)."""
+        """Wait for every write, then publish the manifest (see :func:`publish_manifest`)."""
         if self._done:
             raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
         try:
             results = self._results + [f.result() for f in self._futures]
             manifest = build_manifest(self.checkpoint_id, self.kind, results, properties, self._base)
-            commit_manifest(self.directory, manifest, [p for r in results for p in r.written])
         except BaseException:
             self.abort()
             raise
         self._done = True
         self._pool.shutdown()
-        if self._on_commit is not None:
-            self._on_commit(manifest)
+        written = [p for r in results for p in r.written]
+        publish_manifest(self.directory, manifest, written, root=self._root, retain=self._retain)
         return CompletedCheckpoint(self.directory, manifest)
 
     def abort(self) -> None:
@@ -185,7 +187,7 @@ class CheckpointStorage:
                 code="CHECKPOINT_ID_NOT_NEW",
             )
         directory = self.storage.child(f"chk-{checkpoint_id}")
-        return PendingCheckpoint(directory, checkpoint_id, on_commit=lambda _: self.cleanup())
+        return PendingCheckpoint(directory, checkpoint_id, root=self.storage, retain=self.retain)
 
     def load(self, checkpoint_id: int | None = None, allow_pickle: bool = False) -> CompletedCheckpoint:
         """A completed checkpoint (default: the latest)."""

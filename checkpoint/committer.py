@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -12,7 +13,10 @@ from flinkstate.state.types import TypeInformation
 from .errors import CheckpointError, CheckpointExistsError
 from .manifest import METADATA, FileRef, Files, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
 from .storage import Storage
+from .versions import collect_garbage
 from .writer import SubtaskResult
+
+_log = logging.getLogger(__name__)
 
 
 def _merge_metas(uid: str, metas: Iterable[StateMetaInfo]) -> tuple[StateMetaInfo, ...]:
@@ -119,11 +123,46 @@ def build_manifest(
     return Manifest(checkpoint_id, kind, tuple(operators), dict(properties or {}), int(time.time() * 1000))
 
 
-def commit_manifest(directory: Storage, manifest: Manifest, written: Iterable[str]) -> None:
-    """Publish ``manifest`` in ``directory``; if another committer won, delete our files."""
+def publish_manifest(
+    directory: Storage,
+    manifest: Manifest,
+    written: Iterable[str],
+    *,
+    root: Storage | None = None,
+    retain: int | None = None,
+) -> None:
+    """The one way a manifest is published: create-if-absent, idempotent, then retention.
+
+    When the create fails (a lost race, or a retried request whose first attempt landed),
+    the manifest that is there decides: the same bytes as ours means our commit succeeded;
+    another committer's means we lost, and only then are our ``written`` files deleted
+    (``[CHECKPOINT_EXISTS]``). When the outcome is unknown and no manifest is there, the
+    error is raised and our files are left for the next commit's cleanup (a late create
+    may still land). After a successful publish, ``root`` (a checkpoint root) keeps its last
+    ``retain`` completed checkpoints (all when ``None``) and loses every unreferenced file.
+    """
+    data = manifest.to_bytes()
     try:
-        directory.create_exclusive(METADATA, manifest.to_bytes())
-    except CheckpointExistsError:
-        for name in written:
-            directory.delete(name)
-        raise
+        directory.create_exclusive(METADATA, data)
+    except CheckpointError as exc:
+        if not _published_by_us(directory, data):
+            if isinstance(exc, CheckpointExistsError):
+                for name in written:
+                    directory.delete(name)
+            raise
+    if root is not None:
+        try:
+            collect_garbage(root, retain)
+        except (OSError, CheckpointError) as exc:  # committed all the same; the next commit retries
+            _log.warning(
+                "retention under %r failed after checkpoint %d: %s", root, manifest.checkpoint_id, exc
+            )
+
+
+def _published_by_us(directory: Storage, data: bytes) -> bool:
+    """Whether ``directory`` holds exactly the manifest ``data`` (re-read, uncached)."""
+    directory.fs.invalidate_cache(directory.path(""))
+    try:
+        return directory.read_bytes(METADATA) == data
+    except CheckpointError:
+        return False

@@ -72,6 +72,13 @@ class WrittenFile:
     def sha256(self) -> str:
         return hashlib.sha256(memoryview(self.data)).hexdigest()
 
+    @property
+    def footer_sha256(self) -> str:
+        """SHA-256 of the Parquet footer and trailer: what a read of a few row groups checks."""
+        view = memoryview(self.data)
+        length = int.from_bytes(view[-8:-4], "little")
+        return hashlib.sha256(view[len(view) - 8 - length :]).hexdigest()
+
 
 def keyed_schema(meta: StateMetaInfo, key_type: TypeInformation) -> pa.Schema:
     """The Arrow schema of a keyed state's file."""
@@ -165,8 +172,9 @@ def write_row_groups(schema: pa.Schema, tables: Iterable[tuple[int, pa.Table]]) 
 PARQUET_MAGIC = b"PAR1"
 
 
-def read_footer(source: Any, size: int) -> pq.FileMetaData:
-    """The footer of a Parquet file of ``size`` bytes, read exactly: its length, then it.
+def read_footer(source: Any, size: int) -> tuple[pq.FileMetaData, str]:
+    """The footer of a Parquet file of ``size`` bytes, read exactly (its length, then it),
+    and the SHA-256 of the footer with its trailer.
 
     Arrow would read a speculative 64 KiB tail instead, which for a small file is all of
     it and for a larger one several times its footer: a restore that wants a few row
@@ -183,17 +191,23 @@ def read_footer(source: Any, size: int) -> pq.FileMetaData:
     footer = source.read(length)
     if len(footer) != length:
         raise ValueError("the Parquet footer is truncated")
-    return pq.read_metadata(pa.BufferReader(PARQUET_MAGIC + footer + trailer))
+    digest = hashlib.sha256(footer + trailer).hexdigest()
+    return pq.read_metadata(pa.BufferReader(PARQUET_MAGIC + footer + trailer)), digest
 
 
-def open_parquet(source: Any, name: str, size: int | None = None) -> pq.ParquetFile:
-    """A Parquet file over ``source``; with ``size`` (a file read by ranges) the footer is
-    read exactly (see :func:`read_footer`)."""
+def open_parquet(
+    source: Any, name: str, size: int | None = None, footer_sha256: str | None = None
+) -> pq.ParquetFile:
+    """A Parquet file over ``source``. With ``size`` (a file read by ranges) the footer is
+    read exactly (see :func:`read_footer`) and checked against ``footer_sha256`` if given."""
     try:
-        metadata = None if size is None else read_footer(source, size)
-        return pq.ParquetFile(source, metadata=metadata, page_checksum_verification=True, pre_buffer=True)
+        metadata, digest = (None, None) if size is None else read_footer(source, size)
+        opened = pq.ParquetFile(source, metadata=metadata, page_checksum_verification=True, pre_buffer=True)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CheckpointCorruptError(f"data file {name} is not a readable Parquet file: {exc}") from exc
+    if footer_sha256 is not None and digest != footer_sha256:
+        raise CheckpointCorruptError(f"data file {name}: its footer does not match the manifest's checksum")
+    return opened
 
 
 def read_row_group(pf: pq.ParquetFile, index: int, name: str, columns: list[str] | None = None) -> pa.Table:

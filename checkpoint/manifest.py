@@ -37,6 +37,8 @@ class FileRef:
     sha256: str
     rows: int
     key_groups: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    footer_sha256: str | None = None
+    """SHA-256 of the Parquet footer and trailer (reads of a few row groups check it)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -45,6 +47,8 @@ class FileRef:
             "sha256": self.sha256,
             "rows": self.rows,
         }
+        if self.footer_sha256 is not None:
+            data["footer_sha256"] = self.footer_sha256
         if self.key_groups:
             data["key_groups"] = [[kg, rg, n] for kg, (rg, n) in sorted(self.key_groups.items())]
         return data
@@ -52,7 +56,9 @@ class FileRef:
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> FileRef:
         groups = {int(kg): (int(rg), int(n)) for kg, rg, n in data.get("key_groups", [])}
-        return FileRef(str(data["path"]), int(data["size"]), str(data["sha256"]), int(data["rows"]), groups)
+        footer = data.get("footer_sha256")
+        return FileRef(str(data["path"]), int(data["size"]), str(data["sha256"]), int(data["rows"]), groups,
+                       None if footer is None else str(footer))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,8 @@ key groups' row groups are read.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from typing import Any
-
-import pyarrow.parquet as pq
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
@@ -19,11 +16,12 @@ from flinkstate.state.keygroups import KeyGroupRange, compute_key_group_range_fo
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 from flinkstate.state.snapshot import StateColumns, StateMetaInfo
 
-from .errors import CheckpointCorruptError, CheckpointError, CheckpointNotFoundError, StateMigrationError
-from .format import open_parquet, read_operator, read_row_group
-from .manifest import FileRef, Manifest, OperatorEntry
+from .errors import CheckpointError, StateMigrationError
+from .format import read_operator, read_row_group
+from .manifest import Manifest, OperatorEntry
 from .merge import merge_keyed
 from .storage import Storage
+from .verified import open_ranges, open_verified, open_whole
 
 
 class CompletedCheckpoint:
@@ -47,30 +45,6 @@ class CompletedCheckpoint:
         return op
 
     # -- files -------------------------------------------------------------------------
-
-    def _open(self, ref: FileRef) -> pq.ParquetFile:
-        try:
-            size = self.directory.size(ref.path)
-        except FileNotFoundError as exc:
-            raise CheckpointCorruptError(f"data file {ref.path} is missing") from exc
-        if size != ref.size:
-            raise CheckpointCorruptError(
-                f"data file {ref.path} has {size} bytes; the manifest says {ref.size}"
-            )
-        return open_parquet(self.directory.open_input(ref.path), ref.path, size)
-
-    def _read_whole(self, ref: FileRef) -> pq.ParquetFile:
-        try:
-            data = self.directory.read_bytes(ref.path)
-        except CheckpointNotFoundError as exc:
-            raise CheckpointCorruptError(f"data file {ref.path} is missing") from exc
-        if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
-            raise CheckpointCorruptError(
-                f"data file {ref.path} does not match its checksum: truncated or altered"
-            )
-        import pyarrow as pa
-
-        return open_parquet(pa.BufferReader(data), ref.path)
 
     # -- keyed state -------------------------------------------------------------------
 
@@ -97,7 +71,7 @@ class CompletedCheckpoint:
             wanted_set = set(wanted)
             opened = {
                 # a file read whole is checked against its SHA-256; a partial read relies on page CRCs
-                r.path: self._read_whole(r) if r.key_groups.keys() <= wanted_set else self._open(r)
+                r.path: open_verified(self.directory, r, r.key_groups.keys() <= wanted_set)
                 for r in refs
                 if wanted_set & r.key_groups.keys()
             }
@@ -163,7 +137,11 @@ class CompletedCheckpoint:
                     key_type = info.user_key_type if broadcast else None
                     parts = [
                         read_operator(
-                            self._read_whole(r), r.path, info.value_type, key_type, self.allow_pickle
+                            open_whole(self.directory, r),
+                            r.path,
+                            info.value_type,
+                            key_type,
+                            self.allow_pickle,
                         )
                         for r in refs
                     ]
@@ -193,7 +171,7 @@ class CompletedCheckpoint:
                 continue
             wanted = [kg for kg in sorted(ref.key_groups) if kg in rng]
             if wanted:
-                pf = self._open(ref)
+                pf = open_ranges(self.directory, ref)
                 for kg in wanted:
                     table = read_row_group(pf, ref.key_groups[kg][0], ref.path)
                     out[kg] = table.column("data")[0].as_py()
@@ -205,7 +183,7 @@ class CompletedCheckpoint:
         for entry in self.operator(uid).subtasks:
             blobs: list[bytes] = []
             if entry.raw_operator is not None:
-                table = self._read_whole(entry.raw_operator).read()
+                table = open_whole(self.directory, entry.raw_operator).read()
                 order = table.column("position").to_pylist()
                 blobs = [b for _, b in sorted(zip(order, table.column("data").to_pylist(), strict=True))]
             old.append(blobs)

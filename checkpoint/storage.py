@@ -226,8 +226,19 @@ class Storage:
 
 
 def _is_precondition_failure(exc: BaseException) -> bool:
-    text = f"{exc} {exc.__cause__ or ''}"
-    return "PreconditionFailed" in text or "412" in text or "already exists" in text.lower()
+    """Whether a failed create was refused by its precondition (S3's 412, by error code)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, FileExistsError):
+            return True
+        response = getattr(seen, "response", None)
+        if isinstance(response, Mapping):
+            error = response.get("Error") or {}
+            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            if error.get("Code") in ("PreconditionFailed", "412") or status == 412:
+                return True
+        seen = seen.__cause__
+    return False
 
 
 def _redact(url: str) -> str:

@@ -44,6 +44,13 @@ def slug(name: str) -> str:
     return f"{readable}-{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
+def store_file(directory: Storage, name: str, written: WrittenFile) -> FileRef:
+    """Write a finished data file as ``name`` and describe it for the manifest."""
+    directory.write_bytes(name, written.data)
+    return FileRef(name, len(written.data), written.sha256, written.rows, written.key_groups,
+                   written.footer_sha256)  # fmt: skip
+
+
 class SubtaskWriter:
     """Writes the files of one subtask of one operator into ``directory``."""
 
@@ -61,8 +68,7 @@ class SubtaskWriter:
     def _store(self, suffix: str, written: WrittenFile) -> FileRef:
         name = f"{self._prefix}-{suffix}.parquet"
         self.written.append(name)
-        self.directory.write_bytes(name, written.data)
-        return FileRef(name, len(written.data), written.sha256, written.rows, written.key_groups)
+        return store_file(self.directory, name, written)
 
     def keyed(self, snapshot: KeyedStateSnapshot) -> tuple[dict[str, Files], tuple[StateMetaInfo, ...]]:
         """A file per state holding the snapshot's key groups (an empty state gets none)."""

@@ -2,23 +2,41 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from .source import FlinkStateDataSource
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+_warned = False
 
 
-def register(spark: Any, filter_pushdown: bool = True) -> None:
-    """Register the data source on ``spark`` and set Python filter pushdown on (or off).
+class PushdownReuseWarning(UserWarning):
+    """Spark 4.3 reuses a pushed-down read in later unfiltered scans of the same DataFrame."""
+
+
+def register(spark: Any, filter_pushdown: bool = False) -> None:
+    """Register the data source on ``spark``; Python filter pushdown stays off unless asked.
 
     Registration is needed only where discovery of the installed ``pyspark_flinkstate``
-    module is off; reads work with pushdown off too, just without skipping key groups.
-    With pushdown on, Spark 4.3 reuses the read planned for a pushed filter in later
-    unfiltered scans of the same loaded DataFrame: load once per query (see README).
+    module is off. Without pushdown every read is right; select keys with the read options
+    ``keys``, ``keyGroups`` and ``subtasks``, which read only what they name. With
+    ``filter_pushdown=True``, Spark 4.3 reuses the read planned for a pushed filter in later
+    unfiltered scans of the same loaded DataFrame (wrong results; load once per query, see
+    README), so turning it on warns once.
     """
+    global _warned
     spark.dataSource.register(FlinkStateDataSource)
     spark.conf.set(PUSHDOWN_CONF, "true" if filter_pushdown else "false")
+    if filter_pushdown and not _warned:
+        _warned = True
+        warnings.warn(
+            "flinkstate: Python filter pushdown is on. Spark 4.3 reuses a pushed-down read in later "
+            "unfiltered scans of the same loaded DataFrame: load once per query that filters on "
+            "key, key_group or subtask, or select with the options keys/keyGroups/subtasks instead.",
+            PushdownReuseWarning,
+            stacklevel=2,
+        )
 
 
-__all__ = ["PUSHDOWN_CONF", "FlinkStateDataSource", "register"]
+__all__ = ["PUSHDOWN_CONF", "FlinkStateDataSource", "PushdownReuseWarning", "register"]

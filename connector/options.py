@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flinkstate.checkpoint.keys import parse_id_set, parse_json_keys
 from flinkstate.state.errors import FlinkStateError
 
 
@@ -24,11 +25,11 @@ class OptionError(FlinkStateError, ValueError):
 
 READ_OPTIONS = (
     "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",
-    "keygroupsperpartition", "watermark",
+    "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks",
 )  # fmt: skip
 WRITE_OPTIONS = (
     "path", "operator", "state", "statetype", "keycolumns", "valuecolumns", "maxparallelism",
-    "parallelism", "opcolumn", "positioncolumn", "namespacecolumn", "userkeycolumn", "ttl",
+    "parallelism", "opcolumn", "positioncolumn", "namespacecolumn", "userkeycolumn", "ttl", "retain",
 )  # fmt: skip
 STATE_TYPES = ("value", "list", "map", "split", "union", "broadcast")
 _CANONICAL = {
@@ -36,7 +37,7 @@ _CANONICAL = {
     "keygroupsperpartition": "keyGroupsPerPartition", "statetype": "stateType", "keycolumns": "keyColumns",
     "valuecolumns": "valueColumns", "maxparallelism": "maxParallelism", "opcolumn": "opColumn",
     "positioncolumn": "positionColumn", "namespacecolumn": "namespaceColumn",
-    "userkeycolumn": "userKeyColumn",
+    "userkeycolumn": "userKeyColumn", "keygroups": "keyGroups",
 }  # fmt: skip
 
 
@@ -121,6 +122,9 @@ class ReadOptions:
     allow_pickle: bool = False
     key_groups_per_partition: int = 32
     watermark: int | None = None
+    keys: tuple[Any, ...] | None = None
+    key_groups: frozenset[int] | None = None
+    subtasks: frozenset[int] | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -139,7 +143,26 @@ class ReadOptions:
             _bool(plain, "allowpickle", False),
             _int(plain, "keygroupsperpartition", 32) or 32,
             _int(plain, "watermark", None, low=-(1 << 63)),
+            *_selection(plain, state is not None),
         )
+
+
+def _selection(
+    plain: Mapping[str, str], names_a_state: bool
+) -> tuple[tuple[Any, ...] | None, frozenset[int] | None, frozenset[int] | None]:
+    """Options ``keys``, ``keyGroups``, ``subtasks``: parsed here, checked against the state later."""
+    picked = [_name(k) for k in ("keys", "keygroups", "subtasks") if k in plain]
+    if picked and not names_a_state:
+        raise OptionError(
+            f"option(s) {picked} select part of a state: name it with options operator and state"
+        )
+    try:
+        keys = None if "keys" not in plain else tuple(parse_json_keys(plain["keys"], "keys"))
+        groups = None if "keygroups" not in plain else parse_id_set(plain["keygroups"], "keyGroups")
+        subtasks = None if "subtasks" not in plain else parse_id_set(plain["subtasks"], "subtasks")
+    except FlinkStateError as exc:
+        raise OptionError(exc.detail) from exc
+    return keys, groups, subtasks
 
 
 def _columns(plain: Mapping[str, str], key: str) -> tuple[str, ...]:
@@ -168,6 +191,7 @@ class WriteOptions:
     user_key_column: str | None = None
     ttl_ms: int | None = None
     storage: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    retain: int | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
@@ -205,4 +229,5 @@ class WriteOptions:
             plain.get("userkeycolumn"),
             _int(plain, "ttl", None),
             storage_options(options),
+            _int(plain, "retain", None),
         )

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceReader,
     EqualTo,
@@ -28,10 +27,12 @@ from pyspark.sql.datasource import (
 )
 
 from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.format import open_parquet, read_row_group, read_row_groups, storage_table
+from flinkstate.checkpoint.format import read_row_group, read_row_groups, storage_table
+from flinkstate.checkpoint.keys import key_mask
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.merge import combine_key_group, merge_keyed
 from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint.verified import open_verified, open_whole
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
@@ -41,6 +42,7 @@ from flinkstate.state.typeinfo import BasicTypeInfo
 
 from .metadata import metadata_table
 from .options import OptionError, ReadOptions
+from .selection import Selection, keyed_selection, operator_selection
 from .views import METADATA_SCHEMA, keyed_view, operator_view_schema
 
 BATCH_ROWS = 1 << 16
@@ -50,15 +52,15 @@ _RANGE_FILTERS = (EqualTo, In, GreaterThan, GreaterThanOrEqual, LessThan, LessTh
 
 @dataclass(frozen=True)
 class KeyedPartition(InputPartition):
-    """Row groups of one subtask's files: ((path, ((key group, row group), ...)), ...)."""
+    """Row groups of one subtask's files: ((file, ((key group, row group), ...)), ...)."""
 
-    files: tuple[tuple[str, int, tuple[tuple[int, int], ...]], ...]
+    files: tuple[tuple[FileRef, tuple[tuple[int, int], ...]], ...]
 
 
 @dataclass(frozen=True)
 class OperatorPartition(InputPartition):
     subtask: int
-    files: tuple[tuple[str, int], ...]
+    files: tuple[FileRef, ...]
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,15 @@ class FlinkStateReader(DataSourceReader):
         self.op: OperatorEntry | None = None
         self.meta: StateMetaInfo | None = None
         self.operator_mode: OperatorStateMode | None = None
+        self.selection = Selection()
         if options.operator is not None:
             self.op = checkpoint.operator(options.operator)
             self.meta = self.op.keyed_state(options.state or "")
             if self.meta is None:
                 self.operator_mode = _operator_mode(self.op, options.state or "")
+                self.selection = operator_selection(options, self.op, self.operator_mode)
+            else:
+                self.selection = keyed_selection(options, self.op)
         self.key_groups: list[Any] = []  # predicates on key_group
         self.subtasks: list[Any] = []  # predicates on subtask
         self.key_values: list[set[Any]] | None = None  # AND of IN-sets on key
@@ -160,7 +166,17 @@ class FlinkStateReader(DataSourceReader):
         if self.key_groups:
             allowed = {kg for kg in range(self.op.max_parallelism) if all(p(kg) for p in self.key_groups)}
             wanted = allowed if wanted is None else wanted & allowed
+        selected = self.selection.key_groups
+        if selected is not None:
+            wanted = set(selected) if wanted is None else wanted & selected
         return wanted
+
+    def _wanted_keys(self) -> list[Any] | None:
+        """Keys the ``keys`` option and pushed key filters allow (``None``: all)."""
+        sets = list(self.key_values or [])
+        if self.selection.keys is not None:
+            sets.append(set(self.selection.keys))
+        return list(set.intersection(*sets)) if sets else None
 
     # -- planning ------------------------------------------------------------------------
 
@@ -178,11 +194,10 @@ class FlinkStateReader(DataSourceReader):
             for i in range(0, len(groups), size):
                 chunk = set(groups[i : i + size])
                 files = (
-                    (r.path, r.size, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items())
-                                           if kg in chunk))
+                    (r, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items()) if kg in chunk))
                     for r in ref_list
-                )  # fmt: skip
-                out.append(KeyedPartition(tuple(f for f in files if f[2])))  # files holding none: not opened
+                )
+                out.append(KeyedPartition(tuple(f for f in files if f[1])))  # files holding none: not opened
         return out
 
     def _operator_partitions(self) -> list[InputPartition]:
@@ -194,7 +209,9 @@ class FlinkStateReader(DataSourceReader):
             refs = (subtask.broadcast if broadcast else subtask.operator).get(name, ())
             if not refs or not all(p(subtask.index) for p in self.subtasks):
                 continue
-            out.append(OperatorPartition(subtask.index, tuple((r.path, r.size) for r in refs)))
+            if self.selection.subtasks is not None and subtask.index not in self.selection.subtasks:
+                continue
+            out.append(OperatorPartition(subtask.index, tuple(refs)))
             if broadcast:  # every subtask holds the same map: read one copy
                 break
         return out
@@ -218,15 +235,11 @@ class FlinkStateReader(DataSourceReader):
         meta, op = self.meta, self.op
         assert meta is not None and op is not None
         expired_before = None if self.options.include_expired else _expired_before(meta, self.options)
-        key_filter = None
-        if self.key_values is not None:
-            assert op.key_type is not None
-            common = list(set.intersection(*self.key_values))
-            key_filter = pa.array(common, op.key_type.to_arrow())
+        keys = self._wanted_keys()
         by_group: dict[int, list[pa.Table]] = {}
-        for path, size, groups in partition.files:
-            _check_size(storage, path, size)
-            pf = open_parquet(storage.open_input(path), path)
+        for ref, groups in partition.files:
+            path = ref.path
+            pf = open_verified(storage, ref, whole=len(groups) == len(ref.key_groups))
             file_schema = pf.schema_arrow
             columns = self._needed_columns(file_schema, expired_before) if len(partition.files) == 1 else None
             tables = read_row_groups(pf, [rg for _, rg in groups], path, columns)
@@ -245,8 +258,9 @@ class FlinkStateReader(DataSourceReader):
                 table = storage_table(meta, op.key_type, kg, merged)
             else:
                 table = combined
-            if key_filter is not None:
-                table = table.filter(pc.is_in(table.column("key"), value_set=key_filter))
+            if keys is not None:
+                assert op.key_type is not None
+                table = table.filter(key_mask(table.column("key"), keys, op.key_type))
             if table.num_rows:
                 view = keyed_view(table, meta, self.options.flatten, expired_before)
                 if view.num_rows:
@@ -274,10 +288,9 @@ class FlinkStateReader(DataSourceReader):
 
     def _read_operator(self, storage: Storage, partition: OperatorPartition) -> Iterator[pa.RecordBatch]:
         tables = []
-        for path, size in partition.files:
-            _check_size(storage, path, size)
-            pf = open_parquet(storage.open_input(path), path)
-            tables += [read_row_group(pf, i, path) for i in range(pf.num_row_groups)]
+        for ref in partition.files:
+            pf = open_whole(storage, ref)
+            tables += [read_row_group(pf, i, ref.path) for i in range(pf.num_row_groups)]
         if not tables:
             return
         table = pa.concat_tables(tables)
@@ -333,14 +346,6 @@ def _expired_before(meta: StateMetaInfo, options: ReadOptions) -> int | None:
     if meta.ttl.time_characteristic is TtlTimeCharacteristic.EventTime:
         return None if options.watermark is None else options.watermark - meta.ttl.ttl_ms
     return int(time.time() * 1000) - meta.ttl.ttl_ms
-
-
-def _check_size(storage: Storage, path: str, size: int) -> None:
-    from flinkstate.checkpoint import CheckpointCorruptError
-
-    actual = storage.size(path)
-    if actual != size:
-        raise CheckpointCorruptError(f"data file {path} has {actual} bytes; the manifest says {size}")
 
 
 def open_for_read(options: ReadOptions) -> CompletedCheckpoint:

@@ -17,8 +17,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import CheckpointExistsError, Manifest
-from flinkstate.checkpoint.committer import commit_manifest
+from flinkstate.checkpoint import CheckpointExistsError, Manifest, publish_manifest
 from flinkstate.checkpoint.format import storage_table, write_row_groups
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.merge import merge_keyed
@@ -26,7 +25,6 @@ from flinkstate.checkpoint.restore import CompletedCheckpoint
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.versions import (
     DATA_DIR,
-    collect_garbage,
     completed_ids,
     load_version,
     rebase,
@@ -85,11 +83,12 @@ class StateSink(DataSourceStreamArrowWriter):
             version, "checkpoint", manifest.operators, {BATCH_ID: str(batchId)}, int(time.time() * 1000)
         )
         try:
-            commit_manifest(root.child(new_dir), manifest, [])
+            publish_manifest(
+                root.child(new_dir), manifest, [], root=root, retain=self.options.retain or RETAIN
+            )
         except CheckpointExistsError:
             self._delete(root, files)
             raise
-        collect_garbage(root, RETAIN)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         self._delete(self._root(), task_files(messages))

@@ -20,12 +20,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import Manifest
-from flinkstate.checkpoint.committer import commit_manifest
+from flinkstate.checkpoint import Manifest, publish_manifest
 from flinkstate.checkpoint.format import WrittenFile
 from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.versions import completed_ids, load_version, rebase, replace_operator, version_ids
+from flinkstate.checkpoint.writer import store_file
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
 
@@ -55,9 +55,7 @@ def partition_id() -> int:
 
 
 def store(directory: Storage, prefix: str, index: int, written: WrittenFile) -> FileRef:
-    name = f"{prefix}-{uuid.uuid4().hex[:12]}-{index}.parquet"
-    directory.write_bytes(name, written.data)
-    return FileRef(name, len(written.data), written.sha256, written.rows, written.key_groups)
+    return store_file(directory, f"{prefix}-{uuid.uuid4().hex[:12]}-{index}.parquet", written)
 
 
 def write_task(
@@ -167,10 +165,8 @@ class BootstrapWriter(DataSourceArrowWriter):
                             int(time.time() * 1000))  # fmt: skip
         directory = self._directory()
         mine = [ref.path for _, ref in files]
-        commit_manifest(directory, manifest, mine)
-        for path in directory.list_dir():  # files of failed or speculative task attempts
-            if path != METADATA and path not in mine:
-                directory.delete(path)
+        # retention also deletes files of failed or speculative task attempts (unreferenced)
+        publish_manifest(directory, manifest, mine, root=root, retain=self.options.retain)
         if self.overwrite and root.exists(METADATA):
             root.delete(METADATA)
 

@@ -42,6 +42,7 @@ from .keygroups import (
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
 )
+from .operator import OperatorStateBackend
 from .snapshot import KeyedStateSnapshot, StateEntry, StateMetaInfo, StateSnapshot
 from .ttl import StateTtlConfig, Time
 from .types import TypeInformation, Types
@@ -62,6 +63,7 @@ __all__ = [
     "MapState",
     "MapStateDescriptor",
     "MergingState",
+    "OperatorStateBackend",
     "ReduceFunction",
     "ReducingState",
     "ReducingStateDescriptor",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast, overload
 
 from .descriptors import (
     AggregatingStateDescriptor,
@@ -21,13 +21,23 @@ from .descriptors import (
 )
 from .errors import (
     InvalidArgumentError,
+    SerializationError,
     StateAccessError,
     StateConflictError,
     StateMigrationError,
     StateTypeError,
 )
 from .hashing import key_group_assigner
-from .interfaces import InternalKvState, StateIncrementalVisitor
+from .interfaces import (
+    AggregatingState,
+    InternalKvState,
+    ListState,
+    MapState,
+    ReducingState,
+    State,
+    StateIncrementalVisitor,
+    ValueState,
+)
 from .keygroups import KeyGroupRange, check_max_parallelism
 from .migration import Migrate, check_registered, restored_migrators
 from .snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
@@ -53,6 +63,12 @@ class KeyContext:
 
 def _int_like(key: Any) -> bool:
     return hasattr(key, "__index__") and not isinstance(key, bool)
+
+
+def _dtype_kind(key: Any) -> str | None:
+    """A numpy scalar's kind ("f" float, "b" bool, ...), ``None`` for other values."""
+    kind = getattr(getattr(key, "dtype", None), "kind", None)
+    return kind if isinstance(kind, str) else None
 
 
 class AbstractKeyedStateBackend(ABC):
@@ -114,7 +130,7 @@ class AbstractKeyedStateBackend(ABC):
             key = self._check_key(key)
         try:
             kgi = self._kg_fn(key, self._max_p) - self._kg_start
-        except (OverflowError, TypeError, ValueError) as exc:
+        except (OverflowError, TypeError, ValueError, SerializationError) as exc:
             raise StateTypeError(
                 f"key {key!r} is not a valid {self._key_type} key: {exc}", code="INVALID_KEY"
             ) from exc
@@ -138,14 +154,21 @@ class AbstractKeyedStateBackend(ABC):
             raise InvalidArgumentError("a key must not be None", code="INVALID_KEY")
         if self._key_type is None:
             self._set_key_type(infer_type(key))
-            return key
+            if type(key) is self._key_pytype:
+                return key
         expected = self._key_pytype
         if expected is int and _int_like(key):
             return int(key)
-        if expected is float and (isinstance(key, float) or _int_like(key)):
+        if expected is float and (isinstance(key, float) or _int_like(key) or _dtype_kind(key) == "f"):
             return float(key)
-        if expected is bytes and isinstance(key, (bytearray, memoryview)):
+        if expected is bytes and isinstance(key, (bytes, bytearray, memoryview)):
             return bytes(key)
+        if expected is tuple and isinstance(key, tuple):
+            return tuple(key)  # namedtuples and Rows: keys are values, stored as plain tuples
+        if expected is bool and _dtype_kind(key) == "b":
+            return bool(key)  # numpy booleans
+        if expected is str and isinstance(key, str):
+            return str.__str__(key)
         if expected is object or (
             isinstance(key, expected) and not (expected is int and isinstance(key, bool))
         ):
@@ -169,31 +192,58 @@ class AbstractKeyedStateBackend(ABC):
 
     # -- states ------------------------------------------------------------------
 
-    def get_state(self, state_descriptor: ValueStateDescriptor) -> Any:
-        return self._typed(state_descriptor, ValueStateDescriptor)
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState[Any]:
+        return cast("ValueState[Any]", self._typed(state_descriptor, ValueStateDescriptor))
 
-    def get_list_state(self, state_descriptor: ListStateDescriptor) -> Any:
-        return self._typed(state_descriptor, ListStateDescriptor)
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState[Any]:
+        return cast("ListState[Any]", self._typed(state_descriptor, ListStateDescriptor))
 
-    def get_map_state(self, state_descriptor: MapStateDescriptor) -> Any:
-        return self._typed(state_descriptor, MapStateDescriptor)
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> MapState[Any, Any]:
+        return cast("MapState[Any, Any]", self._typed(state_descriptor, MapStateDescriptor))
 
-    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> Any:
-        return self._typed(state_descriptor, ReducingStateDescriptor)
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> ReducingState[Any]:
+        return cast("ReducingState[Any]", self._typed(state_descriptor, ReducingStateDescriptor))
 
-    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> Any:
-        return self._typed(state_descriptor, AggregatingStateDescriptor)
+    def get_aggregating_state(
+        self, state_descriptor: AggregatingStateDescriptor
+    ) -> AggregatingState[Any, Any]:
+        return cast("AggregatingState[Any, Any]", self._typed(state_descriptor, AggregatingStateDescriptor))
 
-    def _typed(self, desc: StateDescriptor, cls: type[StateDescriptor]) -> Any:
+    def _typed(self, desc: StateDescriptor, cls: type[StateDescriptor]) -> InternalKvState:
         if not isinstance(desc, cls):
             raise StateTypeError(f"expected a {cls.__name__}, got {desc!r}", code="WRONG_DESCRIPTOR")
-        return self.get_partitioned_state(None, desc)
+        return self._partitioned(None, desc)
 
-    def get_partitioned_state(self, namespace: Any, state_descriptor: StateDescriptor) -> Any:
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: ValueStateDescriptor
+    ) -> ValueState[Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: ListStateDescriptor
+    ) -> ListState[Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: MapStateDescriptor
+    ) -> MapState[Any, Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: ReducingStateDescriptor
+    ) -> ReducingState[Any]: ...
+    @overload
+    def get_partitioned_state(
+        self, namespace: Any, state_descriptor: AggregatingStateDescriptor
+    ) -> AggregatingState[Any, Any]: ...
+    @overload
+    def get_partitioned_state(self, namespace: Any, state_descriptor: StateDescriptor) -> State: ...
+
+    def get_partitioned_state(self, namespace: Any, state_descriptor: StateDescriptor) -> State:
         """The state ``state_descriptor`` names, scoped to ``namespace`` (``None``: void)."""
-        desc = state_descriptor
+        return self._partitioned(namespace, state_descriptor)
+
+    def _partitioned(self, namespace: Any, desc: StateDescriptor) -> InternalKvState:
         if desc is self._last_desc:
-            state = self._last_state
+            state: InternalKvState = self._last_state
         else:
             state = self.get_or_create_keyed_state(desc)
             self._last_desc, self._last_state = desc, state
@@ -337,7 +387,7 @@ class AbstractKeyedStateBackend(ABC):
     def apply_to_all_keys(self, namespace: Any, state_descriptor: StateDescriptor, function: Any) -> None:
         """Call ``function(key, state)`` (or ``function.process``) with each key current."""
         process = function.process if hasattr(function, "process") else function
-        state = self.get_partitioned_state(namespace, state_descriptor)
+        state = self._partitioned(namespace, state_descriptor)
         previous = self._ctx.key if self._ctx.kgi >= 0 else _NoKey
         for key in self.get_keys(state_descriptor.name, namespace):
             self.set_current_key(key)

@@ -82,3 +82,14 @@ def s3_options(s3_server: str) -> dict[str, Any]:
     bucket = f"t-{uuid.uuid4().hex[:12]}"
     s3fs.S3FileSystem(**options).mkdir(bucket)
     return {"bucket": bucket, "options": options}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every S3 case ``s3`` at collection time, so ``-m "not s3"`` deselects them all."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        uses_s3 = "s3" in params.values() or {"s3_server", "s3_options"} & set(
+            getattr(item, "fixturenames", ())
+        )
+        if uses_s3:
+            item.add_marker(pytest.mark.s3)

@@ -11,6 +11,10 @@ it was. Releasing the snapshot lowers the required version again.
 
 Buckets are plain dicts so that, holding only atomic keys and values, they are not
 tracked by Python's cyclic garbage collector: a large map adds no GC pauses.
+
+A key is stored alone when its namespace is void and it is not a plain tuple, else as
+``(key, namespace)``. Every test of that is ``type(key) is tuple`` (here and in the value
+state's fast path); the backend hands over ROW keys as plain tuples (never subclasses).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ Buckets = list[dict[Any, Any] | None]
 
 
 def _compose(key: Any, namespace: Any) -> Any:
-    return key if namespace is None and not isinstance(key, tuple) else (key, namespace)
+    return key if namespace is None and type(key) is not tuple else (key, namespace)
 
 
 def _decompose(ck: Any) -> tuple[Any, Any]:
@@ -94,7 +98,7 @@ class CopyOnWriteStateMap(StateMap):
         return owned
 
     def get(self, key: Any, namespace: Any) -> Any:
-        ck = key if namespace is None and not isinstance(key, tuple) else (key, namespace)
+        ck = key if namespace is None and type(key) is not tuple else (key, namespace)
         if self._new is not None:
             self._migrate()
             table, versions, i = self._slot(hash(ck))
@@ -108,7 +112,7 @@ class CopyOnWriteStateMap(StateMap):
         return bucket.get(ck)
 
     def put(self, key: Any, namespace: Any, state: Any) -> None:
-        ck = key if namespace is None and not isinstance(key, tuple) else (key, namespace)
+        ck = key if namespace is None and type(key) is not tuple else (key, namespace)
         if self._new is not None:
             self._migrate()
             table, versions, i = self._slot(hash(ck))

@@ -34,6 +34,16 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture
+def pushdown(spark: Any) -> Iterator[Any]:
+    """Python filter pushdown on for one test (the default registration leaves it off)."""
+    from flinkstate.connector import PUSHDOWN_CONF
+
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    yield spark
+    spark.conf.set(PUSHDOWN_CONF, "false")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "connector" in str(item.fspath):

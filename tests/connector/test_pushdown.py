@@ -68,7 +68,7 @@ def test_key_equality_reads_one_key_group(root: str) -> None:
     assert list(reader.pushFilters([EqualTo(("key",), 4242)])) == []
     parts = reader.partitions()
     assert len(parts) == 1 and len(parts[0].files) == 1  # type: ignore[attr-defined]
-    assert [kg for kg, _ in parts[0].files[0][2]] == [assign_to_key_group(4242, 128)]  # type: ignore[attr-defined]
+    assert [kg for kg, _ in parts[0].files[0][1]] == [assign_to_key_group(4242, 128)]  # type: ignore[attr-defined]
     storage = Storage(reader.directory_url)
     table = _read_all(reader, storage)
     assert table.to_pylist() == [
@@ -82,7 +82,7 @@ def test_key_in_list_and_key_group_ranges(root: str) -> None:
     reader = _reader(root, "count")
     wanted = [1, 2, 3, 99_999]
     assert list(reader.pushFilters([In(("key",), tuple(wanted))])) == []
-    groups = {kg for p in reader.partitions() for f in p.files for kg, _ in f[2]}  # type: ignore[attr-defined]
+    groups = {kg for p in reader.partitions() for f in p.files for kg, _ in f[1]}  # type: ignore[attr-defined]
     assert groups == {assign_to_key_group(k, 128) for k in wanted}
     assert sorted(_read_all(reader, Storage(reader.directory_url)).column("key").to_pylist()) == [1, 2, 3]
 
@@ -154,7 +154,7 @@ def test_damaged_data_file_is_a_corrupt_error_naming_it(root: str, tmp_path: Pat
     shutil.copytree(root, copy)
     reader = _reader(str(copy), "count")
     partition = reader.partitions()[0]
-    path = partition.files[0][0]  # type: ignore[attr-defined]
+    path = partition.files[0][0].path  # type: ignore[attr-defined]
     target = next(copy.rglob(Path(path).name))
     data = bytearray(target.read_bytes())
     if damage == "altered page":
@@ -163,4 +163,37 @@ def test_damaged_data_file_is_a_corrupt_error_naming_it(root: str, tmp_path: Pat
         del data[-100:]
     target.write_bytes(bytes(data))
     with pytest.raises(CheckpointCorruptError, match=r"\[CHECKPOINT_CORRUPT\].*" + Path(path).name):
+        list(reader.read(partition))
+
+
+@pytest.mark.parametrize("per_partition", ["8", "128"], ids=["range-read", "whole-file"])
+@pytest.mark.parametrize("damage", ["altered footer", "altered page", "truncated"])
+def test_every_read_path_checks_files_against_the_manifest(
+    root: str, tmp_path: Path, damage: str, per_partition: str
+) -> None:
+    """An altered footer byte that changes no data (the writer's name) is caught too."""
+    import shutil
+
+    from flinkstate.checkpoint import CheckpointCorruptError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    options = {"path": str(copy), "operator": "op", "state": "count", "keygroupsperpartition": per_partition}
+    parsed = ReadOptions.parse(options)
+    checkpoint = open_for_read(parsed)
+    reader = FlinkStateReader(parsed, checkpoint, view_schema_of(parsed, checkpoint))
+    partition = reader.partitions()[0]
+    ref, groups = partition.files[0]  # type: ignore[attr-defined]
+    assert (len(groups) == len(ref.key_groups)) == (per_partition == "128")
+    target = next(copy.rglob(Path(ref.path).name))
+    data = bytearray(target.read_bytes())
+    if damage == "altered footer":
+        at = data.rindex(b"parquet-cpp")
+        data[at] = ord("P")
+    elif damage == "altered page":
+        data[200] ^= 0xFF
+    else:
+        del data[-100:]
+    target.write_bytes(bytes(data))
+    with pytest.raises(CheckpointCorruptError, match=r"\[CHECKPOINT_CORRUPT\].*" + Path(ref.path).name):
         list(reader.read(partition))

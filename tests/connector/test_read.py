@@ -184,16 +184,14 @@ def test_user_schema_selects_columns(spark: Any, checkpoint: str) -> None:
 def test_reads_work_with_pushdown_off(spark: Any, checkpoint: str) -> None:
     from flinkstate.connector import PUSHDOWN_CONF
 
-    spark.conf.set(PUSHDOWN_CONF, "false")
-    try:
-        rows = _load(spark, checkpoint, operator="op", state="list").filter("key = 'u7'").collect()
-        assert sorted(r.value for r in rows) == [7, 8, 9]
-    finally:
-        spark.conf.set(PUSHDOWN_CONF, "true")
+    assert spark.conf.get(PUSHDOWN_CONF) == "false"  # register(spark)'s default: safe
+    rows = _load(spark, checkpoint, operator="op", state="list").filter("key = 'u7'").collect()
+    assert sorted(r.value for r in rows) == [7, 8, 9]
 
 
-def test_pushed_filters_then_a_fresh_load(spark: Any, checkpoint: str) -> None:
+def test_pushed_filters_then_a_fresh_load(pushdown: Any, checkpoint: str) -> None:
     """With pushdown on, each query on a freshly loaded DataFrame reads what it asks for."""
+    spark = pushdown
     one = _load(spark, checkpoint, operator="op", state="sum").filter("key = 'u7'").collect()
     assert [(r.key, r.value) for r in one] == [("u7", 8)]
     assert _load(spark, checkpoint, operator="op", state="sum").count() == 200
@@ -205,8 +203,8 @@ def test_pushed_filters_then_a_fresh_load(spark: Any, checkpoint: str) -> None:
     "reuses it for later scans of that DataFrame without filters (fixed upstream by keeping "
     "it per scan); when this passes, the README's warning can go",
 )
-def test_dataframe_reused_unfiltered_after_a_pushed_filter(spark: Any, checkpoint: str) -> None:
-    df = _load(spark, checkpoint, operator="op", state="sum")
+def test_dataframe_reused_unfiltered_after_a_pushed_filter(pushdown: Any, checkpoint: str) -> None:
+    df = _load(pushdown, checkpoint, operator="op", state="sum")
     assert df.filter("key = 'u7'").count() == 1
     assert df.count() == 200
 
@@ -234,3 +232,17 @@ def test_errors_name_what_to_fix(spark: Any, checkpoint: str, options: dict[str,
 def test_missing_checkpoint_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"CHECKPOINT_NOT_FOUND"):
         _load(spark, str(tmp_path / "empty")).collect()
+
+
+def test_register_leaves_pushdown_off_and_warns_once_when_asked(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import flinkstate.connector as connector
+
+    monkeypatch.setattr(connector, "_warned", False)
+    with pytest.warns(connector.PushdownReuseWarning, match="load once per query"):
+        connector.register(spark, filter_pushdown=True)
+    assert spark.conf.get(connector.PUSHDOWN_CONF) == "true"
+    connector.register(spark, filter_pushdown=True)  # once: no second warning (warnings are errors here)
+    connector.register(spark)
+    assert spark.conf.get(connector.PUSHDOWN_CONF) == "false"

@@ -1,0 +1,49 @@
+"""Opening data files checked against the manifest: the one way restores and readers open them.
+
+A file read whole is checked against its size and SHA-256. A file read by ranges (a few
+of its row groups) is checked against its size and the SHA-256 of its footer, recorded at
+write time (manifests written before footer checksums existed are checked by size); the
+pages read are checked by their CRCs. Any mismatch is ``[CHECKPOINT_CORRUPT]`` naming
+the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import CheckpointCorruptError, CheckpointNotFoundError
+from .format import open_parquet
+from .manifest import FileRef
+from .storage import Storage
+
+
+def open_whole(directory: Storage, ref: FileRef) -> pq.ParquetFile:
+    """``ref`` read in one go and checked against its SHA-256."""
+    try:
+        data = directory.read_bytes(ref.path)
+    except CheckpointNotFoundError as exc:
+        raise CheckpointCorruptError(f"data file {ref.path} is missing") from exc
+    if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise CheckpointCorruptError(
+            f"data file {ref.path} does not match its checksum: truncated or altered"
+        )
+    return open_parquet(pa.BufferReader(data), ref.path)
+
+
+def open_ranges(directory: Storage, ref: FileRef) -> pq.ParquetFile:
+    """``ref`` opened for reading some row groups: size and footer checked."""
+    try:
+        size = directory.size(ref.path)
+    except FileNotFoundError as exc:
+        raise CheckpointCorruptError(f"data file {ref.path} is missing") from exc
+    if size != ref.size:
+        raise CheckpointCorruptError(f"data file {ref.path} has {size} bytes; the manifest says {ref.size}")
+    return open_parquet(directory.open_input(ref.path), ref.path, size, ref.footer_sha256)
+
+
+def open_verified(directory: Storage, ref: FileRef, whole: bool) -> pq.ParquetFile:
+    """:func:`open_whole` when every row group will be read, else :func:`open_ranges`."""
+    return open_whole(directory, ref) if whole else open_ranges(directory, ref)
