@@ -9,7 +9,9 @@ Java-serialized ``CheckpointProperties`` trailer is not read.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import fsspec
 
@@ -30,7 +32,7 @@ class StreamHandle:
     size: int
     data: bytes | None = None
 
-    def read(self, directory: str) -> bytes:
+    def read(self, directory: str, storage: Mapping[str, Any] | None = None) -> bytes:
         """The stream's bytes; ``directory`` is the one holding ``_metadata``.
 
         Absolute paths point where the savepoint was written; a moved savepoint holds the
@@ -38,7 +40,7 @@ class StreamHandle:
         """
         if self.data is not None:
             return self.data
-        fs, root = fsspec.core.url_to_fs(directory)
+        fs, root = fsspec.core.url_to_fs(directory, **dict(storage or {}))
         if self.kind == "relative":
             path = f"{root.rstrip('/')}/{self.name}"
         else:

@@ -12,19 +12,20 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
+from typing import Any
 
 from rocksdict import AccessType, Options, Rdict
 
 from .binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from .body import KeyGroupDecoder
-from .header import KeyedHeader
 from .metadata import KeyedHandle
 
 
 def read_native(
     directory: str,
+    storage: Mapping[str, Any],
     handle: KeyedHandle,
-    header: KeyedHeader,
     decoder: KeyGroupDecoder,
     wanted: set[int] | None,
 ) -> None:
@@ -35,7 +36,7 @@ def read_native(
             if os.path.basename(name) != name or not name:
                 raise FlinkFormatError(f"{directory}: bad RocksDB file name {name!r} in _metadata")
             with open(os.path.join(tmp, name), "wb") as f:
-                f.write(stream.read(directory))
+                f.write(stream.read(directory, storage))
         _scan(tmp, handle, decoder, wanted)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

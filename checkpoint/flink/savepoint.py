@@ -8,9 +8,10 @@ for lists, ``user_key`` for maps, ``ttl_timestamp`` with TTL; operator state
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import fsspec
 import pyarrow as pa
@@ -22,7 +23,7 @@ from .header import KeyedHeader, StateInfo, read_header
 from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
 from .native import read_native
 from .operator import read_operator_header, read_operator_state, snappy_block
-from .tables import broadcast_table, keyed_table, operator_table
+from .tables import broadcast_table, keyed_schema, keyed_table, operator_table
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,9 @@ def _directory(path: str) -> str:
     return path[: -len("/_metadata")] if path.endswith("/_metadata") else path
 
 
-def is_flink_savepoint(path: str) -> bool:
+def is_flink_savepoint(path: str, storage: Mapping[str, Any] | None = None) -> bool:
     """Whether ``path`` (a directory or its ``_metadata``) holds a Flink ``_metadata``."""
-    fs, root = fsspec.core.url_to_fs(_directory(path) + "/_metadata")
+    fs, root = fsspec.core.url_to_fs(_directory(path) + "/_metadata", **dict(storage or {}))
     try:
         with fs.open(root, "rb") as f:
             return is_flink_metadata(f.read(4))
@@ -58,24 +59,28 @@ def is_flink_savepoint(path: str) -> bool:
         return False
 
 
-def read_savepoint(path: str) -> FlinkSavepoint:
-    """Open the Flink savepoint or retained checkpoint at ``path`` (directory or ``_metadata``)."""
+def read_savepoint(path: str, storage: Mapping[str, Any] | None = None) -> FlinkSavepoint:
+    """Open the Flink savepoint or retained checkpoint at ``path`` (directory or ``_metadata``);
+    ``storage``: fsspec storage options."""
     directory = _directory(path)
-    fs, root = fsspec.core.url_to_fs(directory + "/_metadata")
+    fs, root = fsspec.core.url_to_fs(directory + "/_metadata", **dict(storage or {}))
     try:
         with fs.open(root, "rb") as f:
             data = f.read()
     except FileNotFoundError as exc:
         raise CheckpointNotFoundError(f"no Flink _metadata in {directory}") from exc
-    return FlinkSavepoint(directory, parse_metadata(data, f"{directory}/_metadata"))
+    return FlinkSavepoint(directory, parse_metadata(data, f"{directory}/_metadata"), storage)
 
 
 class FlinkSavepoint:
     """The operators and states of one Flink savepoint or checkpoint."""
 
-    def __init__(self, directory: str, meta: CheckpointMeta) -> None:
+    def __init__(
+        self, directory: str, meta: CheckpointMeta, storage: Mapping[str, Any] | None = None
+    ) -> None:
         self.directory = directory
         self.meta = meta
+        self.storage = dict(storage or {})
         self._headers: dict[tuple[str, int], KeyedHeader] = {}
 
     @property
@@ -108,7 +113,7 @@ class FlinkSavepoint:
 
     def _keyed_stream(self, op: OperatorMeta, handle: KeyedHandle) -> tuple[bytes, KeyedHeader]:
         assert handle.stream is not None
-        data = handle.stream.read(self.directory)
+        data = handle.stream.read(self.directory, self.storage)
         where = f"{self.directory}: operator {op.uid or op.operator_id}, {handle.stream.name}"
         return data, read_header(data, where)
 
@@ -139,7 +144,7 @@ class FlinkSavepoint:
         for sub in op.subtasks:
             handle = sub.managed_operator
             if handle is not None and handle.stream is not None:
-                data = handle.stream.read(self.directory)
+                data = handle.stream.read(self.directory, self.storage)
                 return list(read_operator_header(data, f"{self.directory}: {handle.stream.name}")[1].values())
         return []
 
@@ -163,6 +168,26 @@ class FlinkSavepoint:
             r["parallelism"], r["max_parallelism"] = op.parallelism, op.max_parallelism
         return pa.Table.from_pylist(rows)
 
+    def keyed_info(self, operator: str, state: str) -> tuple[KeyedHeader, StateInfo] | None:
+        """The keyed header and meta info of a keyed state (None: no such keyed state)."""
+        header = self._header(self.operator(operator))
+        if header is None:
+            return None
+        info = next((s for s in header.states if s.name == state and not s.is_timer), None)
+        return None if info is None else (header, info)
+
+    def schema(self, operator: str, state: str) -> pa.Schema:
+        """The Arrow schema :meth:`state` gives, read from the state's meta info only."""
+        found = self.keyed_info(operator, state)
+        if found is not None:
+            return keyed_schema(StateRows(found[1]), found[0].key)
+        info = next((i for i in self._operator_infos(self.operator(operator)) if i.name == state), None)
+        if info is None:
+            raise CheckpointNotFoundError(f"operator {operator!r} has no state {state!r}")
+        if info.kind == "BROADCAST":
+            return broadcast_table([], [], [], info.user_key, info.value).schema  # type: ignore[arg-type]
+        return operator_table([], [], [], info.value).schema
+
     def keyed_state(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> pa.Table:
         """A keyed state as a table; only the key groups in ``key_groups`` are read (all if None)."""
         op = self.operator(operator)
@@ -183,7 +208,7 @@ class FlinkSavepoint:
             where = f"{self.directory}: operator {operator}, state {state}, file {handle.stream.name}"
             decoder = KeyGroupDecoder(header, op.max_parallelism, where, [state])
             if handle.kind == "incremental":
-                read_native(self.directory, handle, header, decoder, wanted)
+                read_native(self.directory, self.storage, handle, decoder, wanted)
             else:
                 _decode_groups(data, handle, header, decoder, wanted, where)
             rows = decoder.rows[info.state_id]
@@ -204,7 +229,7 @@ class FlinkSavepoint:
             handle = sub.managed_operator
             if handle is None or handle.stream is None or all(e.name != state for e in handle.states):
                 continue
-            data = handle.stream.read(self.directory)
+            data = handle.stream.read(self.directory, self.storage)
             where = f"{self.directory}: operator {operator}, file {handle.stream.name}"
             info, f, v = read_operator_state(data, handle, state, where)
             subtasks += [sub.index] * len(v)

@@ -164,9 +164,9 @@ def test_key_group_pushdown_reads_only_needed_files(kind: str, monkeypatch: pyte
     opened: list[str] = []
     original = metadata.StreamHandle.read
 
-    def spy(self: metadata.StreamHandle, directory: str) -> bytes:
+    def spy(self: metadata.StreamHandle, directory: str, storage: object = None) -> bytes:
         opened.append(self.name)
-        return original(self, directory)
+        return original(self, directory, storage)  # type: ignore[arg-type]
 
     monkeypatch.setattr(metadata.StreamHandle, "read", spy)
     part = sp.keyed_state("keyed-states", "v_string", key_groups=[group])
