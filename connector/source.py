@@ -23,6 +23,10 @@ class FlinkStateDataSource(DataSource):
         from .reader import open_for_read, view_schema_of
 
         options = ReadOptions.parse(self.options)
+        if _is_flink(options):
+            from .flink_source import flink_schema
+
+            return from_arrow_schema(flink_schema(options))
         return from_arrow_schema(view_schema_of(options, open_for_read(options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -31,6 +35,10 @@ class FlinkStateDataSource(DataSource):
         from .reader import FlinkStateReader, open_for_read
 
         options = ReadOptions.parse(self.options)
+        if _is_flink(options):
+            from .flink_source import FlinkSavepointReader
+
+            return FlinkSavepointReader(options, to_arrow_schema(schema, timezone="UTC"))
         return FlinkStateReader(options, open_for_read(options), to_arrow_schema(schema, timezone="UTC"))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
@@ -42,3 +50,10 @@ class FlinkStateDataSource(DataSource):
         from .stream import StateSink
 
         return StateSink(self.options, schema)
+
+
+def _is_flink(options: ReadOptions) -> bool:
+    """Whether ``path`` is a Flink savepoint or checkpoint (a ``_metadata`` of Flink's)."""
+    from .flink_source import is_flink
+
+    return is_flink(options)
