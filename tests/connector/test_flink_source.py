@@ -15,7 +15,7 @@ from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.types import Types
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
-from flink_model import FIXTURES, KEYS, LISTS, VALUES  # noqa: E402
+from flink_model import FIXTURES, KEYS, LISTS, VALUES
 
 PATH = str(FIXTURES / "heap_canonical_files")
 
