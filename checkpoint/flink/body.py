@@ -17,9 +17,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.serde_base import TypeSerializer
 
+from . import fast
 from .binary import Cursor, FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
 
@@ -38,6 +42,8 @@ class StateRows:
     extra: list[Any] = field(default_factory=list)
     value: list[Any] = field(default_factory=list)
     ttl: list[int | None] = field(default_factory=list)
+    #: Key groups decoded by the vectorized path: (key group, keys, values).
+    chunks: list[tuple[int, np.ndarray, pa.Array]] = field(default_factory=list)
 
     def add(self, kg: int, key: Any, ns: Any, extra: Any, value: Any) -> None:
         if self.info.ttl:
@@ -73,6 +79,9 @@ class KeyGroupDecoder:
             raise FlinkFormatError(f"{where}: key serializer {key.describe()} cannot be decoded")
         self.key_serializer = key.serializer
         self.key_fixed = key.fixed_width
+        self.key_name = str(key.type_info)
+        only = list(self.rows.values())
+        self.fast = only[0] if len(only) == 1 and fast.eligible(only[0].info, self.key_name) else None
 
     def _state(self, c: Cursor, state_id: int, at: int) -> StateRows | None:
         if not 0 <= state_id < len(self.header.states):
@@ -145,6 +154,13 @@ class KeyGroupDecoder:
 
     def canonical(self, buf: bytes, pos: int, kg: int) -> None:
         """Decode the canonical key-group block starting at ``buf[pos]``."""
+        if self.fast is not None:
+            only = self.fast
+            value_name = str(only.info.value.type_info)
+            found = fast.scan(buf, pos, kg, only.info.state_id, self.prefix, self.key_name, value_name)
+            if found is not None:
+                only.chunks.append((kg, found[0], found[1]))
+                return
         c = Cursor(buf, self.where, pos)
         at = c.pos
         state_id = c.u16("state id")

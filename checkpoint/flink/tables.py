@@ -63,7 +63,22 @@ def keyed_table(rows: StateRows, key: FlinkType) -> pa.Table:
     cols.append(_column(rows.value, value))
     if info.ttl:
         cols.append(pa.array(rows.ttl, pa.int64()).cast(TTL_TYPE))
-    return pa.Table.from_arrays(cols, schema=keyed_schema(rows, key))
+    schema = keyed_schema(rows, key)
+    table = pa.Table.from_arrays(cols, schema=schema)
+    if not rows.chunks:
+        return table
+    fast = []
+    for kg, keys, values in rows.chunks:
+        n = len(keys)
+        fast.append(
+            pa.Table.from_arrays(
+                [pa.repeat(pa.scalar(kg, pa.int32()), n),
+                 pa.array(keys).cast(schema.field("key").type), pa.nulls(n, schema.field("namespace").type),
+                 values.cast(schema.field("value").type)],
+                schema=schema,
+            )
+        )  # fmt: skip
+    return pa.concat_tables([*fast, table]) if table.num_rows else pa.concat_tables(fast)
 
 
 def operator_table(subtasks: list[int], positions: list[Any], values: list[Any], t: FlinkType) -> pa.Table:
