@@ -349,7 +349,10 @@ def _expired_before(meta: StateMetaInfo, options: ReadOptions) -> int | None:
 
 
 def open_for_read(options: ReadOptions) -> CompletedCheckpoint:
-    return open_checkpoint(options.path, options.storage, options.checkpoint_id, options.allow_pickle)
+    checkpoint = open_checkpoint(options.path, options.storage, options.checkpoint_id, options.allow_pickle)
+    if not isinstance(checkpoint, CompletedCheckpoint):  # Flink's own: connector/flink_source.py reads it
+        raise OptionError(f"{options.path} is a Flink savepoint, read by the Flink reader")
+    return checkpoint
 
 
 def view_schema_of(options: ReadOptions, checkpoint: CompletedCheckpoint) -> pa.Schema:

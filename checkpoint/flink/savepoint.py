@@ -16,6 +16,9 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 
+from flinkstate.state.backend import AbstractKeyedStateBackend
+from flinkstate.state.operator import OperatorStateBackend
+
 from ..errors import CheckpointNotFoundError
 from .binary import FlinkFormatError
 from .body import KeyGroupDecoder, StateRows
@@ -188,13 +191,12 @@ class FlinkSavepoint:
             return broadcast_table([], [], [], info.user_key, info.value).schema  # type: ignore[arg-type]
         return operator_table([], [], [], info.value).schema
 
-    def keyed_state(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> pa.Table:
-        """A keyed state as a table; only the key groups in ``key_groups`` are read (all if None)."""
+    def _decode(
+        self, operator: str, state: str, wanted: set[int] | None
+    ) -> list[tuple[StateRows, KeyedHeader]]:
+        """The rows of a keyed state per subtask holding wanted key groups (only those decoded)."""
         op = self.operator(operator)
-        wanted = None if key_groups is None else set(key_groups)
-        tables = []
-        header: KeyedHeader | None = None
-        rows: StateRows | None = None
+        out = []
         for sub in op.subtasks:
             handle = sub.managed_keyed
             if handle is None or handle.stream is None:
@@ -211,11 +213,67 @@ class FlinkSavepoint:
                 read_native(self.directory, self.storage, handle, decoder, wanted)
             else:
                 _decode_groups(data, handle, header, decoder, wanted, where)
-            rows = decoder.rows[info.state_id]
-            tables.append(keyed_table(rows, header.key))
-        if not tables:
+            out.append((decoder.rows[info.state_id], header))
+        if not out and wanted is None:
             raise CheckpointNotFoundError(f"operator {operator!r} holds no keyed state to read")
-        return pa.concat_tables(tables)
+        return out
+
+    def keyed_state(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> pa.Table:
+        """A keyed state as a table; only the key groups in ``key_groups`` are read (all if None)."""
+        wanted = None if key_groups is None else set(key_groups)
+        parts = self._decode(operator, state, wanted)
+        if not parts:
+            return self.schema(operator, state).empty_table()
+        return pa.concat_tables([keyed_table(rows, header.key) for rows, header in parts])
+
+    def decode_keyed(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> StateRows:
+        """A keyed state's decoded Python values (for restoring into a backend)."""
+        parts = self._decode(operator, state, None if key_groups is None else set(key_groups))
+        found = self.keyed_info(operator, state)
+        assert found is not None
+        merged = StateRows(found[1])
+        for rows, _ in parts:
+            for name in ("key_group", "key", "namespace", "extra", "value", "ttl", "chunks"):
+                getattr(merged, name).extend(getattr(rows, name))
+        return merged
+
+    def keyed_header(self, operator: str) -> KeyedHeader | None:
+        return self._header(self.operator(operator))
+
+    def operator_infos(self, operator: str) -> list[StateInfo]:
+        return self._operator_infos(self.operator(operator))
+
+    def operator_values(self, operator: str, state: str, subtask: int) -> Any:
+        """One subtask's elements (a list) or broadcast map (a dict) of an operator state."""
+        table = self.operator_state(operator, state)
+        rows = [
+            r for r in zip(*(table.column(i).to_pylist() for i in range(3)), strict=True) if r[0] == subtask
+        ]
+        if table.column_names[1] == "key":
+            return {k: v for _, k, v in rows}
+        return [v for _, _, v in rows]
+
+    def restore_keyed(
+        self, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None
+    ) -> None:
+        """Load ``operator``'s keyed states into ``backend`` (its key-group range)."""
+        from .restore import restore_keyed
+
+        restore_keyed(self, backend, operator, states)
+
+    def keyed_backend(
+        self, operator: str, subtask: int, parallelism: int, **kwargs: Any
+    ) -> AbstractKeyedStateBackend:
+        """A new backend (HeapKeyedStateBackend unless ``backend_factory=``) for a subtask, restored."""
+        from .restore import keyed_backend
+
+        return keyed_backend(self, operator, subtask, parallelism, **kwargs)
+
+    def operator_backend(self, operator: str, subtask: int, parallelism: int) -> OperatorStateBackend:
+        """Operator state of ``operator`` for subtask ``subtask`` of ``parallelism``, repartitioned."""
+        from .restore import operator_backend
+
+        return operator_backend(self, operator, subtask, parallelism)
 
     def operator_state(self, operator: str, state: str) -> pa.Table:
         """Operator list/union state (``subtask, position, value``) or broadcast state
