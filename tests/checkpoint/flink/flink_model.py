@@ -8,7 +8,9 @@ from typing import Any
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "flink"
 KEYS = range(20)
 CANONICAL = ["heap_canonical", "heap_canonical_files", "heap_snappy", "rocksdb_canonical"]
-ALL = [*CANONICAL, "rocksdb_native", "heap_checkpoint"]
+NATIVE = ["rocksdb_native", "rocksdb_checkpoint"]
+CHECKPOINTS = ["heap_checkpoint", "rocksdb_checkpoint"]
+ALL = [*CANONICAL, *NATIVE, "heap_checkpoint"]
 
 
 def text(k: int) -> str:

@@ -9,11 +9,13 @@ import pytest
 from flink_model import (
     ALL,
     CANONICAL,
+    CHECKPOINTS,
     FIXTURES,
     HEAP_CHECKPOINT_READABLE,
     KEYS,
     LISTS,
     MAPS,
+    NATIVE,
     TTL,
     VALUES,
     windows,
@@ -28,7 +30,7 @@ from flinkstate.state.types import Types
 def _readable(kind: str, state: str) -> bool:
     if kind == "heap_checkpoint":
         return state in HEAP_CHECKPOINT_READABLE
-    if kind == "rocksdb_native":
+    if kind in NATIVE:  # ListState appends need RocksDB's merge operator
         return state not in LISTS
     return True
 
@@ -144,8 +146,8 @@ def test_metadata(savepoint: tuple[str, FlinkSavepoint]) -> None:
     assert ops["window-sum"].max_parallelism == 256
     assert sp.operator(ops["keyed-states"].operator_id).uid == "keyed-states"
     props = sp.properties
-    assert props["snapshot"] == ("checkpoint" if kind == "heap_checkpoint" else "savepoint")
-    assert props["format"] == ("native" if kind == "rocksdb_native" else "canonical")
+    assert props["snapshot"] == ("checkpoint" if kind in CHECKPOINTS else "savepoint")
+    assert props["format"] == ("native" if kind in NATIVE else "canonical")
     table = sp.metadata_table()
     names = set(zip(table.column("operator_uid").to_pylist(), table.column("name").to_pylist(), strict=True))
     expected = {("keyed-states", s) for s in [*VALUES, *LISTS, *MAPS, "v_kryo"]}
