@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.operator import OperatorStateBackend
+from flinkstate.state.types import TypeInformation
 
 from ..errors import CheckpointNotFoundError
 from .binary import FlinkFormatError
@@ -225,6 +226,22 @@ class FlinkSavepoint:
         if not parts:
             return self.schema(operator, state).empty_table()
         return pa.concat_tables([keyed_table(rows, header.key) for rows, header in parts])
+
+    def python_state(
+        self,
+        operator: str,
+        name: str,
+        value_type: TypeInformation,
+        kind: str = "value",
+        user_key_type: TypeInformation | None = None,
+        allow_pickle: bool = False,
+    ) -> pa.Table:
+        """PyFlink Python state ``name`` (``kind`` value, list or map) decoded with the declared types."""
+        from .pyflink import python_table
+
+        raw = self.keyed_state(operator, f"python-state-{name}")
+        where = f"{self.directory}: operator {operator}, Python state {name}"
+        return python_table(raw, kind, value_type, user_key_type, allow_pickle, where)
 
     def decode_keyed(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> StateRows:
         """A keyed state's decoded Python values (for restoring into a backend)."""

@@ -40,6 +40,10 @@ _ATOMIC = {
     }.items()
 }
 _BYTES = f"{_BASE}array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot"
+# PyFlink's Python state: bytes its coders wrote (int length, then the bytes).
+_BYTE_WRAPPER = (
+    "org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer$ByteArrayWrapperSerializerSnapshot"
+)
 _VOID = "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot"
 _WINDOW = (
     "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
@@ -109,7 +113,7 @@ def read_snapshot(c: Cursor, what: str) -> FlinkType:
     if name in _ATOMIC:
         t = _basic(_ATOMIC[name])
         return FlinkType(name, t, serializer_for(t), fixed_width=_ATOMIC[name] in _FIXED_WIDTH)
-    if name == _BYTES:
+    if name in (_BYTES, _BYTE_WRAPPER):
         t = Types.PRIMITIVE_ARRAY(Types.BYTE())
         return FlinkType(name, t, serializer_for(t))
     if name == _VOID:
