@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.changes import ChangeSet
@@ -34,6 +34,9 @@ from .storage import Storage
 from .target import CheckpointTarget
 from .versions import collect_garbage, completed_ids, version_ids
 from .writer import SubtaskResult, SubtaskWriter
+
+if TYPE_CHECKING:
+    from .flink import FlinkSavepoint
 
 
 class PendingCheckpoint:
@@ -289,10 +292,19 @@ def open_checkpoint(
     storage_options: Mapping[str, Any] | None = None,
     checkpoint_id: int | None = None,
     allow_pickle: bool = False,
-) -> CompletedCheckpoint:
-    """A savepoint directory, a ``chk-<id>`` directory, or a root (its latest checkpoint)."""
+) -> CompletedCheckpoint | FlinkSavepoint:
+    """A savepoint directory, a ``chk-<id>`` directory, or a root (its latest checkpoint).
+
+    A directory holding Flink's own ``_metadata`` opens as a
+    :class:`~flinkstate.checkpoint.flink.FlinkSavepoint` (same ``keyed_backend``,
+    ``restore_keyed`` and ``operator_backend``).
+    """
     storage = Storage(url, storage_options)
     if checkpoint_id is None and storage.exists(METADATA):
+        from .flink import is_flink_savepoint, read_savepoint
+
+        if is_flink_savepoint(url, storage_options):
+            return read_savepoint(url, storage_options)
         return load_directory(storage, allow_pickle)
     return CheckpointStorage(url, storage_options).load(checkpoint_id, allow_pickle)
 

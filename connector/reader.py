@@ -320,7 +320,10 @@ def _operator_mode(op: OperatorEntry, state: str) -> OperatorStateMode:
 
 
 def open_for_read(options: ReadOptions) -> CompletedCheckpoint:
-    return open_checkpoint(options.path, options.storage, options.checkpoint_id, options.allow_pickle)
+    checkpoint = open_checkpoint(options.path, options.storage, options.checkpoint_id, options.allow_pickle)
+    if not isinstance(checkpoint, CompletedCheckpoint):  # Flink's own: connector/flink_source.py reads it
+        raise OptionError(f"{options.path} is a Flink savepoint, read by the Flink reader")
+    return checkpoint
 
 
 def view_schema_of(options: ReadOptions, checkpoint: CompletedCheckpoint) -> pa.Schema:

@@ -23,6 +23,10 @@ class FlinkStateDataSource(DataSource):
         from .reader import open_for_read, view_schema_of
 
         options = ReadOptions.parse(self.options)
+        if _is_flink(options):
+            from .flink_source import flink_schema
+
+            return from_arrow_schema(flink_schema(options))
         if options.read_change_feed:
             from .changefeed import change_feed_schema, open_range
 
@@ -40,6 +44,10 @@ class FlinkStateDataSource(DataSource):
 
         options = ReadOptions.parse(self.options)
         arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        if _is_flink(options):
+            from .flink_source import FlinkSavepointReader
+
+            return FlinkSavepointReader(options, arrow_schema)
         if options.read_change_feed:
             from .changefeed import ChangeFeedReader, open_range
 
@@ -55,3 +63,10 @@ class FlinkStateDataSource(DataSource):
         from .stream import StateSink
 
         return StateSink(self.options, schema)
+
+
+def _is_flink(options: ReadOptions) -> bool:
+    """Whether ``path`` is a Flink savepoint or checkpoint (a ``_metadata`` of Flink's)."""
+    from .flink_source import is_flink
+
+    return is_flink(options)

@@ -1,0 +1,17 @@
+"""Reading Flink's own savepoints and retained checkpoints (Flink 1.15+ metadata, 2.x
+tested), without Flink: see :func:`read_savepoint`."""
+
+from __future__ import annotations
+
+from .binary import FlinkFormatError, UnsupportedFlinkFeatureError, UnsupportedSerializerError
+from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
+
+__all__ = [
+    "FlinkFormatError",
+    "FlinkSavepoint",
+    "FlinkState",
+    "UnsupportedFlinkFeatureError",
+    "UnsupportedSerializerError",
+    "is_flink_savepoint",
+    "read_savepoint",
+]

@@ -1,0 +1,100 @@
+"""The header of a keyed state stream: Flink's ``KeyedBackendSerializationProxy``.
+
+``int version, bool compressed, key serializer snapshot, short state count``, then per
+state its meta info: ``UTF name, int backend state type, options (UTF, UTF)*,
+serializer snapshots (UTF key, snapshot)*``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .binary import Cursor
+from .snapshots import FlinkType, read_top_level
+
+SUPPORTED_VERSIONS = (5, 6)
+_BACKEND_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE")
+
+
+@dataclass(frozen=True)
+class StateInfo:
+    """One state's meta info. ``value`` is the value, list element or map value type."""
+
+    state_id: int
+    name: str
+    kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING | PRIORITY_QUEUE; operator state:
+    # SPLIT_DISTRIBUTE | UNION | BROADCAST
+    namespace: FlinkType | None
+    value: FlinkType
+    user_key: FlinkType | None
+    stored: FlinkType  # the VALUE_SERIALIZER as stored (a List/Map serializer for LIST/MAP)
+
+    @property
+    def ttl(self) -> bool:
+        return self.value.ttl
+
+    @property
+    def is_timer(self) -> bool:
+        return self.kind == "PRIORITY_QUEUE"
+
+
+@dataclass(frozen=True)
+class KeyedHeader:
+    version: int
+    compressed: bool
+    key: FlinkType
+    states: tuple[StateInfo, ...]
+    end: int  # byte offset right after the header
+
+
+def read_meta_info(c: Cursor, state_id: int) -> StateInfo:
+    name = c.utf("state name")
+    at = c.pos
+    backend_type = c.i32("backend state type")
+    if not 0 <= backend_type < len(_BACKEND_TYPES):
+        raise c.fail(f"state {name}: unknown backend state type {backend_type}", at)
+    options = {c.utf("option key"): c.utf("option value") for _ in range(c.count("option count", 4))}
+    serializers = {}
+    for _ in range(c.count("serializer count", 6)):
+        key = c.utf("serializer key")
+        serializers[key] = read_top_level(c, f"state {name} {key.lower()}")
+    value = serializers.get("VALUE_SERIALIZER")
+    if value is None:
+        raise c.fail(f"state {name} has no value serializer")
+    backend = _BACKEND_TYPES[backend_type]
+    if backend == "PRIORITY_QUEUE":
+        return StateInfo(state_id, name, "PRIORITY_QUEUE", None, value, None, value)
+    if backend == "OPERATOR":
+        mode = options.get("OPERATOR_STATE_DISTRIBUTION_MODE", "SPLIT_DISTRIBUTE")
+        return StateInfo(state_id, name, mode, None, value, None, value)
+    if backend == "BROADCAST":
+        map_key = serializers.get("KEY_SERIALIZER")
+        return StateInfo(state_id, name, "BROADCAST", None, value, map_key, value)
+    kind = options.get("KEYED_STATE_TYPE", "VALUE")
+    namespace = serializers.get("NAMESPACE_SERIALIZER")
+    element, user_key = value, None
+    if kind == "LIST":
+        element = _child(value, 0, c, name)
+    elif kind == "MAP":
+        user_key, element = _child(value, 0, c, name), _child(value, 1, c, name)
+    return StateInfo(state_id, name, kind, namespace, element, user_key, value)
+
+
+def _child(t: FlinkType, index: int, c: Cursor, name: str) -> FlinkType:
+    if len(t.children) <= index:
+        raise c.fail(f"state {name}: serializer {t.snapshot_class} has no nested serializer {index}")
+    return t.children[index]
+
+
+def read_header(buf: bytes, where: str) -> KeyedHeader:
+    c = Cursor(buf, where)
+    version = c.i32("keyed state format version")
+    if version not in SUPPORTED_VERSIONS:
+        raise c.fail(f"unsupported keyed state format version {version}", 0)
+    compressed = c.boolean("compression flag")
+    key = read_top_level(c, "key serializer")
+    count = c.i16("state count")
+    if count < 0:
+        raise c.fail(f"negative state count {count}", c.pos - 2)
+    states = tuple(read_meta_info(c, i) for i in range(count))
+    return KeyedHeader(version, compressed, key, states, c.pos)

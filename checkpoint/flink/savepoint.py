@@ -1,0 +1,351 @@
+"""A Flink savepoint or retained checkpoint, read without Flink.
+
+:func:`read_savepoint` parses ``_metadata``; each state reads on demand into an Arrow table
+with the columns of our own views (``key_group, key, namespace, value`` plus ``position``
+for lists, ``user_key`` for maps, ``ttl_timestamp`` with TTL; operator state
+``subtask, position, value`` or ``subtask, key, value`` for broadcast state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+
+from flinkstate.state.backend import AbstractKeyedStateBackend
+from flinkstate.state.operator import OperatorStateBackend
+from flinkstate.state.types import TypeInformation
+
+from ..errors import CheckpointNotFoundError
+from .binary import FlinkFormatError
+from .body import KeyGroupDecoder, StateRows
+from .header import KeyedHeader, StateInfo, read_header
+from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
+from .native import read_native
+from .operator import read_operator_header, read_operator_state, snappy_block
+from .tables import broadcast_table, keyed_schema, keyed_table, operator_table
+
+
+@dataclass(frozen=True)
+class FlinkState:
+    """A state found in the savepoint, with the types its serializer snapshots give."""
+
+    operator_uid: str
+    operator_id: str
+    operator_name: str
+    name: str
+    kind: str
+    key_type: str
+    namespace_type: str
+    user_key_type: str
+    value_type: str
+    ttl: bool
+    decodable: bool
+    serializer: str
+
+
+def _directory(path: str) -> str:
+    path = path.rstrip("/")
+    return path[: -len("/_metadata")] if path.endswith("/_metadata") else path
+
+
+def is_flink_savepoint(path: str, storage: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``path`` (a directory or its ``_metadata``) holds a Flink ``_metadata``."""
+    fs, root = fsspec.core.url_to_fs(_directory(path) + "/_metadata", **dict(storage or {}))
+    try:
+        with fs.open(root, "rb") as f:
+            return is_flink_metadata(f.read(4))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return False
+
+
+def read_savepoint(path: str, storage: Mapping[str, Any] | None = None) -> FlinkSavepoint:
+    """Open the Flink savepoint or retained checkpoint at ``path`` (directory or ``_metadata``);
+    ``storage``: fsspec storage options."""
+    directory = _directory(path)
+    fs, root = fsspec.core.url_to_fs(directory + "/_metadata", **dict(storage or {}))
+    try:
+        with fs.open(root, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as exc:
+        raise CheckpointNotFoundError(f"no Flink _metadata in {directory}") from exc
+    return FlinkSavepoint(directory, parse_metadata(data, f"{directory}/_metadata"), storage)
+
+
+class FlinkSavepoint:
+    """The operators and states of one Flink savepoint or checkpoint."""
+
+    def __init__(
+        self, directory: str, meta: CheckpointMeta, storage: Mapping[str, Any] | None = None
+    ) -> None:
+        self.directory = directory
+        self.meta = meta
+        self.storage = dict(storage or {})
+        self._headers: dict[tuple[str, int], KeyedHeader] = {}
+
+    @property
+    def operators(self) -> tuple[OperatorMeta, ...]:
+        return tuple(o for o in self.meta.operators if o.subtasks)
+
+    @cached_property
+    def properties(self) -> dict[str, str]:
+        handles = [s.managed_keyed for o in self.meta.operators for s in o.subtasks if s.managed_keyed]
+        kinds = {h.kind for h in handles}
+        snapshot = "savepoint" if self.meta.savepoint else "checkpoint"
+        fmt = "native" if self.meta.native or "incremental" in kinds else "canonical"
+        return {
+            "checkpoint_id": str(self.meta.checkpoint_id),
+            "metadata_version": str(self.meta.version),
+            "snapshot": snapshot,
+            "format": fmt,
+        }
+
+    def operator(self, ref: str) -> OperatorMeta:
+        """The operator whose uid, id (the uid hash, hex) or name is ``ref``."""
+        for attr, want in (("uid", ref), ("operator_id", ref.lower()), ("name", ref)):
+            found = [o for o in self.operators if getattr(o, attr) == want]
+            if len(found) == 1:
+                return found[0]
+        names = sorted(o.uid or o.operator_id for o in self.operators)
+        raise CheckpointNotFoundError(
+            f"no operator {ref!r} with state in {self.directory}; operators: {names}"
+        )
+
+    def _keyed_stream(self, op: OperatorMeta, handle: KeyedHandle) -> tuple[bytes, KeyedHeader]:
+        assert handle.stream is not None
+        data = handle.stream.read(self.directory, self.storage)
+        where = f"{self.directory}: operator {op.uid or op.operator_id}, {handle.stream.name}"
+        return data, read_header(data, where)
+
+    def _header(self, op: OperatorMeta) -> KeyedHeader | None:
+        for sub in op.subtasks:
+            handle = sub.managed_keyed
+            if handle is not None and handle.stream is not None:
+                key = (op.operator_id, sub.index)
+                if key not in self._headers:
+                    self._headers[key] = self._keyed_stream(op, handle)[1]
+                return self._headers[key]
+        return None
+
+    def states(self) -> list[FlinkState]:
+        """Every keyed and operator state (timers excluded) with its types."""
+        out = []
+        for op in self.operators:
+            header = self._header(op)
+            if header is not None:
+                for s in header.states:
+                    if not s.is_timer:
+                        out.append(self._describe(op, s, header.key.describe()))
+            for s in self._operator_infos(op):
+                out.append(self._describe(op, s, ""))
+        return out
+
+    def _operator_infos(self, op: OperatorMeta) -> list[StateInfo]:
+        for sub in op.subtasks:
+            handle = sub.managed_operator
+            if handle is not None and handle.stream is not None:
+                data = handle.stream.read(self.directory, self.storage)
+                return list(read_operator_header(data, f"{self.directory}: {handle.stream.name}")[1].values())
+        return []
+
+    @staticmethod
+    def _describe(op: OperatorMeta, s: StateInfo, key: str) -> FlinkState:
+        value = s.value.inner if s.value.inner is not None else s.value
+        ns = s.namespace.describe() if s.namespace is not None else ""
+        return FlinkState(
+            op.uid, op.operator_id, op.name, s.name, s.kind, key, ns,
+            s.user_key.describe() if s.user_key is not None else "",
+            value.describe(), s.ttl, value.decodable,
+            value.java_class or value.snapshot_class,
+        )  # fmt: skip
+
+    def metadata_table(self) -> pa.Table:
+        """One row per state: operator uid, id, name, parallelism, max parallelism, state, types."""
+        by_id = {o.operator_id: o for o in self.operators}
+        rows = [s.__dict__ for s in self.states()]
+        for r in rows:
+            op = by_id[r["operator_id"]]
+            r["parallelism"], r["max_parallelism"] = op.parallelism, op.max_parallelism
+        return pa.Table.from_pylist(rows)
+
+    def keyed_info(self, operator: str, state: str) -> tuple[KeyedHeader, StateInfo] | None:
+        """The keyed header and meta info of a keyed state (None: no such keyed state)."""
+        header = self._header(self.operator(operator))
+        if header is None:
+            return None
+        info = next((s for s in header.states if s.name == state and not s.is_timer), None)
+        return None if info is None else (header, info)
+
+    def schema(self, operator: str, state: str) -> pa.Schema:
+        """The Arrow schema :meth:`state` gives, read from the state's meta info only."""
+        found = self.keyed_info(operator, state)
+        if found is not None:
+            return keyed_schema(StateRows(found[1]), found[0].key)
+        info = next((i for i in self._operator_infos(self.operator(operator)) if i.name == state), None)
+        if info is None:
+            raise CheckpointNotFoundError(f"operator {operator!r} has no state {state!r}")
+        if info.kind == "BROADCAST":
+            return broadcast_table([], [], [], info.user_key, info.value).schema  # type: ignore[arg-type]
+        return operator_table([], [], [], info.value).schema
+
+    def _decode(
+        self, operator: str, state: str, wanted: set[int] | None
+    ) -> list[tuple[StateRows, KeyedHeader]]:
+        """The rows of a keyed state per subtask holding wanted key groups (only those decoded)."""
+        op = self.operator(operator)
+        out = []
+        for sub in op.subtasks:
+            handle = sub.managed_keyed
+            if handle is None or handle.stream is None:
+                continue
+            if wanted is not None and not wanted.intersection(handle.key_groups):
+                continue
+            data, header = self._keyed_stream(op, handle)
+            info = next((s for s in header.states if s.name == state and not s.is_timer), None)
+            if info is None:
+                raise CheckpointNotFoundError(f"operator {operator!r} has no keyed state {state!r}")
+            where = f"{self.directory}: operator {operator}, state {state}, file {handle.stream.name}"
+            decoder = KeyGroupDecoder(header, op.max_parallelism, where, [state])
+            if handle.kind == "incremental":
+                read_native(self.directory, self.storage, handle, decoder, wanted)
+            else:
+                _decode_groups(data, handle, header, decoder, wanted, where)
+            out.append((decoder.rows[info.state_id], header))
+        if not out and wanted is None:
+            raise CheckpointNotFoundError(f"operator {operator!r} holds no keyed state to read")
+        return out
+
+    def keyed_state(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> pa.Table:
+        """A keyed state as a table; only the key groups in ``key_groups`` are read (all if None)."""
+        wanted = None if key_groups is None else set(key_groups)
+        parts = self._decode(operator, state, wanted)
+        if not parts:
+            return self.schema(operator, state).empty_table()
+        return pa.concat_tables([keyed_table(rows, header.key) for rows, header in parts])
+
+    def python_state(
+        self,
+        operator: str,
+        name: str,
+        value_type: TypeInformation,
+        kind: str = "value",
+        user_key_type: TypeInformation | None = None,
+        allow_pickle: bool = False,
+    ) -> pa.Table:
+        """PyFlink Python state ``name`` (``kind`` value, list or map) decoded with the declared types."""
+        from .pyflink import python_table
+
+        raw = self.keyed_state(operator, f"python-state-{name}")
+        where = f"{self.directory}: operator {operator}, Python state {name}"
+        return python_table(raw, kind, value_type, user_key_type, allow_pickle, where)
+
+    def decode_keyed(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> StateRows:
+        """A keyed state's decoded Python values (for restoring into a backend)."""
+        parts = self._decode(operator, state, None if key_groups is None else set(key_groups))
+        found = self.keyed_info(operator, state)
+        assert found is not None
+        merged = StateRows(found[1])
+        for rows, _ in parts:
+            for name in ("key_group", "key", "namespace", "extra", "value", "ttl", "chunks"):
+                getattr(merged, name).extend(getattr(rows, name))
+        return merged
+
+    def keyed_header(self, operator: str) -> KeyedHeader | None:
+        return self._header(self.operator(operator))
+
+    def operator_infos(self, operator: str) -> list[StateInfo]:
+        return self._operator_infos(self.operator(operator))
+
+    def operator_values(self, operator: str, state: str, subtask: int) -> Any:
+        """One subtask's elements (a list) or broadcast map (a dict) of an operator state."""
+        table = self.operator_state(operator, state)
+        rows = [
+            r for r in zip(*(table.column(i).to_pylist() for i in range(3)), strict=True) if r[0] == subtask
+        ]
+        if table.column_names[1] == "key":
+            return {k: v for _, k, v in rows}
+        return [v for _, _, v in rows]
+
+    def restore_keyed(
+        self, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None
+    ) -> None:
+        """Load ``operator``'s keyed states into ``backend`` (its key-group range)."""
+        from .restore import restore_keyed
+
+        restore_keyed(self, backend, operator, states)
+
+    def keyed_backend(
+        self, operator: str, subtask: int, parallelism: int, **kwargs: Any
+    ) -> AbstractKeyedStateBackend:
+        """A new backend (HeapKeyedStateBackend unless ``backend_factory=``) for a subtask, restored."""
+        from .restore import keyed_backend
+
+        return keyed_backend(self, operator, subtask, parallelism, **kwargs)
+
+    def operator_backend(self, operator: str, subtask: int, parallelism: int) -> OperatorStateBackend:
+        """Operator state of ``operator`` for subtask ``subtask`` of ``parallelism``, repartitioned."""
+        from .restore import operator_backend
+
+        return operator_backend(self, operator, subtask, parallelism)
+
+    def operator_state(self, operator: str, state: str) -> pa.Table:
+        """Operator list/union state (``subtask, position, value``) or broadcast state
+        (``subtask, key, value``)."""
+        op = self.operator(operator)
+        subtasks: list[int] = []
+        firsts: list[object] = []
+        values: list[object] = []
+        info: StateInfo | None = None
+        for sub in op.subtasks:
+            handle = sub.managed_operator
+            if handle is None or handle.stream is None or all(e.name != state for e in handle.states):
+                continue
+            data = handle.stream.read(self.directory, self.storage)
+            where = f"{self.directory}: operator {operator}, file {handle.stream.name}"
+            info, f, v = read_operator_state(data, handle, state, where)
+            subtasks += [sub.index] * len(v)
+            firsts += f
+            values += v
+        if info is None:
+            raise CheckpointNotFoundError(f"operator {operator!r} has no operator state {state!r}")
+        if info.kind == "BROADCAST":
+            assert info.user_key is not None
+            return broadcast_table(subtasks, firsts, values, info.user_key, info.value)
+        return operator_table(subtasks, firsts, values, info.value)
+
+    def state(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> pa.Table:
+        """A keyed or operator state by name."""
+        op = self.operator(operator)
+        if any(
+            s.managed_operator and any(e.name == state for e in s.managed_operator.states)
+            for s in op.subtasks
+        ):
+            return self.operator_state(operator, state)
+        return self.keyed_state(operator, state, key_groups)
+
+
+def _decode_groups(
+    data: bytes,
+    handle: KeyedHandle,
+    header: KeyedHeader,
+    decoder: KeyGroupDecoder,
+    wanted: set[int] | None,
+    where: str,
+) -> None:
+    starts = sorted({o for o in handle.offsets if o} | {len(data)})
+    for kg, offset in zip(handle.key_groups, handle.offsets, strict=True):
+        if not offset or (wanted is not None and kg not in wanted):
+            continue
+        if offset < header.end or offset >= len(data):
+            raise FlinkFormatError(f"{where}: key group {kg} offset {offset} is outside the state data")
+        if handle.kind == "heap_checkpoint":
+            decoder.heap_checkpoint(data, offset, kg)
+        elif header.compressed:
+            end = starts[starts.index(offset) + 1]
+            decoder.canonical(snappy_block(data, offset, end, where), 0, kg)
+        else:
+            decoder.canonical(data, offset, kg)

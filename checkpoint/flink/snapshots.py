@@ -1,0 +1,218 @@
+"""Serializer snapshots stored in Flink state meta info, mapped to our types.
+
+A snapshot is ``UTF class name, int version, payload`` (top-level ones are preceded by an
+int 2). Composite snapshots wrap their nested snapshots in Flink's composite framing;
+POJO and Kryo snapshots hold "linked optional maps". Each known snapshot becomes a
+:class:`FlinkType`: the serializer class Flink used, our ``TypeInformation`` and a
+decoder. Kryo and unknown serializers decode to raw bytes (``decodable`` False); they are
+never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flinkstate.state.serde_base import TypeSerializer
+from flinkstate.state.serializers import serializer_for
+from flinkstate.state.types import RowTypeInfo, TypeInformation, Types
+
+from .binary import Cursor, UnsupportedSerializerError
+from .values import PojoSerializer, RawSerializer, TtlValueSerializer
+
+_BASE = "org.apache.flink.api.common.typeutils.base."
+_COMPOSITE_MAGIC = 911108
+_NESTED_MAGIC = 1333245
+_OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
+
+_ATOMIC = {
+    f"{_BASE}{n}Serializer${n}SerializerSnapshot": t
+    for n, t in {
+        "Long": "LONG",
+        "Integer": "INT",
+        "Int": "INT",
+        "Short": "SHORT",
+        "Byte": "BYTE",
+        "Boolean": "BOOLEAN",
+        "Double": "DOUBLE",
+        "Float": "FLOAT",
+        "Char": "CHAR",
+        "String": "STRING",
+    }.items()
+}
+_BYTES = f"{_BASE}array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot"
+# PyFlink's Python state: bytes its coders wrote (int length, then the bytes).
+_BYTE_WRAPPER = (
+    "org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer$ByteArrayWrapperSerializerSnapshot"
+)
+_VOID = "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot"
+_WINDOW = (
+    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
+)
+_LIST = f"{_BASE}ListSerializerSnapshot"
+_MAP = f"{_BASE}MapSerializerSnapshot"
+_TUPLE = "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot"
+_ROW = "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot"
+_TTL = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
+_TIMER = "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot"
+_POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
+_KRYO = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
+_COMPOSITES = {_LIST, _MAP, _TUPLE, _ROW, _TTL, _TIMER}
+_FIXED_WIDTH = {"LONG", "INT", "SHORT", "BYTE", "BOOLEAN", "DOUBLE", "FLOAT", "CHAR"}
+
+
+@dataclass(frozen=True)
+class FlinkType:
+    """A serializer found in a savepoint: its snapshot class, our type and a decoder.
+
+    ``type_info`` is None for the void namespace and for serializers read as raw bytes;
+    ``ttl`` marks Flink's TTL wrapper (long timestamp, then ``inner``).
+    """
+
+    snapshot_class: str
+    type_info: TypeInformation | None
+    serializer: TypeSerializer | None
+    decodable: bool = True
+    fixed_width: bool = False
+    inner: FlinkType | None = None
+    java_class: str = ""
+    children: tuple[FlinkType, ...] = ()
+
+    @property
+    def ttl(self) -> bool:
+        return self.snapshot_class == _TTL
+
+    @property
+    def void(self) -> bool:
+        return self.snapshot_class == _VOID
+
+    @property
+    def timer(self) -> bool:
+        return self.snapshot_class == _TIMER
+
+    def describe(self) -> str:
+        """A readable name: our type, or the Java class for raw-bytes serializers."""
+        if self.inner is not None:
+            return f"TTL<{self.inner.describe()}>"
+        if self.void:
+            return "VoidNamespace"
+        if not self.decodable:
+            return f"RAW({self.java_class or self.snapshot_class})"
+        return str(self.type_info)
+
+
+def read_top_level(c: Cursor, what: str) -> FlinkType:
+    """A snapshot as written by the state meta info writer: int 2, then the snapshot."""
+    c.expect_int(2, f"{what} snapshot format version")
+    return read_snapshot(c, what)
+
+
+def read_snapshot(c: Cursor, what: str) -> FlinkType:
+    at = c.pos
+    name = c.utf(f"{what} snapshot class")
+    c.i32(f"{what} snapshot version")
+    if name in _ATOMIC:
+        t = _basic(_ATOMIC[name])
+        return FlinkType(name, t, serializer_for(t), fixed_width=_ATOMIC[name] in _FIXED_WIDTH)
+    if name in (_BYTES, _BYTE_WRAPPER):
+        t = Types.PRIMITIVE_ARRAY(Types.BYTE())
+        return FlinkType(name, t, serializer_for(t))
+    if name == _VOID:
+        return FlinkType(name, None, None, fixed_width=True)
+    if name == _WINDOW:
+        t = RowTypeInfo((_basic("LONG"), _basic("LONG")), ("start", "end"), "TUPLE")
+        return FlinkType(name, t, serializer_for(t), fixed_width=True)
+    if name in _COMPOSITES:
+        return _composite(c, name, what)
+    if name == _POJO:
+        return _pojo(c, what)
+    if name == _KRYO:
+        java_class = c.utf(f"{what} Kryo type class")
+        for _ in range(3):
+            _optional_map(c, what)
+        return FlinkType(
+            name, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
+        )
+    raise UnsupportedSerializerError(
+        f"{c.where}: {what} uses serializer snapshot {name}, which cannot be read, at byte offset {at}"
+    )
+
+
+def _basic(name: str) -> TypeInformation:
+    factory = getattr(Types, name)
+    t: TypeInformation = factory()
+    return t
+
+
+def _nested(c: Cursor, what: str) -> list[FlinkType]:
+    c.expect_int(_NESTED_MAGIC, f"{what} nested snapshots magic")
+    c.i32(f"{what} nested snapshots version")
+    return [read_snapshot(c, f"{what} field {i}") for i in range(c.count(f"{what} nested count", 6))]
+
+
+def _composite(c: Cursor, name: str, what: str) -> FlinkType:
+    c.expect_int(_COMPOSITE_MAGIC, f"{what} composite snapshot magic")
+    outer = c.i32(f"{what} outer version")
+    java_class = ""
+    if name == _TUPLE:
+        java_class = c.utf(f"{what} tuple class")
+    elif name == _ROW and outer >= 4:
+        c.boolean(f"{what} row kind flag")
+    nested = _nested(c, what)
+    if name == _TTL:
+        value = nested[1]
+        return FlinkType(name, value.type_info, TtlValueSerializer(value), value.decodable, inner=value)
+    if name == _TIMER:
+        return FlinkType(name, None, None, False, children=tuple(nested))
+    for n in nested:
+        if not n.decodable or n.type_info is None:
+            # Raw-bytes serializers cannot be delimited inside a composite value.
+            raw = RawSerializer()
+            return FlinkType(
+                name, Types.PRIMITIVE_ARRAY(Types.BYTE()), raw, False, java_class=name, children=tuple(nested)
+            )
+    types = [n.type_info for n in nested if n.type_info is not None]
+    if name == _LIST:
+        t = Types.LIST(types[0])
+    elif name == _MAP:
+        t = Types.MAP(types[0], types[1])
+    else:
+        names = tuple(f"f{i}" for i in range(len(types)))
+        t = RowTypeInfo(tuple(types), names, "TUPLE" if name == _TUPLE else "ROW")
+    return FlinkType(name, t, serializer_for(t), java_class=java_class, children=tuple(nested))
+
+
+def _optional_map(c: Cursor, what: str) -> list[tuple[str, bytes | None, bytes | None]]:
+    at = c.pos
+    if c.i64(f"{what} optional map header") != _OPTIONAL_MAP_HEADER:
+        raise c.fail(f"{what}: bad optional map header", at)
+    entries = []
+    for _ in range(c.count(f"{what} optional map size", 4)):
+        key = c.utf(f"{what} optional map key")
+        parts: list[bytes | None] = []
+        for part in ("key", "value"):
+            present = c.boolean(f"{what} optional map {part} flag")
+            parts.append(c.take(c.count(f"{what} optional map {part} length"), what) if present else None)
+        entries.append((key, parts[0], parts[1]))
+    return entries
+
+
+def _pojo(c: Cursor, what: str) -> FlinkType:
+    java_class = c.utf(f"{what} POJO class")
+    fields = []
+    for field_name, _, snapshot in _optional_map(c, what):
+        if snapshot is None:
+            raise c.fail(f"{what}: POJO field {field_name} of {java_class} has no serializer snapshot")
+        fields.append((field_name, read_snapshot(Cursor(snapshot, c.where), f"{what} field {field_name}")))
+    for _ in range(2):
+        if _optional_map(c, what):
+            return FlinkType(
+                _POJO, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
+            )
+    if any(not f.decodable or f.type_info is None for _, f in fields):
+        return FlinkType(
+            _POJO, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
+        )
+    types = tuple(f.type_info for _, f in fields if f.type_info is not None)
+    t = RowTypeInfo(types, tuple(n for n, _ in fields), "ROW")
+    serializers = tuple(f.serializer for _, f in fields if f.serializer is not None)
+    return FlinkType(_POJO, t, PojoSerializer(serializers, java_class), java_class=java_class)

@@ -1,0 +1,182 @@
+"""Reading Flink's own savepoints and checkpoints as DataFrames.
+
+When ``path`` holds a Flink ``_metadata``, ``spark.read.format("flinkstate")`` reads it
+through :mod:`flinkstate.checkpoint.flink`: without ``operator``/``state`` the metadata
+view (one row per state, its types and serializers); with them the state, with the
+columns of our own views. Filters on ``key_group``, on ``key`` (equality or IN) and on
+``subtask`` (operator list state), and the options ``keys``, ``keyGroups`` and
+``subtasks`` are applied here exactly; a keyed read opens only the files of the subtasks
+owning the wanted key groups, and decodes only those key groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
+
+from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read_savepoint
+from flinkstate.state.keygroups import assign_to_key_group
+from flinkstate.state.typeinfo import BasicTypeInfo
+
+from .options import OptionError, ReadOptions
+from .reader import _int_filter, _predicate, _PushFilters
+from .views import spark_compatible
+
+_UNSUPPORTED = {"checkpoint_id": None, "watermark": None, "flatten": True}
+
+
+@dataclass(frozen=True)
+class FlinkPartition(InputPartition):
+    """One subtask's share of a state (``key_groups``: the ones to decode, None: all)."""
+
+    subtask: int
+    key_groups: tuple[int, ...] | None
+
+
+def check_options(options: ReadOptions) -> None:
+    for name, default in _UNSUPPORTED.items():
+        if getattr(options, name) != default:
+            raise OptionError(f"option {name} is not supported when reading a Flink savepoint")
+
+
+def flink_schema(options: ReadOptions) -> pa.Schema:
+    check_options(options)
+    sp = read_savepoint(options.path, options.storage)
+    if options.operator is None:
+        schema = sp.metadata_table().schema
+    else:
+        schema = sp.schema(options.operator, options.state or "")
+    return pa.schema([pa.field(f.name, spark_compatible(f.type)) for f in schema])
+
+
+class FlinkSavepointReader(DataSourceReader):
+    """Reads one view of a Flink savepoint; see the module docstring."""
+
+    def __init__(self, options: ReadOptions, schema: pa.Schema) -> None:
+        check_options(options)
+        self.options = options
+        self.arrow_schema = schema
+        sp = read_savepoint(options.path, options.storage)
+        self.keyed = False
+        self.max_parallelism = 0
+        self.key_type: Any = None
+        self.subtask_groups: list[tuple[int, range]] = []
+        if options.operator is not None:
+            op = sp.operator(options.operator)
+            found = sp.keyed_info(options.operator, options.state or "")
+            self.keyed = found is not None
+            if found is not None:
+                self.key_type = found[0].key.type_info
+                self.max_parallelism = op.max_parallelism
+                self.subtask_groups = [
+                    (s.index, s.managed_keyed.key_groups) for s in op.subtasks if s.managed_keyed is not None
+                ]
+            else:
+                sp.schema(options.operator, options.state or "")  # the state exists
+        self.key_groups: list[Any] = []
+        self.subtasks: list[Any] = []
+        self.key_values: list[set[Any]] = []
+        self.pushFilters = _PushFilters(self)  # type: ignore[method-assign,arg-type]
+
+    def push(self, filters: list[Filter]) -> Iterable[Filter]:
+        rejected = []
+        for f in filters:
+            attribute = getattr(f, "attribute", ())
+            column = attribute if len(attribute) == 1 else ()
+            if self.keyed and column == ("key_group",) and _int_filter(f):
+                self.key_groups.append(_predicate(f))
+            elif self.keyed and column == ("key",) and self._key_filter(f):
+                pass
+            elif not self.keyed and self.options.operator and column == ("subtask",) and _int_filter(f):
+                self.subtasks.append(_predicate(f))
+            else:
+                rejected.append(f)
+        return rejected
+
+    def _key_filter(self, f: Filter) -> bool:
+        if not isinstance(f, EqualTo | In) or not isinstance(self.key_type, BasicTypeInfo):
+            return False
+        values = set(f.value) if isinstance(f, In) else {f.value}
+        if any(v is None or not isinstance(v, self.key_type.python_type) for v in values):
+            return False
+        self.key_values.append(values)
+        return True
+
+    def _keys(self) -> set[Any] | None:
+        sets = list(self.key_values)
+        if self.options.keys is not None:
+            sets.append(set(self.options.keys))
+        return set.intersection(*sets) if sets else None
+
+    def _wanted(self) -> set[int] | None:
+        wanted: set[int] | None = None
+        keys = self._keys()
+        if keys is not None:
+            wanted = set()
+            for value in keys:
+                try:
+                    wanted.add(assign_to_key_group(value, self.max_parallelism, self.key_type))
+                except (ValueError, TypeError):
+                    continue
+        if self.key_groups:
+            allowed = {g for g in range(self.max_parallelism) if all(p(g) for p in self.key_groups)}
+            wanted = allowed if wanted is None else wanted & allowed
+        if self.options.key_groups is not None:
+            wanted = set(self.options.key_groups) if wanted is None else wanted & self.options.key_groups
+        return wanted
+
+    def partitions(self) -> Sequence[InputPartition]:
+        if not self.keyed:
+            return [FlinkPartition(-1, None)]
+        wanted = self._wanted()
+        out: list[InputPartition] = []
+        for index, groups in self.subtask_groups:
+            if self.options.subtasks is not None and index not in self.options.subtasks:
+                continue
+            mine = None if wanted is None else tuple(sorted(wanted.intersection(groups)))
+            if mine is None or mine:
+                out.append(FlinkPartition(index, mine))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FlinkPartition)
+        sp = read_savepoint(self.options.path, self.options.storage)
+        table = self._table(sp, partition)
+        if table.num_rows:
+            yield from table.select(self.arrow_schema.names).cast(self.arrow_schema).to_batches()
+
+    def _table(self, sp: FlinkSavepoint, partition: FlinkPartition) -> pa.Table:
+        operator, state = self.options.operator, self.options.state or ""
+        if operator is None:
+            return sp.metadata_table()
+        if not self.keyed:
+            table = sp.operator_state(operator, state)
+            if "position" in table.column_names:
+                allowed = self.options.subtasks
+                mask = [
+                    all(p(s) for p in self.subtasks) and (allowed is None or s in allowed)
+                    for s in table.column("subtask").to_pylist()
+                ]
+                table = table.filter(pa.array(mask, pa.bool_()))
+            return table
+        groups = partition.key_groups
+        if groups is None:
+            index = partition.subtask
+            groups = tuple(next(g for i, g in self.subtask_groups if i == index))
+        table = sp.keyed_state(operator, state, groups)
+        keys = self._keys()
+        if keys is not None:
+            table = table.filter(
+                pc.is_in(table.column("key"), pa.array(sorted(keys), table.schema.field("key").type))
+            )
+        return table
+
+
+def is_flink(options: ReadOptions) -> bool:
+    """Whether the read options' path holds a Flink ``_metadata`` (not one of our checkpoints)."""
+    return is_flink_savepoint(options.path, options.storage)

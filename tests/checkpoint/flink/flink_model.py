@@ -1,0 +1,60 @@
+"""What FixtureJob.java wrote (tests/fixtures/flink): every value as a function of its key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "flink"
+KEYS = range(20)
+CANONICAL = ["heap_canonical", "heap_canonical_files", "heap_snappy", "rocksdb_canonical"]
+NATIVE = ["rocksdb_native", "rocksdb_checkpoint"]
+CHECKPOINTS = ["heap_checkpoint", "rocksdb_checkpoint"]
+ALL = [*CANONICAL, *NATIVE, "heap_checkpoint"]
+
+
+def text(k: int) -> str:
+    return f"k{k}-\u00e9\u6f22\U0001f600"
+
+
+VALUES: dict[str, Any] = {
+    "v_long": lambda k: k * 1000 + 7,
+    "v_int": lambda k: -3 * k,
+    "v_short": lambda k: k - 10,
+    "v_byte": lambda k: k * 5 - 50,
+    "v_bool": lambda k: k % 2 == 0,
+    "v_double": lambda k: k * 1.5,
+    "v_float": lambda k: k * 0.25,
+    "v_char": lambda k: chr(ord("a") + k),
+    "v_string": text,
+    "v_bytes": lambda k: bytes(k + i for i in range(k % 4)),
+    "v_tuple": lambda k: {"f0": k, "f1": f"t{k}"},
+    "v_row": lambda k: {"f0": 2 * k, "f1": None if k % 3 == 0 else f"r{k}"},
+    "v_pojo": lambda k: {"id": k, "name": f"p{k}", "score": None if k % 2 == 0 else k / 2},
+    "v_list": lambda k: [k + i for i in range(k % 3 + 1)],
+    "v_map": lambda k: sorted((f"m{i}", k * 10 + i) for i in range(k % 3 + 1)),
+    "r_sum": lambda k: 2 * k,
+    "ttl_value": lambda k: f"t{k}",
+}
+LISTS: dict[str, Any] = {
+    "l_long": lambda k: [k * 10 + i for i in range(k % 3 + 1)],
+    "l_string": lambda k: [f"e{k}_{i}" for i in range(k % 3 + 1)],
+    "ttl_list": lambda k: [k + i for i in range(k % 3 + 1)],
+}
+MAPS: dict[str, Any] = {
+    "m_string_long": lambda k: {f"u{i}": k * 100 + i for i in range(k % 3 + 1)},
+    "m_int_string": lambda k: {i: None if i == 1 else f"v{k}_{i}" for i in range(k % 3 + 1)},
+    "ttl_map": lambda k: {f"x{i}": k + i for i in range(k % 3 + 1)},
+}
+TTL = {"ttl_value", "ttl_list", "ttl_map"}
+#: The states a heap checkpoint stores before the Kryo state in every key group.
+HEAP_CHECKPOINT_READABLE = {"m_int_string", "v_list", "v_double", "m_string_long", "ttl_map"}
+
+
+def windows() -> dict[tuple[str, int], int]:
+    """(key, window start) -> sum of the window-sum job's tumbling one-hour windows."""
+    out: dict[tuple[str, int], int] = {}
+    for k in KEYS:
+        start = k * 600_000 // 3_600_000 * 3_600_000
+        out[(f"w{k % 5}", start)] = out.get((f"w{k % 5}", start), 0) + k
+    return out

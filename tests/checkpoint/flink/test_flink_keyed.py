@@ -1,0 +1,179 @@
+"""Reading real Flink 2.3 savepoints and checkpoints: every value of every fixture."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pytest
+from flink_model import (
+    ALL,
+    CANONICAL,
+    CHECKPOINTS,
+    FIXTURES,
+    HEAP_CHECKPOINT_READABLE,
+    KEYS,
+    LISTS,
+    MAPS,
+    NATIVE,
+    TTL,
+    VALUES,
+    windows,
+)
+
+from flinkstate.checkpoint.errors import CheckpointError
+from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
+from flinkstate.state.keygroups import assign_to_key_group
+from flinkstate.state.types import Types
+
+
+def _readable(kind: str, state: str) -> bool:
+    if kind == "heap_checkpoint":
+        return state in HEAP_CHECKPOINT_READABLE
+    if kind in NATIVE:  # ListState appends need RocksDB's merge operator
+        return state not in LISTS
+    return True
+
+
+@pytest.fixture(scope="module", params=ALL)
+def savepoint(request: pytest.FixtureRequest) -> tuple[str, FlinkSavepoint]:
+    return request.param, read_savepoint(str(FIXTURES / request.param))
+
+
+def _check_common(table: pa.Table, state: str) -> None:
+    for row in table.to_pylist():
+        assert row["key_group"] == assign_to_key_group(row["key"], 128, Types.LONG())
+        assert row["namespace"] is None
+        if state in TTL:
+            assert row["ttl_timestamp"].timestamp() > 1.7e9
+
+
+@pytest.mark.parametrize("state", sorted(VALUES))
+def test_value_states(savepoint: tuple[str, FlinkSavepoint], state: str) -> None:
+    kind, sp = savepoint
+    if not _readable(kind, state):
+        with pytest.raises(CheckpointError, match=r"\[(UNSUPPORTED_SERIALIZER|FLINK_UNSUPPORTED)\]"):
+            sp.keyed_state("keyed-states", state)
+        return
+    table = sp.keyed_state("keyed-states", state)
+    _check_common(table, state)
+    got = {r["key"]: r["value"] for r in table.to_pylist()}
+    assert len(got) == table.num_rows == len(KEYS)
+    for k in KEYS:
+        value = got[k]
+        if state == "v_map":
+            value = sorted(value)
+        expected = VALUES[state](k)
+        if isinstance(expected, float):
+            assert math.isclose(value, expected)
+        else:
+            assert value == expected, (k, value, expected)
+
+
+@pytest.mark.parametrize("state", sorted(LISTS))
+def test_list_states(savepoint: tuple[str, FlinkSavepoint], state: str) -> None:
+    kind, sp = savepoint
+    if not _readable(kind, state):
+        with pytest.raises(CheckpointError, match=r"\[(UNSUPPORTED_SERIALIZER|FLINK_UNSUPPORTED)\]"):
+            sp.keyed_state("keyed-states", state)
+        return
+    table = sp.keyed_state("keyed-states", state)
+    _check_common(table, state)
+    got: dict[int, list[object]] = {}
+    for row in sorted(table.to_pylist(), key=lambda r: (r["key"], r["position"])):
+        assert row["position"] == len(got.setdefault(row["key"], []))
+        got[row["key"]].append(row["value"])
+    assert got == {k: LISTS[state](k) for k in KEYS}
+
+
+@pytest.mark.parametrize("state", sorted(MAPS))
+def test_map_states(savepoint: tuple[str, FlinkSavepoint], state: str) -> None:
+    kind, sp = savepoint
+    if not _readable(kind, state):
+        pytest.skip("covered by test_value_states' error checks")
+    table = sp.keyed_state("keyed-states", state)
+    _check_common(table, state)
+    got: dict[int, dict[object, object]] = {}
+    for row in table.to_pylist():
+        got.setdefault(row["key"], {})[row["user_key"]] = row["value"]
+    assert got == {k: MAPS[state](k) for k in KEYS}
+    assert table.num_rows == sum(len(MAPS[state](k)) for k in KEYS)
+
+
+def test_kryo_is_raw_bytes_named_in_metadata(savepoint: tuple[str, FlinkSavepoint]) -> None:
+    kind, sp = savepoint
+    meta = {(s.operator_uid, s.name): s for s in sp.states()}
+    kryo = meta[("keyed-states", "v_kryo")]
+    assert not kryo.decodable and kryo.serializer == "FixtureJob$Opaque"
+    assert kryo.value_type == "RAW(FixtureJob$Opaque)"
+    if _readable(kind, "v_kryo"):
+        table = sp.keyed_state("keyed-states", "v_kryo")
+        assert table.schema.field("value").type == pa.binary()
+        assert table.num_rows == 20 and all(len(v) > 0 for v in table.column("value").to_pylist())
+
+
+def test_window_state(savepoint: tuple[str, FlinkSavepoint]) -> None:
+    _, sp = savepoint
+    table = sp.keyed_state("window-sum", "window-contents")
+    assert table.schema.field("namespace").type == pa.struct([("start", pa.int64()), ("end", pa.int64())])
+    got = {}
+    for row in table.to_pylist():
+        assert row["key_group"] == assign_to_key_group(row["key"], 256, Types.STRING())
+        assert row["namespace"]["end"] - row["namespace"]["start"] == 3_600_000
+        got[(row["key"], row["namespace"]["start"])] = row["value"]
+    assert got == windows()
+
+
+def test_operator_list_and_union_state(savepoint: tuple[str, FlinkSavepoint]) -> None:
+    _, sp = savepoint
+    rows = sp.operator_state("operator-states", "op_list").to_pylist()
+    assert rows == [{"subtask": s, "position": i, "value": s * 100 + i} for s in (0, 1) for i in range(3)]
+    union = sp.operator_state("operator-states", "op_union").to_pylist()
+    assert union == [{"subtask": s, "position": 0, "value": f"s{s}"} for s in (0, 1)]
+
+
+def test_broadcast_state(savepoint: tuple[str, FlinkSavepoint]) -> None:
+    _, sp = savepoint
+    rows = sp.operator_state("broadcast", "rules").to_pylist()
+    expected = sorted((s, f"r{i}", 7 * i) for s in (0, 1) for i in range(4))
+    assert sorted((r["subtask"], r["key"], r["value"]) for r in rows) == expected
+
+
+def test_metadata(savepoint: tuple[str, FlinkSavepoint]) -> None:
+    kind, sp = savepoint
+    ops = {o.uid: o for o in sp.operators}
+    assert ops["keyed-states"].parallelism == 2 and ops["keyed-states"].max_parallelism == 128
+    assert ops["window-sum"].max_parallelism == 256
+    assert sp.operator(ops["keyed-states"].operator_id).uid == "keyed-states"
+    props = sp.properties
+    assert props["snapshot"] == ("checkpoint" if kind in CHECKPOINTS else "savepoint")
+    assert props["format"] == ("native" if kind in NATIVE else "canonical")
+    table = sp.metadata_table()
+    names = set(zip(table.column("operator_uid").to_pylist(), table.column("name").to_pylist(), strict=True))
+    expected = {("keyed-states", s) for s in [*VALUES, *LISTS, *MAPS, "v_kryo"]}
+    assert expected | {("window-sum", "window-contents"), ("broadcast", "rules")} <= names
+    ttl = dict(zip(table.column("name").to_pylist(), table.column("ttl").to_pylist(), strict=True))
+    assert {n for n, t in ttl.items() if t} == TTL
+
+
+@pytest.mark.parametrize("kind", CANONICAL)
+def test_key_group_pushdown_reads_only_needed_files(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flinkstate.checkpoint.flink import metadata
+
+    sp = read_savepoint(str(FIXTURES / kind))
+    full = sp.keyed_state("keyed-states", "v_string")
+    group = full.column("key_group")[0].as_py()
+    opened: list[str] = []
+    original = metadata.StreamHandle.read
+
+    def spy(self: metadata.StreamHandle, directory: str, storage: object = None) -> bytes:
+        opened.append(self.name)
+        return original(self, directory, storage)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(metadata.StreamHandle, "read", spy)
+    part = sp.keyed_state("keyed-states", "v_string", key_groups=[group])
+    assert set(part.column("key_group").to_pylist()) == {group}
+    assert part.num_rows == sum(1 for g in full.column("key_group").to_pylist() if g == group)
+    op = sp.operator("keyed-states")
+    owner = [s.managed_keyed for s in op.subtasks if s.managed_keyed and group in s.managed_keyed.key_groups]
+    assert len(opened) == 1 and owner[0].stream is not None and opened == [owner[0].stream.name]

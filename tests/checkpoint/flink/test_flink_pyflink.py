@@ -1,0 +1,53 @@
+"""PyFlink Python state (tests/fixtures/flink/pyflink_job.py), decoded with declared types."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from flink_model import FIXTURES
+
+from flinkstate.checkpoint.errors import CheckpointError
+from flinkstate.checkpoint.flink import read_savepoint
+from flinkstate.state.types import Types
+
+KEYS = range(10)
+
+
+@pytest.fixture(scope="module")
+def sp():  # type: ignore[no-untyped-def]
+    return read_savepoint(str(FIXTURES / "pyflink"))
+
+
+def test_raw_without_types_names_the_java_serializer(sp) -> None:  # type: ignore[no-untyped-def]
+    states = {s.name: s for s in sp.states()}
+    assert set(states) == {f"python-state-py_{n}" for n in ("long", "string", "pickled", "list", "map")}
+    assert states["python-state-py_long"].value_type == "PRIMITIVE_ARRAY<BYTE>"
+
+
+def test_values_lists_maps(sp) -> None:  # type: ignore[no-untyped-def]
+    longs = {r["key"]: r["value"] for r in sp.python_state("py-states", "py_long", Types.LONG()).to_pylist()}
+    assert longs == {k: 11 * k for k in KEYS}
+    text = {
+        r["key"]: r["value"] for r in sp.python_state("py-states", "py_string", Types.STRING()).to_pylist()
+    }
+    assert text == {k: f"py{k}" for k in KEYS}
+    rows = sp.python_state("py-states", "py_list", Types.LONG(), kind="list").to_pylist()
+    lists: dict[int, list[int]] = {}
+    for r in sorted(rows, key=lambda r: (r["key"], r["position"])):
+        lists.setdefault(r["key"], []).append(r["value"])
+    assert lists == {k: [k, k + 1] for k in KEYS}
+    maps = sp.python_state("py-states", "py_map", Types.LONG(), kind="map", user_key_type=Types.STRING())
+    assert {(r["key"], r["user_key"], r["value"]) for r in maps.to_pylist()} == {(k, "a", k) for k in KEYS}
+
+
+def test_pickles_only_when_allowed(sp) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(CheckpointError, match=r"\[PICKLE_NOT_ALLOWED\]"):
+        sp.python_state("py-states", "py_pickled", Types.PICKLED_BYTE_ARRAY())
+    table = sp.python_state("py-states", "py_pickled", Types.PICKLED_BYTE_ARRAY(), allow_pickle=True)
+    assert {r["key"]: pickle.loads(r["value"]) for r in table.to_pylist()} == {k: {"k": k} for k in KEYS}
+
+
+def test_wrong_declared_type_is_a_typed_error(sp) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(CheckpointError, match=r"\[FLINK_FORMAT\]"):
+        sp.python_state("py-states", "py_string", Types.LONG())
