@@ -19,6 +19,7 @@ from .descriptors import (
 from .errors import (
     FlinkStateError,
     InvalidArgumentError,
+    ProcessFunctionError,
     SerializationError,
     StateAccessError,
     StateConflictError,
@@ -43,6 +44,15 @@ from .keygroups import (
     compute_operator_index_for_key_group,
 )
 from .operator import OperatorStateBackend
+from .process import (
+    KeyedBroadcastProcessFunction,
+    KeyedBroadcastProcessFunctionHarness,
+    KeyedProcessFunction,
+    KeyedProcessFunctionHarness,
+    RuntimeContext,
+    TimeDomain,
+    TimerService,
+)
 from .snapshot import KeyedStateSnapshot, StateEntry, StateMetaInfo, StateSnapshot
 from .ttl import StateTtlConfig, Time
 from .types import TypeInformation, Types
@@ -56,6 +66,10 @@ __all__ = [
     "FlinkStateError",
     "HeapKeyedStateBackend",
     "InvalidArgumentError",
+    "KeyedBroadcastProcessFunction",
+    "KeyedBroadcastProcessFunctionHarness",
+    "KeyedProcessFunction",
+    "KeyedProcessFunctionHarness",
     "KeyGroupRange",
     "KeyedStateSnapshot",
     "ListState",
@@ -64,9 +78,11 @@ __all__ = [
     "MapStateDescriptor",
     "MergingState",
     "OperatorStateBackend",
+    "ProcessFunctionError",
     "ReduceFunction",
     "ReducingState",
     "ReducingStateDescriptor",
+    "RuntimeContext",
     "SerializationError",
     "State",
     "StateAccessError",
@@ -80,6 +96,8 @@ __all__ = [
     "StateTtlConfig",
     "StateTypeError",
     "Time",
+    "TimeDomain",
+    "TimerService",
     "TypeInformation",
     "Types",
     "ValueState",
