@@ -44,8 +44,14 @@ def take_snapshot(operator: KeyedProcessOperator) -> HarnessSnapshot:
         for name, state in snap.states.items():
             groups = {kg: cols for kg in snap.key_group_range if len(cols := state.columns(kg))}
             keyed[name] = (state.meta, groups)
-    return HarnessSnapshot(snap.key_type, snap.max_parallelism, snap.key_group_range, keyed,
-                           operator.operator_state.snapshot(), backend.current_watermark)  # fmt: skip
+    return HarnessSnapshot(
+        snap.key_type,
+        snap.max_parallelism,
+        snap.key_group_range,
+        keyed,
+        operator.operator_state.snapshot(),
+        backend.current_watermark,
+    )
 
 
 def restore_backend(backend: AbstractKeyedStateBackend, snapshots: Sequence[HarnessSnapshot]) -> None:
@@ -105,9 +111,14 @@ class KeyedProcessFunctionHarness:
         old = [s.operator_states for s in snapshots]
         operator_state = OperatorStateBackend(repartition(old, parallelism)[subtask] if old else ())
         self.operator = KeyedProcessOperator(
-            function, backend, operator_state, subtask=subtask, parallelism=parallelism, clock=self.clock,
+            function,
+            backend,
+            operator_state,
+            subtask=subtask,
+            parallelism=parallelism,
+            clock=self.clock,
             watermark_delay=watermark_delay,
-        )  # fmt: skip
+        )
         self._output: list[Any] = []
         self.operator.open()
 

@@ -202,6 +202,15 @@ class KeyedProcessOperator:
         self._opened = False
         self._watermark_delay = watermark_delay
 
+    def use(self, function: ProcessFunction) -> None:
+        """Run ``function`` from now on (a new run on a kept backend); closes the old one."""
+        if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
+            raise InvalidArgumentError(
+                f"expected a process function, got {function!r}", code="INVALID_FUNCTION"
+            )
+        self.close()
+        self.function = function
+
     @property
     def is_broadcast(self) -> bool:
         return isinstance(self.function, KeyedBroadcastProcessFunction)
