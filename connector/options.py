@@ -25,7 +25,7 @@ class OptionError(FlinkStateError, ValueError):
 
 READ_OPTIONS = (
     "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",
-    "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks",
+    "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks", "timers",
 )  # fmt: skip
 WRITE_OPTIONS = (
     "path", "operator", "state", "statetype", "keycolumns", "valuecolumns", "maxparallelism",
@@ -125,12 +125,18 @@ class ReadOptions:
     keys: tuple[Any, ...] | None = None
     key_groups: frozenset[int] | None = None
     subtasks: frozenset[int] | None = None
+    timers: bool = False
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
         plain = _check_known(options, READ_OPTIONS, "read")
         operator, state = plain.get("operator"), plain.get("state")
-        if (operator is None) != (state is None):
+        timers = _bool(plain, "timers", False)
+        if timers and (operator is None or state is not None):
+            raise OptionError(
+                "option timers=true reads an operator's timers: name it with option operator only"
+            )
+        if (operator is None) != (state is None) and not timers:
             raise OptionError("options operator and state go together (neither: the metadata view)")
         return ReadOptions(
             _path(plain),
@@ -144,6 +150,7 @@ class ReadOptions:
             _int(plain, "keygroupsperpartition", 32) or 32,
             _int(plain, "watermark", None, low=-(1 << 63)),
             *_selection(plain, state is not None),
+            timers,
         )
 
 

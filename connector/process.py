@@ -32,7 +32,7 @@ from flinkstate.state.ttl.time import LONG_MIN
 
 from .output import OutputSchema
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
-from .routing import ProcessError, key_type_of, route_udf
+from .routing import ProcessError, key_type_of, route_udf, route_values
 from .stream import BATCH_ID
 
 WATERMARK = "flinkstate.process.watermark"
@@ -301,6 +301,14 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     routed = df.select("*", F.monotonically_increasing_id().alias(SEQ)).withColumn(
         ROUTE, route_udf(key_type, p, job.max_parallelism)(*job.key_columns)
     )
+    # one marker row per subtask (sequence -1), so every range runs even without rows
+    routes = F.array(*[F.lit(v) for v in route_values(p)])
+    markers = spark.range(p).select(
+        *[F.lit(None).cast(f.dataType).alias(f.name) for f in df.schema.fields],
+        F.lit(-1).cast("bigint").alias(SEQ),
+        F.element_at(routes, (F.col("id") + 1).cast("int")).alias(ROUTE),
+    )
+    routed = routed.unionByName(markers)
     order = [job.event_time, SEQ] if job.event_time is not None else [SEQ]
     ranges = routed.repartition(p, ROUTE).sortWithinPartitions(*order)
     try:

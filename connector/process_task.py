@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flinkstate.checkpoint import CompletedCheckpoint, Manifest, Storage, SubtaskResult
 from flinkstate.checkpoint.writer import SubtaskWriter
@@ -160,10 +161,13 @@ def _feed(
     rows = 0
     process = operator.process_element
     for batch in batches:
+        seq = batch.column(SEQ)
+        if batch.num_rows and pc.min(seq).as_py() < 0:  # the range's marker row
+            batch = batch.filter(pc.greater_equal(seq, 0))
         if batch.num_rows == 0:
             continue
         routes = batch.column(ROUTE)
-        if routes.null_count or pa.compute.min_max(routes).as_py() != {"min": route, "max": route}:
+        if routes.null_count or pc.min_max(routes).as_py() != {"min": route, "max": route}:
             raise ProcessError(
                 f"task {subtask} got rows of another subtask: Spark did not keep the "
                 "hash partitioning the runner asked for",

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.state.errors import FlinkStateError
+from flinkstate.state.hashing import key_group_assigner
 from flinkstate.state.types import TypeInformation, to_type_info
 from flinkstate.state.vectorized import assign_key_groups
 
@@ -73,12 +74,11 @@ def key_groups(columns: Sequence[pa.Array], key_type: TypeInformation, max_paral
     """The key group of every row's key (one column, or a ROW of several)."""
     if len(columns) == 1:
         return assign_key_groups(columns[0], key_type, max_parallelism)
-    names = [str(i) for i in range(len(columns))]
-    struct = pa.StructArray.from_arrays([pa.array(c) for c in columns], names)
     if any(c.null_count for c in columns):
-        return assign_key_groups(pa.array([None] * len(struct)), key_type, max_parallelism)
-    keys = pa.array([tuple(d.values()) for d in struct.to_pylist()], pa.struct(list(struct.type)))
-    return assign_key_groups(keys.cast(key_type.to_arrow()), key_type, max_parallelism)
+        raise ProcessError("a key column holds null; keys must not be null", code="INVALID_KEY")
+    assign = key_group_assigner(key_type)
+    keys = zip(*(c.to_pylist() for c in columns), strict=True)
+    return pa.array([assign(k, max_parallelism) for k in keys], pa.int32())
 
 
 def subtasks_of(groups: pa.Array, parallelism: int, max_parallelism: int) -> np.ndarray:

@@ -23,6 +23,10 @@ class FlinkStateDataSource(DataSource):
         from .reader import open_for_read, view_schema_of
 
         options = ReadOptions.parse(self.options)
+        if options.timers:
+            from .timers import timers_schema
+
+            return from_arrow_schema(timers_schema(open_for_read(options), options))
         return from_arrow_schema(view_schema_of(options, open_for_read(options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -31,7 +35,12 @@ class FlinkStateDataSource(DataSource):
         from .reader import FlinkStateReader, open_for_read
 
         options = ReadOptions.parse(self.options)
-        return FlinkStateReader(options, open_for_read(options), to_arrow_schema(schema, timezone="UTC"))
+        arrow = to_arrow_schema(schema, timezone="UTC")
+        if options.timers:
+            from .timers import TimerReader
+
+            return TimerReader(options, open_for_read(options), arrow)
+        return FlinkStateReader(options, open_for_read(options), arrow)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from .writer import BootstrapWriter
