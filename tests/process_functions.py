@@ -165,3 +165,19 @@ class Failing(KeyedProcessFunction):
         if ctx.get_current_key() == "boom":
             raise ValueError("boom is not a word")
         yield ctx.get_current_key(), 1
+
+
+class FailFirstAttempt(WordCount):
+    """Word count whose first task attempt fails at the word "w3" (``marker`` records it)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        import os
+
+        if ctx.get_current_key() == "w3" and not os.path.exists(self.marker):
+            with open(self.marker, "w") as f:
+                f.write(str(os.getpid()))
+            raise RuntimeError("injected failure of the first attempt")
+        yield from super().process_element(value, ctx)
