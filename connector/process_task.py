@@ -156,7 +156,8 @@ def _feed(
     """Feed the range's rows to ``operator``; return how many."""
     from pyspark.sql import Row
 
-    make_row = Row(*plan.value_columns)
+    # a Row class per input schema: rows are built with tuple.__new__ (no per-row setattr)
+    make_row = partial(tuple.__new__, type("Row", (Row,), {"__fields__": list(plan.value_columns)}))
     route = route_values(plan.parallelism)[subtask]
     rows = 0
     process = operator.process_element
@@ -174,7 +175,7 @@ def _feed(
                 code="ROUTING_FAILED",
             )
         columns = [batch.column(name).to_pylist() for name in plan.value_columns]
-        values = [make_row(*r) for r in zip(*columns, strict=True)]
+        values = list(map(make_row, zip(*columns, strict=True)))
         if len(plan.key_columns) == 1:
             keys = columns[plan.value_columns.index(plan.key_columns[0])]
         else:
