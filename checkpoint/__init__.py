@@ -7,6 +7,7 @@ from .checkpoints import (
     load_directory,
     open_checkpoint,
 )
+from .committer import publish_manifest
 from .errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -32,4 +33,5 @@ __all__ = [
     "begin_savepoint",
     "load_directory",
     "open_checkpoint",
+    "publish_manifest",
 ]

@@ -17,8 +17,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import CheckpointExistsError, Manifest
-from flinkstate.checkpoint.committer import publish_manifest
+from flinkstate.checkpoint import CheckpointExistsError, Manifest, publish_manifest
 from flinkstate.checkpoint.format import storage_table, write_row_groups
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.merge import merge_keyed

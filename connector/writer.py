@@ -20,8 +20,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import Manifest
-from flinkstate.checkpoint.committer import publish_manifest
+from flinkstate.checkpoint import Manifest, publish_manifest
 from flinkstate.checkpoint.format import WrittenFile
 from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.storage import Storage
@@ -166,10 +165,8 @@ class BootstrapWriter(DataSourceArrowWriter):
                             int(time.time() * 1000))  # fmt: skip
         directory = self._directory()
         mine = [ref.path for _, ref in files]
+        # retention also deletes files of failed or speculative task attempts (unreferenced)
         publish_manifest(directory, manifest, mine, root=root, retain=self.options.retain)
-        for path in directory.list_dir():  # files of failed or speculative task attempts
-            if path != METADATA and path not in mine:
-                directory.delete(path)
         if self.overwrite and root.exists(METADATA):
             root.delete(METADATA)
 

@@ -232,3 +232,17 @@ def test_errors_name_what_to_fix(spark: Any, checkpoint: str, options: dict[str,
 def test_missing_checkpoint_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"CHECKPOINT_NOT_FOUND"):
         _load(spark, str(tmp_path / "empty")).collect()
+
+
+def test_register_leaves_pushdown_off_and_warns_once_when_asked(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import flinkstate.connector as connector
+
+    monkeypatch.setattr(connector, "_warned", False)
+    with pytest.warns(connector.PushdownReuseWarning, match="load once per query"):
+        connector.register(spark, filter_pushdown=True)
+    assert spark.conf.get(connector.PUSHDOWN_CONF) == "true"
+    connector.register(spark, filter_pushdown=True)  # once: no second warning (warnings are errors here)
+    connector.register(spark)
+    assert spark.conf.get(connector.PUSHDOWN_CONF) == "false"
