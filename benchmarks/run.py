@@ -12,11 +12,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from checkpoint_bench import BENCHMARKS as CHECKPOINT
 from common import Result
+from process_bench import BENCHMARKS as PROCESS
 from spark_bench import BENCHMARKS as SPARK
 from state_bench import BENCHMARKS as STATE
 from ttl_bench import BENCHMARKS as TTL
 
-ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL, **CHECKPOINT, **SPARK}
+ALL: dict[str, Callable[[bool], Iterator[Result]]] = {**STATE, **TTL, **CHECKPOINT, **SPARK, **PROCESS}
 
 
 def main() -> int:

@@ -15,7 +15,12 @@ class CountProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.count = handle.getValueState("count", "count long")
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N802, N803
+    def handleInputRows(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        rows: Iterator[pd.DataFrame],
+        timerValues: Any,  # noqa: N803 - Spark's name
+    ) -> Iterator[pd.DataFrame]:
         total = self.count.get()[0] if self.count.exists() else 0
         for pdf in rows:
             total += len(pdf)
