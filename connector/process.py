@@ -218,12 +218,10 @@ def _check_base(
             )
     op = seed.manifest.operator(job.uid)
     if op is None:
-        if own:
-            raise ProcessError(
-                f"the latest checkpoint under {job.checkpoint!r} has no operator {job.uid!r}",
-                code="UNKNOWN_OPERATOR",
-            )
-        return None
+        where = (
+            f"the latest checkpoint under {job.checkpoint!r}" if own else f"savepoint {job.initial_state!r}"
+        )
+        raise ProcessError(f"{where} has no operator {job.uid!r}", code="UNKNOWN_OPERATOR")
     if op.max_parallelism != job.max_parallelism:
         raise ProcessError(
             f"operator {job.uid!r} was checkpointed with max parallelism {op.max_parallelism}, "

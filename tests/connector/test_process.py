@@ -9,8 +9,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import process_functions
 import pytest
+
+from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
+from flinkstate.connector import ProcessError, foreach_batch, process
+from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
+
+import process_functions
 from process_functions import (
     RULES,
     Failing,
@@ -20,10 +25,6 @@ from process_functions import (
     sessions_model,
     word_count_model,
 )
-
-from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
-from flinkstate.connector import ProcessError, foreach_batch, process
-from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 
 WC_SCHEMA = "word string, count bigint"
 

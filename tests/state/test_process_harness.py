@@ -8,6 +8,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from flinkstate.state import (
+    KeyedBroadcastProcessFunctionHarness,
+    KeyedProcessFunction,
+    KeyedProcessFunctionHarness,
+    ProcessFunctionError,
+    TimeDomain,
+    assign_to_key_group,
+)
+from flinkstate.state.errors import StateAccessError, StateTypeError
+from flinkstate.state.process import TIMER_STATES
+
 from process_functions import (
     GAP,
     RULES,
@@ -20,17 +32,6 @@ from process_functions import (
     sessions_model,
     word_count_model,
 )
-
-from flinkstate.state import (
-    KeyedBroadcastProcessFunctionHarness,
-    KeyedProcessFunction,
-    KeyedProcessFunctionHarness,
-    ProcessFunctionError,
-    TimeDomain,
-    assign_to_key_group,
-)
-from flinkstate.state.errors import StateAccessError, StateTypeError
-from flinkstate.state.process import TIMER_STATES
 
 
 def first(value: Any) -> Any:
