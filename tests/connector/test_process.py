@@ -118,9 +118,17 @@ def test_sessions_over_event_time_across_runs(spark: Any, tmp_path: Path) -> Non
     for i, run in enumerate(runs):
         rnd.shuffle(run)  # Spark's order is no order: the runner sorts by event time
         df = spark.createDataFrame(run, "user string, ts bigint")
-        result = process(df, "user", Sessions(), "user string, start bigint, end bigint, events bigint",
-                         str(tmp_path / "c"), "sessions", event_time="ts", parallelism=2 + i,
-                         end_of_input=i == 1)  # fmt: skip
+        result = process(
+            df,
+            "user",
+            Sessions(),
+            "user string, start bigint, end bigint, events bigint",
+            str(tmp_path / "c"),
+            "sessions",
+            event_time="ts",
+            parallelism=2 + i,
+            end_of_input=i == 1,
+        )
         out += [tuple(r) for r in result.collect()]
     assert sorted(out) == sessions_model(events)
     props = open_checkpoint(str(tmp_path / "c")).manifest.properties
@@ -131,29 +139,48 @@ def test_broadcast_rules(spark: Any, tmp_path: Path) -> None:
     words = ["a", "b", "a", "c", "a", "b", "c", "c", "c"]
     df = spark.createDataFrame([(w,) for w in words], "word string")
     rules = spark.createDataFrame([("a", 2), ("c", 4)], "word string, threshold bigint")
-    out = process(df, "word", ThresholdAlerts(), WC_SCHEMA, str(tmp_path / "c"), "alerts",
-                  broadcast=rules, parallelism=2)  # fmt: skip
+    out = process(
+        df,
+        "word",
+        ThresholdAlerts(),
+        WC_SCHEMA,
+        str(tmp_path / "c"),
+        "alerts",
+        broadcast=rules,
+        parallelism=2,
+    )
     assert sorted(map(tuple, out.collect())) == [("a", 2), ("c", 4)]
     checkpoint = open_checkpoint(str(tmp_path / "c"))
     for i in range(2):
         assert dict(checkpoint.operator_backend("alerts", i, 2).get_broadcast_state(RULES).items()) == {
-            "a": 2, "c": 4,
-        }  # fmt: skip
+            "a": 2,
+            "c": 4,
+        }
     # the rules stay; a new rule resets every count (apply_to_keyed_state on each range)
     more = spark.createDataFrame([("b", 1)], "word string, threshold bigint")
-    out = process(df, "word", ThresholdAlerts(), WC_SCHEMA, str(tmp_path / "c"), "alerts",
-                  broadcast=more, parallelism=3)  # fmt: skip
+    out = process(
+        df, "word", ThresholdAlerts(), WC_SCHEMA, str(tmp_path / "c"), "alerts", broadcast=more, parallelism=3
+    )
     assert sorted(map(tuple, out.collect())) == [("a", 2), ("b", 1), ("c", 4)]
 
 
 def test_initial_state_from_a_bootstrapped_savepoint(spark: Any, tmp_path: Path) -> None:
     seed = spark.createDataFrame([("a", 10), ("b", 20)], "word string, count bigint")
-    (seed.write.format("flinkstate").mode("overwrite").option("operator", "wc").option("state", "count")
-         .option("stateType", "value").option("keyColumns", "word").option("valueColumns", "count")
-         .option("parallelism", "2").save(str(tmp_path / "sp")))  # fmt: skip
+    (
+        seed.write.format("flinkstate")
+        .mode("overwrite")
+        .option("operator", "wc")
+        .option("state", "count")
+        .option("stateType", "value")
+        .option("keyColumns", "word")
+        .option("valueColumns", "count")
+        .option("parallelism", "2")
+        .save(str(tmp_path / "sp"))
+    )
     df = spark.createDataFrame([("a",), ("c",)], "word string")
-    out = process(df, "word", WordCount(), WC_SCHEMA, str(tmp_path / "c"), "wc",
-                  initial_state=str(tmp_path / "sp"))  # fmt: skip
+    out = process(
+        df, "word", WordCount(), WC_SCHEMA, str(tmp_path / "c"), "wc", initial_state=str(tmp_path / "sp")
+    )
     assert sorted(map(tuple, out.collect())) == [("a", 11), ("c", 1)]
     assert stored_counts(tmp_path / "c") == {"a": 11, "b": 20, "c": 1}
 
@@ -161,8 +188,16 @@ def test_initial_state_from_a_bootstrapped_savepoint(spark: Any, tmp_path: Path)
 def test_timers_view(spark: Any, tmp_path: Path) -> None:
     events = [("u1", 100), ("u2", 150), ("u1", 120)]
     df = spark.createDataFrame(events, "user string, ts bigint")
-    process(df, "user", Sessions(), "user string, start bigint, end bigint, events bigint",
-            str(tmp_path / "c"), "sessions", event_time="ts", watermark_delay=1000).collect()  # fmt: skip
+    process(
+        df,
+        "user",
+        Sessions(),
+        "user string, start bigint, end bigint, events bigint",
+        str(tmp_path / "c"),
+        "sessions",
+        event_time="ts",
+        watermark_delay=1000,
+    ).collect()
     timers = spark.read.format("flinkstate").option("operator", "sessions").option("timers", "true")
     rows = sorted(
         (r.key, r.namespace, r.time_domain, r.timestamp) for r in timers.load(str(tmp_path / "c")).collect()
@@ -178,13 +213,25 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
         delivered.append((batch_id, [tuple(r) for r in out.collect()]))
 
     def run_for(seconds: float, parallelism: int) -> None:
-        fn = foreach_batch("word", WordCount(), "word bigint, count bigint", str(chk), "wc", sink=sink,
-                           parallelism=parallelism)  # fmt: skip
+        fn = foreach_batch(
+            "word",
+            WordCount(),
+            "word bigint, count bigint",
+            str(chk),
+            "wc",
+            sink=sink,
+            parallelism=parallelism,
+        )
         query = (
-            spark.readStream.format("rate").option("rowsPerSecond", 40).load()
-            .selectExpr("value % 7 as word", "value").writeStream.foreachBatch(fn)
-            .option("checkpointLocation", str(spark_chk)).trigger(processingTime="400 milliseconds").start()
-        )  # fmt: skip
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 40)
+            .load()
+            .selectExpr("value % 7 as word", "value")
+            .writeStream.foreachBatch(fn)
+            .option("checkpointLocation", str(spark_chk))
+            .trigger(processingTime="400 milliseconds")
+            .start()
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and (query.lastProgress or {}).get("batchId", -1) < 2:
             time.sleep(0.3)
@@ -256,3 +303,56 @@ def test_bad_arguments_fail_before_any_task(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(ProcessError, match="parallelism"):
         process(df, "word", WordCount(), WC_SCHEMA, chk, "wc", parallelism=129)
     assert CheckpointStorage(chk).completed_ids() == [1]
+
+
+def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path) -> None:
+    chk, spark_chk = tmp_path / "c", tmp_path / "spark-chk"
+    emitted: list[Any] = []
+    schema = "user bigint, start bigint, end bigint, events bigint"
+
+    def run_for(seconds: float, parallelism: int) -> None:
+        fn = foreach_batch(
+            "user",
+            Sessions(),
+            schema,
+            str(chk),
+            "sessions",
+            event_time="ts",
+            parallelism=parallelism,
+            sink=lambda out, _: emitted.extend(tuple(r) for r in out.collect()),
+        )
+        query = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 40)
+            .load()
+            .selectExpr("value % 3 as user", "value * 4 + (value div 25) * 50 as ts", "value")
+            .writeStream.foreachBatch(fn)
+            .option("checkpointLocation", str(spark_chk))
+            .trigger(processingTime="400 milliseconds")
+            .start()
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (query.lastProgress or {}).get("batchId", -1) < 2:
+            time.sleep(0.3)
+        time.sleep(seconds)
+        query.stop()
+
+    run_for(0.5, 2)
+    run_for(0.5, 1)
+    checkpoint = open_checkpoint(str(chk))
+    assert checkpoint.operator("sessions").parallelism == 1
+    open_sessions = (
+        spark.read.format("flinkstate")
+        .option("operator", "sessions")
+        .option("state", "session")
+        .option("includeExpired", "true")
+        .load(str(chk))
+        .collect()
+    )
+    still_open = [(r.key, *r.value) for r in open_sessions]
+    total = sum(n for *_, n in emitted + still_open)  # the values 0..total-1, each exactly once
+    values = range(total)
+    model = sessions_model((v % 3, v * 4 + (v // 25) * 50) for v in values)
+    assert sorted(emitted + still_open) == model
+    watermark = int(checkpoint.manifest.properties["flinkstate.process.watermark"])
+    assert all(end + process_functions.GAP > watermark for _, _, end, _ in still_open)
