@@ -86,6 +86,8 @@ class _Kept:
 
 _KEPT: dict[tuple[str, str, int], _Kept] = {}
 """Live subtasks this Python worker kept: (checkpoint root, uid, subtask) -> the last run's."""
+MAX_KEPT = 8
+"""At most this many are kept per worker (the least recently stored go first)."""
 
 
 def _discard(kept: _Kept) -> None:
@@ -221,6 +223,8 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     _KEPT[(plan.root_url, plan.uid, subtask)] = _Kept(
         plan.token, plan.parallelism, plan.backend, operator, directory
     )
+    while len(_KEPT) > MAX_KEPT:
+        _discard(_KEPT.pop(next(iter(_KEPT))))
     stats = {"rows": rows, "output": len(out), "reused": int(reused)}
     yield pa.RecordBatch.from_arrays(
         [pa.array([pickle.dumps((results, stats))], pa.binary())], schema=RESULT_SCHEMA
