@@ -370,11 +370,7 @@ def _output_frame(spark: Any, checkpoint: CompletedCheckpoint, job: _Job) -> Any
     reader = reader.option("checkpointId", str(checkpoint.checkpoint_id))
     for name, value in _fs_options(job.storage_options).items():
         reader = reader.option(name, value)
-    return reader.load(_root_url(job.checkpoint)).select("value.*")
-
-
-def _root_url(url: str) -> str:
-    return url
+    return reader.load(job.checkpoint).select("value.*")
 
 
 def _fs_options(options: Mapping[str, Any], prefix: str = "fs.") -> dict[str, str]:
