@@ -356,3 +356,21 @@ def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path
     assert sorted(emitted + still_open) == model
     watermark = int(checkpoint.manifest.properties["flinkstate.process.watermark"])
     assert all(end + process_functions.GAP > watermark for _, _, end, _ in still_open)
+
+
+def test_word_count_on_s3(spark: Any, s3_options: dict[str, Any]) -> None:
+    root = f"s3://{s3_options['bucket']}/jobs/wc"
+    df = spark.createDataFrame([("a",), ("b",), ("a",)], "word string")
+    for expected in ([("a", 1), ("a", 2), ("b", 1)], [("a", 3), ("a", 4), ("b", 2)]):
+        out = process(
+            df,
+            "word",
+            WordCount(),
+            WC_SCHEMA,
+            root,
+            "wc",
+            parallelism=2,
+            storage_options=s3_options["options"],
+        )
+        assert sorted(map(tuple, out.collect())) == expected
+    assert CheckpointStorage(root, s3_options["options"]).completed_ids() == [1, 2]
