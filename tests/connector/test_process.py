@@ -203,6 +203,17 @@ def test_timers_view(spark: Any, tmp_path: Path) -> None:
         (r.key, r.namespace, r.time_domain, r.timestamp) for r in timers.load(str(tmp_path / "c")).collect()
     )
     assert rows == [("u1", None, "EVENT_TIME", 150), ("u2", None, "EVENT_TIME", 180)]
+    process(
+        df.limit(0),
+        "user",
+        Sessions(),
+        "user string, start bigint, end bigint, events bigint",
+        str(tmp_path / "c"),
+        "sessions",
+        event_time="ts",
+        end_of_input=True,
+    ).collect()
+    assert timers.load(str(tmp_path / "c")).count() == 0  # every timer fired
 
 
 def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: Path) -> None:
