@@ -1,6 +1,7 @@
 """A keyed process function on Spark: a running word count, run twice over a DataFrame
 (the second run continues from the checkpoint the first committed, at another
-parallelism), then as a stream with ``foreach_batch``; the state reads back as a DataFrame.
+parallelism), then as a stream of files with ``foreach_batch`` across a restart; the state reads back
+as a DataFrame.
 
 Usage: python examples/process_word_count.py [CHECKPOINT_DIR]
 """
@@ -8,7 +9,6 @@ Usage: python examples/process_word_count.py [CHECKPOINT_DIR]
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,19 +47,20 @@ def main() -> None:
     counts = spark.read.format("flinkstate").option("operator", "counts").option("state", "count")
     counts.load(f"{root}/batch").orderBy("key").show()
 
-    words = spark.readStream.format("rate").option("rowsPerSecond", 20).load()
-    words = words.selectExpr("concat('w', cast(value % 5 as string)) as word")
+    inbox = f"{root}/inbox"
     sink = foreach_batch(
         "word",
         WordCount(),
         "word string, count bigint",
         f"{root}/stream",
         "counts",
-        sink=lambda out, batch_id: print(batch_id, sorted(map(tuple, out.collect()))[-3:]),
+        sink=lambda out, batch_id: print(batch_id, sorted(map(tuple, out.collect()))),
     )
-    query = words.writeStream.foreachBatch(sink).option("checkpointLocation", f"{root}/spark").start()
-    time.sleep(8)
-    query.stop()
+    for batch in [text, "to do is to be"]:  # a restart between the two batches
+        spark.createDataFrame([(w,) for w in batch.split()], "word string").write.mode("append").json(inbox)
+        stream = spark.readStream.schema("word string").option("maxFilesPerTrigger", 1).json(inbox)
+        query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", f"{root}/spark")
+        query.trigger(availableNow=True).start().awaitTermination()
     spark.stop()
 
 
