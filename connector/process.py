@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import flinkstate.state
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.manifest import OperatorEntry
 from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
@@ -118,6 +119,8 @@ def _job(
                 f"type), not {df.schema[event_time].dataType.simpleString()}"
             )
     backend = options.get("backend", "heap")
+    if backend == "rocksdb" and not hasattr(flinkstate.state, "RocksDBKeyedStateBackend"):
+        raise ProcessError("the rocksdb backend is not available in this flinkstate", code="UNKNOWN_BACKEND")
     if backend not in BACKENDS:
         raise ProcessError(
             f"backend must be one of {list(BACKENDS)}, got {backend!r}", code="UNKNOWN_BACKEND"

@@ -385,3 +385,31 @@ def test_word_count_on_s3(spark: Any, s3_options: dict[str, Any]) -> None:
         )
         assert sorted(map(tuple, out.collect())) == expected
     assert CheckpointStorage(root, s3_options["options"]).completed_ids() == [1, 2]
+
+
+def test_rocksdb_backend_gives_the_heap_results(spark: Any, tmp_path: Path) -> None:
+    import flinkstate.state
+
+    df = spark.createDataFrame([(w,) for w in ["a", "b", "a", "c", "a"]], "word string")
+    if not hasattr(flinkstate.state, "RocksDBKeyedStateBackend"):
+        with pytest.raises(ProcessError, match="UNKNOWN_BACKEND"):
+            process(df, "word", WordCount(), WC_SCHEMA, str(tmp_path / "r"), "wc", backend="rocksdb")
+        return
+    outputs = {}
+    for backend in ("heap", "rocksdb"):
+        runs = []
+        for parallelism in (2, 3):  # the second run continues (and rescales) the first
+            out = process(
+                df,
+                "word",
+                WordCount(),
+                WC_SCHEMA,
+                str(tmp_path / backend),
+                "wc",
+                backend=backend,
+                parallelism=parallelism,
+            )
+            runs.append(sorted(map(tuple, out.collect())))
+        outputs[backend] = runs
+    assert outputs["rocksdb"] == outputs["heap"]
+    assert stored_counts(tmp_path / "rocksdb") == word_count_model(["a", "b", "a", "c", "a"] * 2)
