@@ -59,6 +59,16 @@ def stored_counts(path: Path, uid: str = "wc") -> dict[Any, int]:
     return out
 
 
+def await_batches(query: Any, committed: Any, n: int) -> None:
+    """Wait until ``n`` more batches of ``query`` have been committed (at most two minutes)."""
+    target = committed() + n
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and committed() < target:
+        assert query.exception() is None, query.exception()
+        time.sleep(0.2)
+    assert committed() >= target, "the stream made no progress"
+
+
 def test_word_count_restart_and_rescale(spark: Any, tmp_path: Path) -> None:
     rnd = random.Random(1)
     chk = tmp_path / "chk"
@@ -243,9 +253,7 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
             .trigger(processingTime="400 milliseconds")
             .start()
         )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (query.lastProgress or {}).get("batchId", -1) < 2:
-            time.sleep(0.3)
+        await_batches(query, lambda: len(delivered), 3)
         time.sleep(seconds)
         query.stop()
 
@@ -319,7 +327,12 @@ def test_bad_arguments_fail_before_any_task(spark: Any, tmp_path: Path) -> None:
 def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path) -> None:
     chk, spark_chk = tmp_path / "c", tmp_path / "spark-chk"
     emitted: list[Any] = []
+    batches: list[int] = []
     schema = "user bigint, start bigint, end bigint, events bigint"
+
+    def sink(out: Any, batch_id: int) -> None:
+        emitted.extend(tuple(r) for r in out.collect())
+        batches.append(batch_id)
 
     def run_for(seconds: float, parallelism: int) -> None:
         fn = foreach_batch(
@@ -330,7 +343,7 @@ def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path
             "sessions",
             event_time="ts",
             parallelism=parallelism,
-            sink=lambda out, _: emitted.extend(tuple(r) for r in out.collect()),
+            sink=sink,
         )
         query = (
             spark.readStream.format("rate")
@@ -342,9 +355,7 @@ def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path
             .trigger(processingTime="400 milliseconds")
             .start()
         )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (query.lastProgress or {}).get("batchId", -1) < 2:
-            time.sleep(0.3)
+        await_batches(query, lambda: len(batches), 3)
         time.sleep(seconds)
         query.stop()
 
