@@ -10,18 +10,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from incremental_bench import BENCHMARKS as INCREMENTAL
-
 from checkpoint_bench import BENCHMARKS as CHECKPOINT
 from common import Result
 from flink_bench import BENCHMARKS as FLINK
+from incremental_bench import BENCHMARKS as INCREMENTAL
+from process_bench import BENCHMARKS as PROCESS
 from rocksdb_bench import BENCHMARKS as ROCKSDB
 from spark_bench import BENCHMARKS as SPARK
 from state_bench import BENCHMARKS as STATE
 from ttl_bench import BENCHMARKS as TTL
 
 ALL: dict[str, Callable[[bool], Iterator[Result]]] = {
-    **STATE, **TTL, **CHECKPOINT, **SPARK, **ROCKSDB, **INCREMENTAL, **FLINK
+    **STATE,
+    **TTL,
+    **CHECKPOINT,
+    **SPARK,
+    **ROCKSDB,
+    **INCREMENTAL,
+    **FLINK,
+    **PROCESS,
 }
 
 

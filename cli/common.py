@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
+from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.storage import nested_options
 from flinkstate.state.errors import FlinkStateError, InvalidArgumentError
 
@@ -92,7 +92,14 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 def load(path: str, options: Mapping[str, Any], checkpoint_id: int | None = None) -> CompletedCheckpoint:
     """The checkpoint or savepoint at ``path`` (a root: its latest, or ``checkpoint_id``)."""
-    return open_checkpoint(path, options, checkpoint_id)
+    checkpoint = open_checkpoint(path, options, checkpoint_id)
+    if not isinstance(checkpoint, CompletedCheckpoint):
+        raise CheckpointError(
+            f"{path} is a Flink savepoint: the command reads flinkstate checkpoints (read Flink "
+            "savepoints with flinkstate.checkpoint.flink.read_savepoint or the Spark source)",
+            code="UNSUPPORTED_FORMAT",
+        )
+    return checkpoint
 
 
 def out_console() -> Console:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from .process import foreach_batch, process
+from .routing import ProcessError
 from .source import FlinkStateDataSource
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -39,4 +41,12 @@ def register(spark: Any, filter_pushdown: bool = False) -> None:
         )
 
 
-__all__ = ["PUSHDOWN_CONF", "FlinkStateDataSource", "PushdownReuseWarning", "register"]
+__all__ = [
+    "PUSHDOWN_CONF",
+    "FlinkStateDataSource",
+    "ProcessError",
+    "PushdownReuseWarning",
+    "foreach_batch",
+    "process",
+    "register",
+]

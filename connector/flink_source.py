@@ -20,12 +20,12 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read_savepoint
+from flinkstate.checkpoint.views import spark_compatible
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.typeinfo import BasicTypeInfo
 
 from .options import OptionError, ReadOptions
 from .reader import _int_filter, _predicate, _PushFilters
-from .views import spark_compatible
 
 _UNSUPPORTED = {"checkpoint_id": None, "watermark": None, "flatten": True}
 

@@ -25,7 +25,7 @@ class OptionError(FlinkStateError, ValueError):
 
 READ_OPTIONS = (
     "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",
-    "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks",
+    "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks", "timers",
     "readchangefeed", "changestartcheckpointid", "changeendcheckpointid",
 )  # fmt: skip
 WRITE_OPTIONS = (
@@ -122,12 +122,18 @@ class ReadOptions:
     change_end: int | None = None
     """The change feed: the changes of the checkpoints ``change_start..change_end`` (inclusive;
     ``None``: up to the latest)."""
+    timers: bool = False
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
         plain = _check_known(options, READ_OPTIONS, "read")
         operator, state = plain.get("operator"), plain.get("state")
-        if (operator is None) != (state is None):
+        timers = _bool(plain, "timers", False)
+        if timers and (operator is None or state is not None):
+            raise OptionError(
+                "option timers=true reads an operator's timers: name it with option operator only"
+            )
+        if (operator is None) != (state is None) and not timers:
             raise OptionError("options operator and state go together (neither: the metadata view)")
         return ReadOptions(
             _path(plain),
@@ -142,6 +148,7 @@ class ReadOptions:
             _int(plain, "watermark", None, low=-(1 << 63)),
             *_selection(plain, state is not None),
             *_change_feed(plain, state is not None),
+            timers,
         )
 
 

@@ -27,6 +27,10 @@ class FlinkStateDataSource(DataSource):
             from .flink_source import flink_schema
 
             return from_arrow_schema(flink_schema(options))
+        if options.timers:
+            from .timers import timers_schema
+
+            return from_arrow_schema(timers_schema(open_for_read(options), options))
         if options.read_change_feed:
             from .changefeed import change_feed_schema, open_range
 
@@ -48,6 +52,10 @@ class FlinkStateDataSource(DataSource):
             from .flink_source import FlinkSavepointReader
 
             return FlinkSavepointReader(options, arrow_schema)
+        if options.timers:
+            from .timers import TimerReader
+
+            return TimerReader(options, open_for_read(options), arrow_schema)
         if options.read_change_feed:
             from .changefeed import ChangeFeedReader, open_range
 

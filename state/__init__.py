@@ -19,6 +19,7 @@ from .descriptors import (
 from .errors import (
     FlinkStateError,
     InvalidArgumentError,
+    ProcessFunctionError,
     SerializationError,
     StateAccessError,
     StateConflictError,
@@ -44,6 +45,15 @@ from .keygroups import (
     compute_operator_index_for_key_group,
 )
 from .operator import OperatorStateBackend
+from .process import (
+    KeyedBroadcastProcessFunction,
+    KeyedBroadcastProcessFunctionHarness,
+    KeyedProcessFunction,
+    KeyedProcessFunctionHarness,
+    RuntimeContext,
+    TimeDomain,
+    TimerService,
+)
 from .rocksdb import RocksDBKeyedStateBackend, RocksDBOptions
 from .snapshot import KeyedStateSnapshot, StateEntry, StateMetaInfo, StateSnapshot
 from .ttl import StateTtlConfig, Time
@@ -58,6 +68,10 @@ __all__ = [
     "FlinkStateError",
     "HeapKeyedStateBackend",
     "InvalidArgumentError",
+    "KeyedBroadcastProcessFunction",
+    "KeyedBroadcastProcessFunctionHarness",
+    "KeyedProcessFunction",
+    "KeyedProcessFunctionHarness",
     "KeyGroupRange",
     "KeyedStateSnapshot",
     "ListState",
@@ -66,11 +80,13 @@ __all__ = [
     "MapStateDescriptor",
     "MergingState",
     "OperatorStateBackend",
+    "ProcessFunctionError",
     "ReduceFunction",
     "ReducingState",
     "ReducingStateDescriptor",
     "RocksDBKeyedStateBackend",
     "RocksDBOptions",
+    "RuntimeContext",
     "SerializationError",
     "State",
     "StateAccessError",
@@ -84,6 +100,8 @@ __all__ = [
     "StateTtlConfig",
     "StateTypeError",
     "Time",
+    "TimeDomain",
+    "TimerService",
     "TypeInformation",
     "Types",
     "ValueState",

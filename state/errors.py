@@ -55,3 +55,9 @@ class SerializationError(FlinkStateError):
     """A value could not be serialized or deserialized with its declared type."""
 
     default_code = "SERIALIZATION"
+
+
+class ProcessFunctionError(FlinkStateError, RuntimeError):
+    """A user's process function raised: the message names the key and the subtask."""
+
+    default_code = "PROCESS_FUNCTION_FAILED"

@@ -1,0 +1,396 @@
+"""Stateful processing on Spark executors: ``process`` over a DataFrame, ``foreach_batch``
+for a stream.
+
+A run routes rows by key group to ``parallelism`` key-group ranges (one Spark task each,
+see :mod:`.routing`), orders each range by event time (ties in input order), runs the
+function on a live backend per range (:mod:`.process_task`) and collects what the tasks
+wrote. The driver then commits ONE checkpoint holding the state of every range and the
+run's output (the list state ``output`` of the operator ``<uid>/output``), through the
+checkpoint layer's commit; a run that fails anywhere commits nothing and leaves the
+previous checkpoint as it was. The returned DataFrame reads the committed output.
+
+Checkpoint properties carry what the next run continues from: the watermark, the largest
+event time seen, a token naming the run (which live backends workers may reuse) and, in
+streaming, Spark's batch id.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import flinkstate.state
+from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
+from flinkstate.checkpoint.manifest import OperatorEntry
+from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
+from flinkstate.state.process.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
+from flinkstate.state.ttl.time import LONG_MIN
+
+from .output import OutputSchema
+from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
+from .routing import ProcessError, key_type_of, route_udf, route_values
+from .stream import BATCH_ID
+
+WATERMARK = "flinkstate.process.watermark"
+MAX_EVENT_TIME = "flinkstate.process.max_event_time"
+TOKEN = "flinkstate.process.token"
+REUSED = "flinkstate.process.reused_subtasks"
+BACKENDS = ("heap", "rocksdb")
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A run's arguments, checked once against the input's schema."""
+
+    key_columns: tuple[str, ...]
+    function: Any
+    output: OutputSchema
+    output_struct: Any
+    checkpoint: str
+    uid: str
+    backend: str
+    parallelism: int | None
+    max_parallelism: int
+    event_time: str | None
+    watermark_delay: int
+    end_of_input: bool
+    storage_options: Mapping[str, Any]
+    initial_state: str | None
+    retain: int
+
+
+def _job(
+    df: Any,
+    key: str | Sequence[str],
+    function: Any,
+    output_schema: Any,
+    checkpoint: str,
+    uid: str,
+    options: Mapping[str, Any],
+) -> _Job:
+    from pyspark.sql.types import StructType
+
+    known = {
+        "backend",
+        "parallelism",
+        "max_parallelism",
+        "event_time",
+        "watermark_delay",
+        "end_of_input",
+        "broadcast",
+        "storage_options",
+        "initial_state",
+        "retain",
+    }
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ProcessError(f"unknown option(s) {unknown}; valid: {sorted(known)}")
+    keys = (key,) if isinstance(key, str) else tuple(key)
+    columns = list(df.columns)
+    missing = [k for k in keys if not isinstance(k, str) or k not in columns]
+    if not keys or missing:
+        raise ProcessError(
+            f"key column(s) {missing or keys!r} not in the input's columns {columns}", code="UNKNOWN_COLUMN"
+        )
+    if SEQ in columns or ROUTE in columns:
+        raise ProcessError(f"input columns {SEQ!r} and {ROUTE!r} are reserved", code="UNKNOWN_COLUMN")
+    if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
+        raise ProcessError(
+            f"function must be a KeyedProcessFunction or KeyedBroadcastProcessFunction, got {function!r}",
+            code="INVALID_FUNCTION",
+        )
+    if isinstance(output_schema, str):
+        output_schema = df.sparkSession.createDataFrame([], output_schema).schema
+    if not isinstance(output_schema, StructType):
+        raise ProcessError(f"output_schema must be a StructType or a DDL string, got {output_schema!r}")
+    event_time = options.get("event_time")
+    if event_time is not None:
+        if event_time not in columns:
+            raise ProcessError(f"event_time column {event_time!r} not in {columns}", code="UNKNOWN_COLUMN")
+        if df.schema[event_time].dataType.simpleString() not in _INTEGRAL:
+            raise ProcessError(
+                f"event_time column {event_time!r} must hold epoch milliseconds (an integer "
+                f"type), not {df.schema[event_time].dataType.simpleString()}"
+            )
+    backend = options.get("backend", "heap")
+    if backend == "rocksdb" and not hasattr(flinkstate.state, "RocksDBKeyedStateBackend"):
+        raise ProcessError("the rocksdb backend is not available in this flinkstate", code="UNKNOWN_BACKEND")
+    if backend not in BACKENDS:
+        raise ProcessError(
+            f"backend must be one of {list(BACKENDS)}, got {backend!r}", code="UNKNOWN_BACKEND"
+        )
+    ints = {
+        n: options.get(n, d) for n, d in (("max_parallelism", 128), ("watermark_delay", 0), ("retain", 3))
+    }
+    bad = [n for n, v in ints.items() if type(v) is not int or v < (0 if n == "watermark_delay" else 1)]
+    parallelism = options.get("parallelism")
+    if parallelism is not None and (type(parallelism) is not int or parallelism < 1):
+        bad.append("parallelism")
+    if bad:
+        raise ProcessError(f"option(s) {bad} must be positive ints (watermark_delay: >= 0)")
+    if not isinstance(uid, str) or not uid or not isinstance(checkpoint, str) or not checkpoint:
+        raise ProcessError(f"checkpoint and uid must be non-empty strings, got {checkpoint!r}, {uid!r}")
+    return _Job(
+        keys,
+        function,
+        OutputSchema.of(output_schema),
+        output_schema,
+        checkpoint,
+        uid,
+        backend,
+        parallelism,
+        ints["max_parallelism"],
+        event_time,
+        ints["watermark_delay"],
+        bool(options.get("end_of_input", False)),
+        dict(options.get("storage_options") or {}),
+        options.get("initial_state"),
+        ints["retain"],
+    )
+
+
+def process(
+    df: Any,
+    key: str | Sequence[str],
+    function: Any,
+    output_schema: Any,
+    checkpoint: str,
+    uid: str,
+    **options: Any,
+) -> Any:
+    """Run ``function`` over ``df`` keyed by ``key``; return its committed output.
+
+    Options: ``backend`` ("heap" or "rocksdb"), ``parallelism`` (default: the checkpoint's,
+    else Spark's default parallelism), ``max_parallelism`` (128), ``event_time`` (a column of
+    epoch milliseconds), ``watermark_delay`` (ms), ``end_of_input`` (fire every event-time
+    timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
+    ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3).
+    The output DataFrame reads files of the committed checkpoint: consume it before
+    ``retain`` later runs have retired that checkpoint.
+    """
+    job = _job(df, key, function, output_schema, checkpoint, uid, options)
+    out = _run(job, df, options.get("broadcast"), None)
+    assert out is not None
+    return out
+
+
+def foreach_batch(
+    key: str | Sequence[str],
+    function: Any,
+    output_schema: Any,
+    checkpoint: str,
+    uid: str,
+    sink: Callable[[Any, int], None] | None = None,
+    **options: Any,
+) -> Callable[[Any, int], None]:
+    """A ``foreachBatch`` function: each micro-batch is one run recording Spark's batch id.
+
+    A batch id before the last committed one changes nothing; the last committed one again
+    (Spark replays it after a failure) changes nothing either and hands its committed output
+    to ``sink`` once more; ``sink(output_df, batch_id)`` gets every committed batch's output.
+    """
+
+    def run(batch_df: Any, batch_id: int) -> None:
+        job = _job(batch_df, key, function, output_schema, checkpoint, uid, options)
+        out = _run(job, batch_df, options.get("broadcast"), int(batch_id))
+        if out is not None and sink is not None:
+            sink(out, int(batch_id))
+
+    return run
+
+
+def _check_base(
+    seed: CompletedCheckpoint | None, job: _Job, key_type: Any, own: bool
+) -> OperatorEntry | None:
+    """The operator being continued, checked against the job (before any task runs)."""
+    if seed is None:
+        return None
+    if own:
+        others = sorted(o.uid for o in seed.manifest.operators if o.uid not in (job.uid, output_uid(job.uid)))
+        if others:
+            raise ProcessError(
+                f"checkpoint {job.checkpoint!r} holds operators {others} of another job: "
+                "give each process() its own checkpoint root",
+                code="CHECKPOINT_SHARED",
+            )
+    op = seed.manifest.operator(job.uid)
+    if op is None:
+        where = (
+            f"the latest checkpoint under {job.checkpoint!r}" if own else f"savepoint {job.initial_state!r}"
+        )
+        raise ProcessError(f"{where} has no operator {job.uid!r}", code="UNKNOWN_OPERATOR")
+    if op.max_parallelism != job.max_parallelism:
+        raise ProcessError(
+            f"operator {job.uid!r} was checkpointed with max parallelism {op.max_parallelism}, "
+            f"not {job.max_parallelism}",
+            code="MAX_PARALLELISM_MISMATCH",
+        )
+    if op.key_type is not None and op.key_type != key_type:
+        raise ProcessError(
+            f"operator {job.uid!r} was checkpointed with key type {op.key_type}; the key "
+            f"column(s) {list(job.key_columns)} are {key_type}",
+            code="KEY_TYPE_MISMATCH",
+        )
+    return op
+
+
+def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
+    """One run; ``None`` when ``batch_id`` was committed before the last committed one."""
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    spark = df.sparkSession
+    storage = CheckpointStorage(job.checkpoint, job.storage_options, retain=job.retain)
+    latest = storage.latest_id()
+    base = None if latest is None else storage.load(latest, allow_pickle=True)
+    props = base.manifest.properties if base is not None else {}
+    if batch_id is not None and base is not None:
+        done = int(props.get(BATCH_ID, "-1"))
+        if batch_id < done:
+            return None
+        if batch_id == done:
+            return _output_frame(spark, base, job)
+    seed = base
+    if seed is None and job.initial_state is not None:
+        opened = open_checkpoint(job.initial_state, job.storage_options, allow_pickle=True)
+        if not isinstance(opened, CompletedCheckpoint):
+            raise ProcessError(
+                f"initial_state {job.initial_state} is a Flink savepoint: restore it with open_checkpoint "
+                "and write a flinkstate savepoint first",
+                code="UNSUPPORTED_FORMAT",
+            )
+        seed = opened
+    arrow = to_arrow_schema(df.select(*job.key_columns).schema, timezone="UTC")
+    key_type = key_type_of(list(arrow.types), job.key_columns)
+    op = _check_base(seed, job, key_type, own=seed is base)
+    p = job.parallelism or (op.parallelism if op is not None else spark.sparkContext.defaultParallelism)
+    if not 1 <= p <= job.max_parallelism:
+        raise ProcessError(f"parallelism {p} must be in 1..max_parallelism ({job.max_parallelism})")
+    watermark = int(props.get(WATERMARK, LONG_MIN))
+    max_seen = int(props.get(MAX_EVENT_TIME, LONG_MIN))
+    if job.event_time is not None:
+        run_max = df.agg(F.max(job.event_time)).first()[0]
+        max_seen = max_seen if run_max is None else max(max_seen, int(run_max))
+    end_watermark = watermark if max_seen == LONG_MIN else max(watermark, max_seen - job.watermark_delay)
+    elements = tuple(broadcast.collect()) if broadcast is not None else ()
+    if elements and not isinstance(job.function, KeyedBroadcastProcessFunction):
+        raise ProcessError("broadcast elements need a KeyedBroadcastProcessFunction", code="INVALID_FUNCTION")
+    pending = storage.begin()
+    token = uuid.uuid4().hex
+    plan = TaskPlan(
+        job.uid,
+        job.function,
+        job.backend,
+        job.key_columns,
+        key_type,
+        tuple(df.columns),
+        job.event_time,
+        p,
+        job.max_parallelism,
+        pending.directory,
+        storage.storage.url,
+        seed.manifest if seed is not None else None,
+        seed.directory if seed is not None else None,
+        props.get(TOKEN) if seed is base else None,
+        token,
+        watermark,
+        end_watermark,
+        job.watermark_delay,
+        job.end_of_input,
+        elements,
+        job.output,
+    )
+    routed = df.select("*", F.monotonically_increasing_id().alias(SEQ)).withColumn(
+        ROUTE, route_udf(key_type, p, job.max_parallelism)(*job.key_columns)
+    )
+    # one marker row per subtask (sequence -1), so every range runs even without rows
+    routes = F.array(*[F.lit(v) for v in route_values(p)])
+    markers = spark.range(p).select(
+        *[F.lit(None).cast(f.dataType).alias(f.name) for f in df.schema.fields],
+        F.lit(-1).cast("bigint").alias(SEQ),
+        F.element_at(routes, (F.col("id") + 1).cast("int")).alias(ROUTE),
+    )
+    routed = routed.unionByName(markers)
+    order = [job.event_time, SEQ] if job.event_time is not None else [SEQ]
+    ranges = routed.repartition(p, ROUTE).sortWithinPartitions(*order)
+    try:
+        rows = ranges.mapInArrow(partial(run_subtask, plan), RESULT_SCHEMA.to_string()).collect()
+        results = [pickle.loads(row[0]) for row in rows]
+        indexes = sorted(r.entry.index for rs, _ in results for r in rs if r.uid == job.uid)
+        if indexes != list(range(p)):
+            raise ProcessError(
+                f"expected one result per subtask 0..{p - 1}, got {indexes}", code="RUN_INCOMPLETE"
+            )
+        for subtask_results, _ in results:
+            for result in subtask_results:
+                pending.add(result)
+    except Exception as exc:
+        pending.abort()
+        raise _task_error(exc) from exc
+    properties = {
+        WATERMARK: str(end_watermark),
+        MAX_EVENT_TIME: str(max_seen),
+        TOKEN: token,
+        REUSED: str(sum(stats["reused"] for _, stats in results)),
+    }
+    if batch_id is not None:
+        properties[BATCH_ID] = str(batch_id)
+    committed = pending.commit(properties)
+    return _output_frame(spark, committed, job)
+
+
+_OUR_ERROR = re.compile(r"(\w+Error): \[([A-Z_]+)\] ([^\n]*)")
+
+
+def _task_error(exc: Exception) -> Exception:
+    """Our error raised in a task (Spark wraps it in its own), or ``exc`` itself."""
+    if isinstance(exc, FlinkStateError):
+        return exc
+    found = _OUR_ERROR.findall(str(exc))
+    if not found:
+        return exc
+    name, code, message = found[-1]
+    if name == "ProcessFunctionError":
+        return ProcessFunctionError(message, code=code)
+    return ProcessError(message, code=code)
+
+
+def _output_frame(spark: Any, checkpoint: CompletedCheckpoint, job: _Job) -> Any:
+    """The committed output of ``checkpoint`` as a DataFrame of the output schema."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    op = checkpoint.operator(output_uid(job.uid))
+    refs = [f for st in op.subtasks for f in st.operator.get(OUTPUT_STATE, ())]
+    directory = checkpoint.directory
+    if not refs:
+        return spark.createDataFrame([], job.output_struct)
+    if directory.is_local:
+        stored = StructType([StructField("position", LongType()), StructField("value", job.output_struct)])
+        paths = ["file://" + directory.path(r.path) for r in refs]
+        return spark.read.schema(stored).parquet(*paths).select("value.*")
+    reader = (
+        spark.read.format("flinkstate").option("operator", output_uid(job.uid)).option("state", OUTPUT_STATE)
+    )
+    reader = reader.option("checkpointId", str(checkpoint.checkpoint_id))
+    for name, value in _fs_options(job.storage_options).items():
+        reader = reader.option(name, value)
+    return reader.load(job.checkpoint).select("value.*")
+
+
+def _fs_options(options: Mapping[str, Any], prefix: str = "fs.") -> dict[str, str]:
+    """Storage options as the data source's ``fs.*`` options (nested dicts flattened)."""
+    import json
+
+    out: dict[str, str] = {}
+    for name, value in options.items():
+        if isinstance(value, Mapping):
+            out.update(_fs_options(value, f"{prefix}{name}."))
+        else:
+            out[prefix + name] = value if isinstance(value, str) else json.dumps(value)
+    return out

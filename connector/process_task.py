@@ -1,0 +1,251 @@
+"""One key-group range of a ``process`` run, inside a Spark task.
+
+The task restores its subtask's live backend from the checkpoint being continued (at any
+parallelism: a rescale), or reuses the one its Python worker kept from the run that
+wrote exactly that checkpoint; feeds it the range's rows (already in event-time order),
+moves the watermark, fires timers, snapshots, and writes the state and the output as
+uniquely named files. It hands back only small results: the driver commits them, all
+ranges together, or nothing. A worker keeps a backend only after a run succeeded, keyed
+by the token of the checkpoint that run will have written; a failed or retried attempt
+drops it, so state is never carried over from an attempt that did not commit.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flinkstate.checkpoint import CompletedCheckpoint, Manifest, Storage, SubtaskResult
+from flinkstate.checkpoint.writer import SubtaskWriter
+from flinkstate.state.backend import AbstractKeyedStateBackend
+from flinkstate.state.errors import SerializationError
+from flinkstate.state.heap.backend import HeapKeyedStateBackend
+from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
+from flinkstate.state.process import KeyedProcessOperator
+from flinkstate.state.process.functions import ProcessFunction
+from flinkstate.state.ttl.time import LONG_MIN
+from flinkstate.state.types import TypeInformation
+
+from .output import OutputSchema
+from .routing import ProcessError, route_values
+
+OUTPUT_STATE = "output"
+SEQ, ROUTE = "__flinkstate_seq", "__flinkstate_route"
+RESULT_SCHEMA = pa.schema([pa.field("result", pa.binary())])
+
+
+def output_uid(uid: str) -> str:
+    """The operator holding a run's output in its checkpoint."""
+    return f"{uid}/output"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything a task needs (pickled once per run, small but for the function)."""
+
+    uid: str
+    function: ProcessFunction
+    backend: str
+    key_columns: tuple[str, ...]
+    key_type: TypeInformation
+    value_columns: tuple[str, ...]
+    event_time: str | None
+    parallelism: int
+    max_parallelism: int
+    directory: Storage
+    root_url: str
+    base: Manifest | None
+    base_directory: Storage | None
+    base_token: str | None
+    token: str
+    watermark: int
+    end_watermark: int
+    watermark_delay: int
+    end_of_input: bool
+    broadcast: tuple[Any, ...]
+    output: OutputSchema
+
+
+@dataclass
+class _Kept:
+    token: str
+    parallelism: int
+    backend_name: str
+    operator: KeyedProcessOperator
+    directory: str | None
+
+
+_KEPT: dict[tuple[str, str, int], _Kept] = {}
+"""Live subtasks this Python worker kept: (checkpoint root, uid, subtask) -> the last run's."""
+MAX_KEPT = 8
+"""At most this many are kept per worker (the least recently stored go first)."""
+
+
+def _discard(kept: _Kept) -> None:
+    kept.operator.backend.close()
+    if kept.directory is not None:
+        shutil.rmtree(kept.directory, ignore_errors=True)
+
+
+def backend_factory(name: str) -> tuple[Callable[..., AbstractKeyedStateBackend], str | None]:
+    """The keyed backend of ``name`` ("heap" or "rocksdb") and its local directory."""
+    if name == "heap":
+        return HeapKeyedStateBackend, None
+    if name == "rocksdb":
+        try:
+            from flinkstate.state import RocksDBKeyedStateBackend
+        except ImportError as exc:
+            raise ProcessError(
+                "the rocksdb backend is not available in this flinkstate", code="UNKNOWN_BACKEND"
+            ) from exc
+        directory = tempfile.mkdtemp(prefix="flinkstate-rocksdb-")
+        return partial(RocksDBKeyedStateBackend, directory), directory
+    raise ProcessError(f"backend must be 'heap' or 'rocksdb', got {name!r}", code="UNKNOWN_BACKEND")
+
+
+def _acquire(plan: TaskPlan, subtask: int) -> tuple[KeyedProcessOperator, str | None, bool]:
+    """(operator, its local directory, whether it was reused) for ``subtask``."""
+    kept = _KEPT.pop((plan.root_url, plan.uid, subtask), None)
+    if kept is not None:
+        if (kept.token, kept.parallelism, kept.backend_name) == (
+            plan.base_token,
+            plan.parallelism,
+            plan.backend,
+        ):
+            kept.operator.use(plan.function)
+            return kept.operator, kept.directory, True
+        _discard(kept)
+    factory, directory = backend_factory(plan.backend)
+    p, max_p = plan.parallelism, plan.max_parallelism
+    if plan.base is not None and plan.base.operator(plan.uid) is not None:
+        assert plan.base_directory is not None
+        base = CompletedCheckpoint(plan.base_directory, plan.base, allow_pickle=True)
+        backend = base.keyed_backend(plan.uid, subtask, p, factory, key_type=plan.key_type)
+        operator_state = base.operator_backend(plan.uid, subtask, p)
+    else:
+        rng = compute_key_group_range_for_operator_index(max_p, p, subtask)
+        backend = factory(key_type=plan.key_type, max_parallelism=max_p, key_group_range=rng)
+        operator_state = OperatorStateBackend()
+    if plan.watermark > LONG_MIN:
+        backend.advance_watermark(plan.watermark)
+    operator = KeyedProcessOperator(
+        plan.function,
+        backend,
+        operator_state,
+        subtask=subtask,
+        parallelism=p,
+        watermark_delay=plan.watermark_delay,
+    )
+    return operator, directory, False
+
+
+def _feed(
+    plan: TaskPlan,
+    operator: KeyedProcessOperator,
+    subtask: int,
+    batches: Iterator[pa.RecordBatch],
+    sink: list[Any],
+) -> int:
+    """Feed the range's rows to ``operator``; return how many."""
+    from pyspark.sql import Row
+
+    # a Row class per input schema: rows are built with tuple.__new__ (no per-row setattr)
+    make_row = partial(tuple.__new__, type("Row", (Row,), {"__fields__": list(plan.value_columns)}))
+    route = route_values(plan.parallelism)[subtask]
+    rows = 0
+    process = operator.process_element
+    for batch in batches:
+        seq = batch.column(SEQ)
+        if batch.num_rows and pc.min(seq).as_py() < 0:  # the range's marker row
+            batch = batch.filter(pc.greater_equal(seq, 0))
+        if batch.num_rows == 0:
+            continue
+        routes = batch.column(ROUTE)
+        if routes.null_count or pc.min_max(routes).as_py() != {"min": route, "max": route}:
+            raise ProcessError(
+                f"task {subtask} got rows of another subtask: Spark did not keep the "
+                "hash partitioning the runner asked for",
+                code="ROUTING_FAILED",
+            )
+        columns = [batch.column(name).to_pylist() for name in plan.value_columns]
+        values = list(map(make_row, zip(*columns, strict=True)))
+        if len(plan.key_columns) == 1:
+            keys = columns[plan.value_columns.index(plan.key_columns[0])]
+        else:
+            keys = list(zip(*(columns[plan.value_columns.index(k)] for k in plan.key_columns), strict=True))
+        if plan.event_time is None:
+            for key, value in zip(keys, values, strict=True):
+                process(key, value)
+        else:
+            stamps = batch.column(plan.event_time).to_pylist()
+            for key, value, ts in zip(keys, values, stamps, strict=True):
+                process(key, value, ts)
+        rows += batch.num_rows
+        sink.extend(operator.drain())
+    return rows
+
+
+def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The body of one Spark task (``mapInArrow``): yields one row, the pickled results."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    subtask = context.partitionId() if context is not None else 0
+    operator, directory, reused = _acquire(plan, subtask)
+    try:
+        out: list[Any] = []
+        operator.open()
+        for element in plan.broadcast:
+            operator.process_broadcast_element(element)
+        rows = _feed(plan, operator, subtask, batches, out)
+        if plan.end_watermark > operator.current_watermark:
+            operator.advance_watermark(plan.end_watermark)
+        operator.advance_processing_time()
+        if plan.end_of_input:
+            operator.end_of_input()
+        out.extend(operator.drain())
+        operator.close()
+        results = _write(plan, operator, subtask, out)
+    except BaseException:
+        operator.backend.close()
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    _KEPT[(plan.root_url, plan.uid, subtask)] = _Kept(
+        plan.token, plan.parallelism, plan.backend, operator, directory
+    )
+    while len(_KEPT) > MAX_KEPT:
+        _discard(_KEPT.pop(next(iter(_KEPT))))
+    stats = {"rows": rows, "output": len(out), "reused": int(reused)}
+    yield pa.RecordBatch.from_arrays(
+        [pa.array([pickle.dumps((results, stats))], pa.binary())], schema=RESULT_SCHEMA
+    )
+
+
+def _write(
+    plan: TaskPlan, operator: KeyedProcessOperator, subtask: int, out: list[Any]
+) -> list[SubtaskResult]:
+    """Write the subtask's state and output; return both results."""
+    p, max_p = plan.parallelism, plan.max_parallelism
+    state = SubtaskWriter(plan.directory, plan.uid, subtask, p, max_p)
+    with operator.backend.snapshot() as snapshot:
+        result = state.write(keyed=snapshot, operator=operator.operator_state.snapshot())
+    rows = plan.output.normalize(out)
+    data = OperatorStateData(OUTPUT_STATE, OperatorStateMode.SPLIT_DISTRIBUTE, plan.output.type_info, rows)
+    writer = SubtaskWriter(plan.directory, output_uid(plan.uid), subtask, p, max_p)
+    try:
+        output = writer.write(operator=[data])
+    except SerializationError as exc:
+        writer.abort()
+        state.abort()
+        raise plan.output.diagnose(rows, exc) from exc
+    return [result, output]

@@ -1,0 +1,43 @@
+"""Keyed process functions (PyFlink's API), timers as keyed state, and a test harness."""
+
+from .functions import (
+    BroadcastContext,
+    Context,
+    KeyedBroadcastProcessFunction,
+    KeyedProcessFunction,
+    OnTimerContext,
+    ReadOnlyBroadcastState,
+    ReadOnlyContext,
+    RuntimeContext,
+    TimerService,
+)
+from .harness import (
+    HarnessSnapshot,
+    KeyedBroadcastProcessFunctionHarness,
+    KeyedProcessFunctionHarness,
+    restore_backend,
+    take_snapshot,
+)
+from .operator import KeyedProcessOperator
+from .timers import TIMER_STATES, TimeDomain, TimerQueue
+
+__all__ = [
+    "TIMER_STATES",
+    "BroadcastContext",
+    "Context",
+    "HarnessSnapshot",
+    "KeyedBroadcastProcessFunction",
+    "KeyedBroadcastProcessFunctionHarness",
+    "KeyedProcessFunction",
+    "KeyedProcessFunctionHarness",
+    "KeyedProcessOperator",
+    "OnTimerContext",
+    "ReadOnlyBroadcastState",
+    "ReadOnlyContext",
+    "RuntimeContext",
+    "TimeDomain",
+    "TimerQueue",
+    "TimerService",
+    "restore_backend",
+    "take_snapshot",
+]

@@ -1,0 +1,194 @@
+"""The user-facing function API, with PyFlink's names: ``KeyedProcessFunction``,
+``KeyedBroadcastProcessFunction`` and the contexts they are called with.
+
+``process_element``, ``process_broadcast_element`` and ``on_timer`` are generators of
+output rows (``yield`` each row; returning ``None`` or an iterable works too).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any, TypeAlias
+
+from ..descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from ..interfaces import AggregatingState, ListState, MapState, ReducingState, ValueState
+from .timers import TimeDomain
+
+
+class TimerService(ABC):
+    """Time and timers of the current key (PyFlink's ``TimerService``)."""
+
+    @abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def register_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def register_event_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def delete_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def delete_event_time_timer(self, timestamp: int) -> None: ...
+
+
+class RuntimeContext(ABC):
+    """What ``open`` gets: keyed state of the function and where it runs."""
+
+    @abstractmethod
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState[Any]: ...
+
+    @abstractmethod
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState[Any]: ...
+
+    @abstractmethod
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> MapState[Any, Any]: ...
+
+    @abstractmethod
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> ReducingState[Any]: ...
+
+    @abstractmethod
+    def get_aggregating_state(
+        self, state_descriptor: AggregatingStateDescriptor
+    ) -> AggregatingState[Any, Any]: ...
+
+    @abstractmethod
+    def get_index_of_this_subtask(self) -> int: ...
+
+    @abstractmethod
+    def get_number_of_parallel_subtasks(self) -> int: ...
+
+    @abstractmethod
+    def get_max_number_of_parallel_subtasks(self) -> int: ...
+
+
+class Context(ABC):
+    """What ``process_element`` gets (``KeyedProcessFunction.Context``)."""
+
+    @abstractmethod
+    def get_current_key(self) -> Any: ...
+
+    @abstractmethod
+    def timestamp(self) -> int | None:
+        """The element's event time (``None`` without one); in ``on_timer``, the timer's time."""
+
+    @abstractmethod
+    def timer_service(self) -> TimerService: ...
+
+
+class OnTimerContext(Context):
+    """What ``on_timer`` gets: a context that also says which clock fired."""
+
+    @abstractmethod
+    def time_domain(self) -> TimeDomain: ...
+
+
+class KeyedProcessFunction(ABC):
+    """Processes the elements of a keyed stream one by one, with keyed state and timers."""
+
+    Context: TypeAlias = Context
+    OnTimerContext: TypeAlias = OnTimerContext
+
+    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
+        """Called once before any element, with the subtask's state (create states here)."""
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: Context) -> Iterable[Any] | None:
+        """Handle one element; yield output rows."""
+
+    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
+        """A timer of the current key fired; yield output rows."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Called once after the last element and timer."""
+
+
+class ReadOnlyContext(Context):
+    """``process_element`` of a broadcast function: broadcast state is read-only here."""
+
+    @abstractmethod
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> ReadOnlyBroadcastState: ...
+
+
+class BroadcastContext(ABC):
+    """``process_broadcast_element``: read-write broadcast state and every key's state."""
+
+    @abstractmethod
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> MapState[Any, Any]: ...
+
+    @abstractmethod
+    def apply_to_keyed_state(self, state_descriptor: Any, function: Any) -> None:
+        """Call ``function(key, state)`` for every key with state under ``state_descriptor``."""
+
+    @abstractmethod
+    def timestamp(self) -> int | None: ...
+
+    @abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def current_watermark(self) -> int: ...
+
+
+class ReadOnlyBroadcastState(ABC):
+    """The read-only face of a broadcast state (PyFlink's ``ReadOnlyBroadcastState``)."""
+
+    @abstractmethod
+    def get(self, key: Any) -> Any: ...
+
+    @abstractmethod
+    def contains(self, key: Any) -> bool: ...
+
+    @abstractmethod
+    def items(self) -> Iterable[tuple[Any, Any]]: ...
+
+    @abstractmethod
+    def keys(self) -> Iterable[Any]: ...
+
+    @abstractmethod
+    def values(self) -> Iterable[Any]: ...
+
+    @abstractmethod
+    def is_empty(self) -> bool: ...
+
+
+class KeyedBroadcastProcessFunction(ABC):
+    """Flink's broadcast state pattern: keyed elements read the broadcast state that
+    broadcast elements write (every subtask sees every broadcast element)."""
+
+    ReadOnlyContext: TypeAlias = ReadOnlyContext
+    Context: TypeAlias = BroadcastContext
+    OnTimerContext: TypeAlias = OnTimerContext
+
+    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
+        """Called once before any element."""
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: ReadOnlyContext) -> Iterable[Any] | None:
+        """Handle one keyed element; yield output rows."""
+
+    @abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: BroadcastContext) -> Iterable[Any] | None:
+        """Handle one broadcast element (on every subtask); yield output rows."""
+
+    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Called once after the last element and timer."""
+
+
+ProcessFunction = KeyedProcessFunction | KeyedBroadcastProcessFunction

@@ -1,0 +1,183 @@
+"""Process functions the harness and the Spark runner tests share, with plain-Python models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import timedelta
+from typing import Any
+
+from flinkstate.state import (
+    KeyedBroadcastProcessFunction,
+    KeyedProcessFunction,
+    MapStateDescriptor,
+    RuntimeContext,
+    StateTtlConfig,
+    TimeDomain,
+    Types,
+    ValueStateDescriptor,
+)
+
+GAP = 30
+
+
+class WordCount(KeyedProcessFunction):
+    """Emits (word, running count) for every element."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield ctx.get_current_key(), n
+
+
+def word_count_model(words: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for w in words:
+        out[w] = out.get(w, 0) + 1
+    return out
+
+
+def _session_descriptor() -> ValueStateDescriptor:
+    desc = ValueStateDescriptor("session", Types.TUPLE([Types.LONG(), Types.LONG(), Types.LONG()]))
+    desc.enable_time_to_live(
+        StateTtlConfig.new_builder(timedelta(milliseconds=10 * GAP)).use_event_time().build()
+    )
+    return desc
+
+
+SESSION = _session_descriptor()
+"""(start, end, events) of a user's open session."""
+
+
+class Sessions(KeyedProcessFunction):
+    """Sessions of ``GAP`` ms of event time per user: (user, start, end, events) when one closes.
+
+    The open session lives in a value state with event-time TTL (a session untouched for
+    ``10 * GAP`` after the watermark is dropped); the timer at ``end + GAP`` closes it.
+    """
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.session = runtime_context.get_state(SESSION)
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        ts = ctx.timestamp()
+        assert ts is not None
+        current = self.session.value()
+        timers = ctx.timer_service()
+        if current is not None and ts <= current[1] + GAP:
+            timers.delete_event_time_timer(current[1] + GAP)
+            start, end, n = current[0], max(current[1], ts), current[2] + 1
+        else:
+            if current is not None:  # a late-closing session: emit it before starting anew
+                timers.delete_event_time_timer(current[1] + GAP)
+                yield ctx.get_current_key(), current[0], current[1], current[2]
+            start, end, n = ts, ts, 1
+        self.session.update((start, end, n))
+        timers.register_event_time_timer(end + GAP)
+        return
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
+        assert ctx.time_domain() is TimeDomain.EVENT_TIME
+        current = self.session.value()
+        if current is not None:
+            yield ctx.get_current_key(), current[0], current[1], current[2]
+            self.session.clear()
+
+
+def sessions_model(events: Iterable[tuple[str, int]]) -> list[tuple[str, int, int, int]]:
+    """Every session of the events (user, ts), each user's events in time order."""
+    by_user: dict[str, list[int]] = {}
+    for user, ts in events:
+        by_user.setdefault(user, []).append(ts)
+    out = []
+    for user, stamps in by_user.items():
+        stamps.sort()
+        start = end = stamps[0]
+        n = 1
+        for ts in stamps[1:]:
+            if ts <= end + GAP:
+                end, n = ts, n + 1
+            else:
+                out.append((user, start, end, n))
+                start = end = ts
+                n = 1
+        out.append((user, start, end, n))
+    return sorted(out)
+
+
+class Reminder(KeyedProcessFunction):
+    """Processing time: a reminder ``delay`` ms after each key's first element."""
+
+    def __init__(self, delay: int = 1000) -> None:
+        self.delay = delay
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.seen = runtime_context.get_state(ValueStateDescriptor("seen", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        if self.seen.value() is None:
+            now = ctx.timer_service().current_processing_time()
+            self.seen.update(now)
+            ctx.timer_service().register_processing_time_timer(now + self.delay)
+        yield from ()
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
+        assert ctx.time_domain() is TimeDomain.PROCESSING_TIME
+        yield ctx.get_current_key(), timestamp
+
+
+RULES = MapStateDescriptor("rules", Types.STRING(), Types.LONG())
+
+
+class ThresholdAlerts(KeyedBroadcastProcessFunction):
+    """Broadcast rules (word, threshold): an alert (word, count) when a word's count reaches
+    its threshold; a rule update resets the counts of every word (apply_to_keyed_state)."""
+
+    COUNT = ValueStateDescriptor("count", Types.LONG())
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.count = runtime_context.get_state(self.COUNT)
+
+    def process_element(
+        self, value: Any, ctx: KeyedBroadcastProcessFunction.ReadOnlyContext
+    ) -> Iterator[Any]:
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        threshold = ctx.get_broadcast_state(RULES).get(ctx.get_current_key())
+        if threshold is not None and n == threshold:
+            yield ctx.get_current_key(), n
+
+    def process_broadcast_element(
+        self, value: Any, ctx: KeyedBroadcastProcessFunction.Context
+    ) -> Iterator[Any]:
+        word, threshold = value
+        ctx.get_broadcast_state(RULES).put(word, threshold)
+        ctx.apply_to_keyed_state(self.COUNT, lambda key, state: state.clear())
+        yield from ()
+
+
+class Failing(KeyedProcessFunction):
+    """Raises on the word "boom"."""
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        if ctx.get_current_key() == "boom":
+            raise ValueError("boom is not a word")
+        yield ctx.get_current_key(), 1
+
+
+class FailFirstAttempt(WordCount):
+    """Word count whose first task attempt fails at the word "w3" (``marker`` records it)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        import os
+
+        if ctx.get_current_key() == "w3" and not os.path.exists(self.marker):
+            with open(self.marker, "w") as f:
+                f.write(str(os.getpid()))
+            raise RuntimeError("injected failure of the first attempt")
+        yield from super().process_element(value, ctx)
