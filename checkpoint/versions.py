@@ -80,8 +80,12 @@ def collect_garbage(root: Storage, retain: int | None, dry_run: bool = False) ->
             continue
         directory = f"chk-{i}"
         for path in list(root.walk_files(directory)):
-            is_kept_manifest = i in keep and posixpath.basename(path) == METADATA
-            if path not in used and not is_kept_manifest:
+            name = posixpath.basename(path)
+            is_kept_manifest = i in keep and name == METADATA
+            # a manifest another committer of the newest id is creating right now (it loses,
+            # but must see [CHECKPOINT_EXISTS], not a vanished temporary file)
+            in_flight = i == keep[-1] and name.startswith(METADATA + ".") and name.endswith(".tmp")
+            if path not in used and not is_kept_manifest and not in_flight:
                 if not dry_run:
                     root.delete(path)
                 deleted.append(path)
