@@ -30,8 +30,8 @@ INSPECT_EXAMPLE = (
 
 
 def checkpoint_type(kind: str, shares: bool) -> str:
-    """``savepoint``; else ``incremental`` when the checkpoint references files of earlier
-    checkpoints (``shares``), ``full`` when it holds all it needs itself."""
+    """``savepoint``; else ``incremental`` when the manifest says so or the checkpoint
+    references files of earlier checkpoints (``shares``), ``full`` when it holds all it needs."""
     return "savepoint" if kind == "savepoint" else "incremental" if shares else "full"
 
 
@@ -45,7 +45,7 @@ def checkpoint_summary(manifest: Manifest, directory: str) -> dict[str, Any]:
         "checkpoint_id": manifest.checkpoint_id,
         "path": directory or ".",
         "kind": manifest.kind,
-        "type": checkpoint_type(manifest.kind, shares=len(mine) < len(files)),
+        "type": checkpoint_type(manifest.kind, shares=manifest.incremental or len(mine) < len(files)),
         "created_at": iso_time(manifest.created_at_ms),
         "created_at_ms": manifest.created_at_ms,
         "bytes": sum(files.values()),
@@ -151,7 +151,9 @@ def inspect(
     doc: dict[str, Any] = {
         "checkpoint_id": manifest.checkpoint_id,
         "kind": manifest.kind,
-        "type": checkpoint_type(manifest.kind, any(f.path.startswith("..") for f in manifest.files())),
+        "type": checkpoint_type(
+            manifest.kind, manifest.incremental or any(f.path.startswith("..") for f in manifest.files())
+        ),
         "path": checkpoint.directory.safe_url,
         "created_at": iso_time(manifest.created_at_ms),
         "properties": dict(manifest.properties),
