@@ -233,7 +233,7 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
     def sink(out: Any, batch_id: int) -> None:
         delivered.append((batch_id, [tuple(r) for r in out.collect()]))
 
-    def run_for(seconds: float, parallelism: int) -> None:
+    def run_for(seconds: float | None, parallelism: int) -> None:
         fn = foreach_batch(
             "word",
             WordCount(),
@@ -243,26 +243,32 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
             sink=sink,
             parallelism=parallelism,
         )
-        query = (
+        writer = (
             spark.readStream.format("rate")
             .option("rowsPerSecond", 40)
             .load()
             .selectExpr("value % 7 as word", "value")
             .writeStream.foreachBatch(fn)
             .option("checkpointLocation", str(spark_chk))
-            .trigger(processingTime="400 milliseconds")
-            .start()
         )
+        if seconds is None:  # replay what a stop interrupted, then end cleanly
+            writer.trigger(availableNow=True).start().awaitTermination(120)
+            return
+        query = writer.trigger(processingTime="400 milliseconds").start()
         await_batches(query, lambda: len(delivered), 3)
         time.sleep(seconds)
-        query.stop()
+        query.stop()  # may interrupt a batch after its commit, before the sink got it
 
     run_for(0.5, 2)
     run_for(0.5, 3)
+    run_for(None, 3)
     assert open_checkpoint(str(chk)).operator("wc").parallelism == 3
     ids = [b for b, _ in delivered]
-    assert ids == sorted(set(ids))  # each batch delivered once, in order
-    rows = [r for _, out in delivered for r in out]
+    assert ids == sorted(ids)  # in order; Spark may hand a batch to the sink again ...
+    by_id: dict[int, list[Any]] = {}
+    for batch_id, out in delivered:  # ... and then it carries the same output
+        assert sorted(by_id.setdefault(batch_id, out)) == sorted(out)
+    rows = [r for b in sorted(by_id) for r in by_id[b]]
     counts = stored_counts(chk)
     assert finals(rows) == counts
     total = sum(counts.values())  # the rate source's values 0..total-1, each exactly once
