@@ -10,8 +10,8 @@ checkpoint layer's commit; a run that fails anywhere commits nothing and leaves 
 previous checkpoint as it was. The returned DataFrame reads the committed output.
 
 Checkpoint properties carry what the next run continues from: the watermark, the largest
-event time seen, a token naming the run (which live backends workers may reuse) and, in
-streaming, Spark's batch id.
+event time seen, the attempt that wrote each subtask (whose live backend a worker may
+reuse) and, in streaming, Spark's batch id.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class _Job:
     storage_options: Mapping[str, Any]
     initial_state: str | None
     retain: int
+    incremental: bool
 
 
 def _job(
@@ -87,6 +88,7 @@ def _job(
         "storage_options",
         "initial_state",
         "retain",
+        "incremental",
     }
     unknown = sorted(set(options) - known)
     if unknown:
@@ -134,6 +136,9 @@ def _job(
         bad.append("parallelism")
     if bad:
         raise ProcessError(f"option(s) {bad} must be positive ints (watermark_delay: >= 0)")
+    incremental = options.get("incremental", True)
+    if type(incremental) is not bool:
+        raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
     if not isinstance(uid, str) or not uid or not isinstance(checkpoint, str) or not checkpoint:
         raise ProcessError(f"checkpoint and uid must be non-empty strings, got {checkpoint!r}, {uid!r}")
     return _Job(
@@ -152,6 +157,7 @@ def _job(
         dict(options.get("storage_options") or {}),
         options.get("initial_state"),
         ints["retain"],
+        incremental,
     )
 
 
@@ -170,7 +176,9 @@ def process(
     else Spark's default parallelism), ``max_parallelism`` (128), ``event_time`` (a column of
     epoch milliseconds), ``watermark_delay`` (ms), ``end_of_input`` (fire every event-time
     timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
-    ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3).
+    ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
+    ``incremental`` (True: a worker that kept its live backend writes only what changed
+    since the last checkpoint; a restored one writes in full).
     The output DataFrame reads files of the committed checkpoint: consume it before
     ``retain`` later runs have retired that checkpoint.
     """
@@ -246,7 +254,9 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     spark = df.sparkSession
-    storage = CheckpointStorage(job.checkpoint, job.storage_options, retain=job.retain)
+    storage = CheckpointStorage(
+        job.checkpoint, job.storage_options, retain=job.retain, incremental=job.incremental
+    )
     latest = storage.latest_id()
     base = None if latest is None else storage.load(latest, allow_pickle=True)
     props = base.manifest.properties if base is not None else {}
@@ -293,7 +303,7 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         job.event_time,
         p,
         job.max_parallelism,
-        pending.directory,
+        pending.target,
         storage.storage.url,
         seed.manifest if seed is not None else None,
         seed.directory if seed is not None else None,
@@ -333,10 +343,11 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     except Exception as exc:
         pending.abort()
         raise _task_error(exc) from exc
+    attempts = {r.entry.index: stats["attempt"] for rs, stats in results for r in rs if r.uid == job.uid}
     properties = {
         WATERMARK: str(end_watermark),
         MAX_EVENT_TIME: str(max_seen),
-        TOKEN: token,
+        TOKEN: " ".join(attempts[i] for i in range(p)),
         REUSED: str(sum(stats["reused"] for _, stats in results)),
     }
     if batch_id is not None:

@@ -1,13 +1,15 @@
 """One key-group range of a ``process`` run, inside a Spark task.
 
 The task restores its subtask's live backend from the checkpoint being continued (at any
-parallelism: a rescale), or reuses the one its Python worker kept from the run that
-wrote exactly that checkpoint; feeds it the range's rows (already in event-time order),
-moves the watermark, fires timers, snapshots, and writes the state and the output as
+parallelism: a rescale), or reuses the one its Python worker kept from the attempt whose
+results that checkpoint committed; feeds it the range's rows (already in event-time
+order), moves the watermark, fires timers, snapshots (an increment when the backend is
+reused, see :mod:`flinkstate.checkpoint.target`), and writes the state and the output as
 uniquely named files. It hands back only small results: the driver commits them, all
-ranges together, or nothing. A worker keeps a backend only after a run succeeded, keyed
-by the token of the checkpoint that run will have written; a failed or retried attempt
-drops it, so state is never carried over from an attempt that did not commit.
+ranges together, or nothing, and records which attempt's results it committed for each
+subtask. A worker keeps a backend only after its attempt succeeded, named by a token
+unique to the attempt, so state is never carried over from an attempt that did not
+commit (a failed one, or the losing copy of a speculative or retried task).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import pickle
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -24,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint import CompletedCheckpoint, Manifest, Storage, SubtaskResult
-from flinkstate.checkpoint.writer import SubtaskWriter
+from flinkstate.checkpoint.target import CheckpointTarget
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
@@ -61,11 +64,12 @@ class TaskPlan:
     event_time: str | None
     parallelism: int
     max_parallelism: int
-    directory: Storage
+    target: CheckpointTarget
     root_url: str
     base: Manifest | None
     base_directory: Storage | None
     base_token: str | None
+    """The committed attempts of the base checkpoint, one token per subtask (space-separated)."""
     token: str
     watermark: int
     end_watermark: int
@@ -78,7 +82,7 @@ class TaskPlan:
 @dataclass
 class _Kept:
     token: str
-    parallelism: int
+    """Names the attempt whose results held this backend's state (unique per attempt)."""
     backend_name: str
     operator: KeyedProcessOperator
     directory: str | None
@@ -116,12 +120,12 @@ def _acquire(plan: TaskPlan, subtask: int) -> tuple[KeyedProcessOperator, str | 
     """(operator, its local directory, whether it was reused) for ``subtask``."""
     kept = _KEPT.pop((plan.root_url, plan.uid, subtask), None)
     if kept is not None:
-        if (kept.token, kept.parallelism, kept.backend_name) == (
-            plan.base_token,
-            plan.parallelism,
-            plan.backend,
-        ):
+        committed = (plan.base_token or "").split()  # the committed attempt of each subtask
+        wanted = committed[subtask] if len(committed) == plan.parallelism else None
+        if (kept.token, kept.backend_name) == (wanted, plan.backend):
             kept.operator.use(plan.function)
+            if plan.base is not None:  # the checkpoint its attempt wrote has committed
+                kept.operator.backend.notify_checkpoint_complete(plan.base.checkpoint_id)
             return kept.operator, kept.directory, True
         _discard(kept)
     factory, directory = backend_factory(plan.backend)
@@ -220,12 +224,11 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
         raise
-    _KEPT[(plan.root_url, plan.uid, subtask)] = _Kept(
-        plan.token, plan.parallelism, plan.backend, operator, directory
-    )
+    attempt = f"{plan.token}.{subtask}.{uuid.uuid4().hex[:12]}"
+    _KEPT[(plan.root_url, plan.uid, subtask)] = _Kept(attempt, plan.backend, operator, directory)
     while len(_KEPT) > MAX_KEPT:
         _discard(_KEPT.pop(next(iter(_KEPT))))
-    stats = {"rows": rows, "output": len(out), "reused": int(reused)}
+    stats = {"rows": rows, "output": len(out), "reused": int(reused), "attempt": attempt}
     yield pa.RecordBatch.from_arrays(
         [pa.array([pickle.dumps((results, stats))], pa.binary())], schema=RESULT_SCHEMA
     )
@@ -235,13 +238,17 @@ def _write(
     plan: TaskPlan, operator: KeyedProcessOperator, subtask: int, out: list[Any]
 ) -> list[SubtaskResult]:
     """Write the subtask's state and output; return both results."""
-    p, max_p = plan.parallelism, plan.max_parallelism
-    state = SubtaskWriter(plan.directory, plan.uid, subtask, p, max_p)
-    with operator.backend.snapshot() as snapshot:
-        result = state.write(keyed=snapshot, operator=operator.operator_state.snapshot())
+    p, max_p, target = plan.parallelism, plan.max_parallelism, plan.target
+    state = target.writer(plan.uid, subtask, p, max_p)
+    snapshot = target.snapshot(operator.backend)  # with its changes, for an increment
+    try:
+        base = target.base_of(plan.uid, snapshot)
+        result = state.write(keyed=snapshot, operator=operator.operator_state.snapshot(), base=base)
+    finally:
+        snapshot.release()
     rows = plan.output.normalize(out)
     data = OperatorStateData(OUTPUT_STATE, OperatorStateMode.SPLIT_DISTRIBUTE, plan.output.type_info, rows)
-    writer = SubtaskWriter(plan.directory, output_uid(plan.uid), subtask, p, max_p)
+    writer = target.writer(output_uid(plan.uid), subtask, p, max_p)
     try:
         output = writer.write(operator=[data])
     except SerializationError as exc:

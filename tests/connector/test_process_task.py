@@ -4,6 +4,7 @@ for exactly the checkpoint its run wrote, and a failed attempt never leaves one 
 from __future__ import annotations
 
 import pickle
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from flinkstate.connector import ProcessError
 from flinkstate.connector.output import OutputSchema
 from flinkstate.connector.process_task import _KEPT, ROUTE, SEQ, TaskPlan, run_subtask
 from flinkstate.connector.routing import route_values
-from flinkstate.state import ProcessFunctionError, Types
+from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 from flinkstate.state.ttl.time import LONG_MIN
 
 from process_functions import Failing, WordCount
@@ -28,9 +29,14 @@ def _schema() -> OutputSchema:
 
 
 def _plan(
-    root: Path, function: Any, token: str, base: Any = None, base_token: str | None = None
+    root: Path,
+    function: Any,
+    token: str,
+    base: Any = None,
+    base_token: str | None = None,
+    incremental: bool = True,
 ) -> tuple[Any, Any]:
-    storage = CheckpointStorage(str(root))
+    storage = CheckpointStorage(str(root), incremental=incremental)
     pending = storage.begin()
     plan = TaskPlan(
         "wc",
@@ -42,7 +48,7 @@ def _plan(
         None,
         1,
         128,
-        pending.directory,
+        pending.target,
         storage.storage.url,
         None if base is None else base.manifest,
         None if base is None else base.directory,
@@ -72,33 +78,73 @@ def _run(plan: Any, words: list[str]) -> tuple[list[SubtaskResult], dict[str, in
     return results, stats
 
 
+def _commit(pending: Any, results: list[SubtaskResult]) -> Any:
+    for r in results:
+        pending.add(r)
+    return pending.commit()
+
+
 def test_kept_backend_only_for_the_checkpoint_it_wrote(tmp_path: Path) -> None:
     _KEPT.clear()
     plan, pending = _plan(tmp_path, WordCount(), "t1")
     results, stats = _run(plan, ["a", "b", "a"])
-    assert stats == {"rows": 3, "output": 3, "reused": 0}
-    for r in results:
-        pending.add(r)
-    first = pending.commit()
-    plan, pending = _plan(tmp_path, WordCount(), "t2", first, "t1")
+    assert {k: stats[k] for k in ("rows", "output", "reused")} == {"rows": 3, "output": 3, "reused": 0}
+    first = _commit(pending, results)
+    plan, pending = _plan(tmp_path, WordCount(), "t2", first, stats["attempt"])
     results, stats = _run(plan, ["a"])
     assert stats["reused"] == 1
-    for r in results:
-        pending.add(r)
-    second = pending.commit()
+    second = _commit(pending, results)
     # an attempt that fails drops what it held: the retry restores from the checkpoint
-    plan, pending = _plan(tmp_path, Failing(), "t3", second, "t2")
+    plan, pending = _plan(tmp_path, Failing(), "t3", second, stats["attempt"])
     with pytest.raises(ProcessFunctionError, match="'boom'"):
         _run(plan, ["a", "boom"])
     assert not _KEPT
-    plan, pending = _plan(tmp_path, WordCount(), "t3", second, "t2")
+    plan, pending = _plan(tmp_path, WordCount(), "t3", second, stats["attempt"])
     results, stats = _run(plan, ["a"])
     assert stats["reused"] == 0
     backend = second.keyed_backend("wc", 0, 1)
     assert sorted(backend.get_keys("count")) == ["a", "b"]
-    # a different token (another checkpoint was committed meanwhile) is never reused
-    plan, _ = _plan(tmp_path, WordCount(), "t4", second, "elsewhere")
+    # an attempt whose results were not the ones committed (another attempt's were) is never reused
+    plan, _ = _plan(tmp_path, WordCount(), "t4", second, "t3.0.elsewhere")
     assert _run(plan, ["a"])[1]["reused"] == 0
+    _KEPT.clear()
+
+
+def _counts(checkpoint: Any) -> dict[str, int]:
+    backend = checkpoint.keyed_backend("wc", 0, 1)
+    state = backend.get_state(ValueStateDescriptor("count", Types.LONG()))
+    out: dict[str, int] = {}
+    for key in backend.get_keys("count"):
+        backend.set_current_key(key)
+        out[key] = state.value()
+    return out
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_kept_backend_checkpoints_what_changed(tmp_path: Path, incremental: bool) -> None:
+    _KEPT.clear()
+    words = [f"w{i}" for i in range(200)]
+    runs = [words, ["w1", "ü"], ["w2"], ["w1", "w3"]]
+    model: Counter[str] = Counter()
+    base, token = None, None
+    for i, run in enumerate(runs):
+        plan, pending = _plan(tmp_path, WordCount(), f"t{i}", base, token, incremental)
+        results, stats = _run(plan, run)
+        base, token = _commit(pending, results), stats["attempt"]
+        model.update(run)
+        assert stats["reused"] == (i > 0)
+        assert base.manifest.incremental == (incremental and i > 0)
+        files = base.manifest.operator("wc").subtasks[0].keyed["count"]
+        own = [f for f in files if f.checkpoint_id == base.checkpoint_id]
+        assert sum(f.rows for f in own) == (len(set(run)) if incremental and i > 0 else len(model))
+        assert _counts(base) == dict(model)
+    # a worker that lost its backend restores the chain and writes in full
+    _KEPT.clear()
+    plan, pending = _plan(tmp_path, WordCount(), "again", base, token, incremental)
+    results, stats = _run(plan, ["w5"])
+    after = _commit(pending, results)
+    model.update(["w5"])
+    assert stats["reused"] == 0 and not after.manifest.incremental and _counts(after) == dict(model)
     _KEPT.clear()
 
 
