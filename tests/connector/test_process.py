@@ -13,6 +13,7 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.connector import ProcessError, foreach_batch, process
+from flinkstate.connector.process import REUSED
 from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 
 import process_functions
@@ -79,6 +80,9 @@ def test_word_count_restart_and_rescale(spark: Any, tmp_path: Path) -> None:
         out = process(df, "word", WordCount(), WC_SCHEMA, str(chk), "wc", parallelism=parallelism)
         assert out.schema.simpleString() == "struct<word:string,count:bigint>"
         emitted += [tuple(r) for r in out.collect()]
+        manifest = open_checkpoint(str(chk)).manifest
+        # restored backends write in full (reused ones an increment, unless the chain is compacted)
+        assert manifest.incremental <= (int(manifest.properties[REUSED]) > 0)
     everything = [w for b in batches for w in b]
     assert finals(emitted) == word_count_model(everything) == stored_counts(chk)
     checkpoint = open_checkpoint(str(chk))
@@ -86,6 +90,27 @@ def test_word_count_restart_and_rescale(spark: Any, tmp_path: Path) -> None:
     read = spark.read.format("flinkstate").option("operator", "wc").option("state", "count").load(str(chk))
     assert {r.key: r.value for r in read.collect()} == word_count_model(everything)
     assert len(CheckpointStorage(str(chk)).completed_ids()) == 3
+
+
+def test_runs_on_kept_backends_checkpoint_incrementally(spark: Any, tmp_path: Path) -> None:
+    chk = str(tmp_path / "chk")
+    runs = [[f"k{i}" for i in range(400)], ["k1", "k7", "ß"], ["k7"]]
+    for words in runs:
+        process(spark.createDataFrame([(w,) for w in words], "word string"), "word", WordCount(),
+                WC_SCHEMA, chk, "wc", parallelism=2).collect()  # fmt: skip
+        checkpoint = open_checkpoint(chk)
+        if int(checkpoint.manifest.properties[REUSED]) == 2:
+            assert checkpoint.manifest.incremental
+            own = [f for st in checkpoint.operator("wc").subtasks for f in st.keyed["count"]
+                   if f.checkpoint_id == checkpoint.checkpoint_id]  # fmt: skip
+            assert sum(f.rows for f in own) == len(set(words))
+    assert stored_counts(Path(chk)) == word_count_model(w for ws in runs for w in ws)
+    full = str(tmp_path / "full")
+    for words in runs:
+        df = spark.createDataFrame([(w,) for w in words], "word string")
+        process(df, "word", WordCount(), WC_SCHEMA, full, "wc", parallelism=2, incremental=False).collect()
+        assert not open_checkpoint(full).manifest.incremental
+    assert stored_counts(Path(full)) == stored_counts(Path(chk))
 
 
 def test_the_output_frame_reads_the_committed_output_only(spark: Any, tmp_path: Path) -> None:
