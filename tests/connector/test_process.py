@@ -70,6 +70,39 @@ def await_batches(query: Any, committed: Any, n: int) -> None:
     assert committed() >= target, "the stream made no progress"
 
 
+def run_rate_stream(
+    spark: Any, fn: Any, spark_chk: Path, columns: list[str], seconds: float | None, delivered: list[Any]
+) -> None:
+    """Run ``fn`` over a 40 rows/s rate stream: for ``seconds`` after three batches, then
+    stop (which may interrupt a batch after its commit, before the sink got it); with
+    ``None``, once with ``availableNow`` (Spark replays what a stop interrupted) to the end."""
+    writer = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 40)
+        .load()
+        .selectExpr(*columns)
+        .writeStream.foreachBatch(fn)
+        .option("checkpointLocation", str(spark_chk))
+    )
+    if seconds is None:
+        writer.trigger(availableNow=True).start().awaitTermination(120)
+        return
+    query = writer.trigger(processingTime="400 milliseconds").start()
+    await_batches(query, lambda: len(delivered), 3)
+    time.sleep(seconds)
+    query.stop()
+
+
+def delivered_once(delivered: list[tuple[int, list[Any]]]) -> list[Any]:
+    """The rows of each batch once: Spark may hand a committed batch to the sink again (in
+    order, and then with the same output)."""
+    assert [b for b, _ in delivered] == sorted(b for b, _ in delivered)
+    by_id: dict[int, list[Any]] = {}
+    for batch_id, out in delivered:
+        assert sorted(by_id.setdefault(batch_id, out)) == sorted(out)
+    return [r for b in sorted(by_id) for r in by_id[b]]
+
+
 def test_word_count_restart_and_rescale(spark: Any, tmp_path: Path) -> None:
     rnd = random.Random(1)
     chk = tmp_path / "chk"
@@ -268,32 +301,14 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
             sink=sink,
             parallelism=parallelism,
         )
-        writer = (
-            spark.readStream.format("rate")
-            .option("rowsPerSecond", 40)
-            .load()
-            .selectExpr("value % 7 as word", "value")
-            .writeStream.foreachBatch(fn)
-            .option("checkpointLocation", str(spark_chk))
-        )
-        if seconds is None:  # replay what a stop interrupted, then end cleanly
-            writer.trigger(availableNow=True).start().awaitTermination(120)
-            return
-        query = writer.trigger(processingTime="400 milliseconds").start()
-        await_batches(query, lambda: len(delivered), 3)
-        time.sleep(seconds)
-        query.stop()  # may interrupt a batch after its commit, before the sink got it
+        run_rate_stream(spark, fn, spark_chk, ["value % 7 as word", "value"], seconds, delivered)
 
     run_for(0.5, 2)
     run_for(0.5, 3)
     run_for(None, 3)
     assert open_checkpoint(str(chk)).operator("wc").parallelism == 3
     ids = [b for b, _ in delivered]
-    assert ids == sorted(ids)  # in order; Spark may hand a batch to the sink again ...
-    by_id: dict[int, list[Any]] = {}
-    for batch_id, out in delivered:  # ... and then it carries the same output
-        assert sorted(by_id.setdefault(batch_id, out)) == sorted(out)
-    rows = [r for b in sorted(by_id) for r in by_id[b]]
+    rows = delivered_once(delivered)
     counts = stored_counts(chk)
     assert finals(rows) == counts
     total = sum(counts.values())  # the rate source's values 0..total-1, each exactly once
@@ -305,7 +320,8 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
     replay(spark.range(5).selectExpr("id % 7 as word", "id as value"), last_id)
     replay(spark.range(5).selectExpr("id % 7 as word", "id as value"), last_id - 1)
     assert CheckpointStorage(str(chk)).latest_id() == latest and stored_counts(chk) == counts
-    assert delivered[-1] == (last_id, last_out) and len(delivered) == len(ids) + 1
+    assert delivered[-1][0] == last_id and sorted(delivered[-1][1]) == sorted(last_out)
+    assert len(delivered) == len(ids) + 1
 
 
 def test_a_failing_function_commits_nothing(spark: Any, tmp_path: Path) -> None:
@@ -357,15 +373,13 @@ def test_bad_arguments_fail_before_any_task(spark: Any, tmp_path: Path) -> None:
 
 def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path) -> None:
     chk, spark_chk = tmp_path / "c", tmp_path / "spark-chk"
-    emitted: list[Any] = []
-    batches: list[int] = []
+    delivered: list[tuple[int, list[Any]]] = []
     schema = "user bigint, start bigint, end bigint, events bigint"
 
     def sink(out: Any, batch_id: int) -> None:
-        emitted.extend(tuple(r) for r in out.collect())
-        batches.append(batch_id)
+        delivered.append((batch_id, [tuple(r) for r in out.collect()]))
 
-    def run_for(seconds: float, parallelism: int) -> None:
+    def run_for(seconds: float | None, parallelism: int) -> None:
         fn = foreach_batch(
             "user",
             Sessions(),
@@ -376,22 +390,13 @@ def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path
             parallelism=parallelism,
             sink=sink,
         )
-        query = (
-            spark.readStream.format("rate")
-            .option("rowsPerSecond", 40)
-            .load()
-            .selectExpr("value % 3 as user", "value * 4 + (value div 25) * 50 as ts", "value")
-            .writeStream.foreachBatch(fn)
-            .option("checkpointLocation", str(spark_chk))
-            .trigger(processingTime="400 milliseconds")
-            .start()
-        )
-        await_batches(query, lambda: len(batches), 3)
-        time.sleep(seconds)
-        query.stop()
+        columns = ["value % 3 as user", "value * 4 + (value div 25) * 50 as ts", "value"]
+        run_rate_stream(spark, fn, spark_chk, columns, seconds, delivered)
 
     run_for(0.5, 2)
     run_for(0.5, 1)
+    run_for(None, 1)
+    emitted = delivered_once(delivered)
     checkpoint = open_checkpoint(str(chk))
     assert checkpoint.operator("sessions").parallelism == 1
     open_sessions = (
