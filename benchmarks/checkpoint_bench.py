@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -51,9 +52,10 @@ def _write_ours(backend: HeapKeyedStateBackend, root: str, collect: bool = False
 def _write_anchor(groups: list[tuple[int, list[int], list[int]]], path: str) -> float:
     """The same columns, one row group per key group, written with pyarrow directly.
 
-    Built the way ours are (``pa.repeat`` for the key group, ``pa.array`` for keys and
-    values) and pipelined the same way: the next table is built while a second thread
-    encodes the previous one into an in-memory file, which is then written out.
+    Built the way ours are (``pa.repeat`` for the key group) with the fastest conversion
+    of a list of ints (``np.fromiter``: about twice ``pa.array``'s speed) and pipelined
+    the same way: the next table is built while a second thread encodes the previous one
+    into an in-memory file, which is then written out.
     """
     schema = pa.schema(
         [
@@ -70,8 +72,9 @@ def _write_anchor(groups: list[tuple[int, list[int], list[int]]], path: str) -> 
     ):
         pending: Future[None] | None = None
         for kg, keys, values in groups:
-            columns = [pa.repeat(pa.scalar(kg, pa.int32()), len(keys)), pa.array(keys, pa.int64()),
-                       pa.array(values, pa.int64())]  # fmt: skip
+            n = len(keys)
+            columns = [pa.repeat(pa.scalar(kg, pa.int32()), n), pa.array(np.fromiter(keys, np.int64, n)),
+                       pa.array(np.fromiter(values, np.int64, n))]  # fmt: skip
             table = pa.Table.from_arrays(columns, schema=schema)
             if pending is not None:
                 pending.result()
