@@ -40,6 +40,10 @@ StorageOptions = Annotated[
         "values are JSON where they parse. Credentials are never printed.",
     ),
 ]
+CheckpointPath = Annotated[
+    str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
+]
+OperatorUid = Annotated[str, typer.Argument(help="The operator's uid.")]
 CheckpointId = Annotated[
     int | None,
     typer.Option("--checkpoint-id", "-c", min=1, help="A checkpoint under a root (default: the latest)."),

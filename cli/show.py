@@ -21,7 +21,17 @@ from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.typeinfo import BasicTypeInfo, TypeInformation
 
-from .common import CheckpointId, StorageOptions, err_console, guarded, load, out_console, storage_options
+from .common import (
+    CheckpointId,
+    CheckpointPath,
+    OperatorUid,
+    StorageOptions,
+    err_console,
+    guarded,
+    load,
+    out_console,
+    storage_options,
+)
 from .render import csv_lines, jsonable, table
 
 EXAMPLE = (
@@ -136,10 +146,8 @@ def _limited(tables: Iterator[pa.Table], limit: int | None) -> Iterator[dict[str
 @guarded("storage_option")
 def show(
     ctx: typer.Context,
-    path: Annotated[
-        str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
-    ],
-    operator: Annotated[str, typer.Argument(help="The operator's uid.")],
+    path: CheckpointPath,
+    operator: OperatorUid,
     state: Annotated[str, typer.Argument(help="The state's name (keyed or operator state).")],
     key: Annotated[
         list[str] | None,
