@@ -21,18 +21,9 @@ from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types, ValueS
 from flinkstate.state.hashing import key_group_assigner
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 
-from common import Result, paired
+from common import Result, filled, paired
 
 DESC = ValueStateDescriptor("v", Types.LONG())
-
-
-def _filled(n: int) -> HeapKeyedStateBackend:
-    backend = HeapKeyedStateBackend(key_type=Types.LONG())
-    state = backend.get_state(DESC)
-    for k in range(n):
-        backend.set_current_key(k)
-        state.update(k)
-    return backend
 
 
 def _write_ours(backend: HeapKeyedStateBackend, root: str, collect: bool = False) -> tuple[float, float]:
@@ -89,7 +80,7 @@ def _write_anchor(groups: list[tuple[int, list[int], list[int]]], path: str) -> 
 def p4(quick: bool) -> Iterator[Result]:
     n = 1_000_000 if quick else 5_000_000
     runs = 1 if quick else 3
-    backend = _filled(n)
+    backend = filled(n, DESC)
     snap = backend.snapshot()
     groups = [
         (kg, snap.states["v"].columns(kg).keys, snap.states["v"].columns(kg).values) for kg in range(128)
@@ -124,7 +115,7 @@ def p4(quick: bool) -> Iterator[Result]:
 def p3_end_to_end(quick: bool) -> Iterator[Result]:
     """The synchronous part as a job sees it, and with a GC collection just before it."""
     n = 1_000_000 if quick else 5_000_000
-    backend = _filled(n)
+    backend = filled(n, DESC)
     work = tempfile.mkdtemp(prefix="flinkstate-p3-")
     try:
         figures: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
