@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -20,18 +21,9 @@ from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types, ValueS
 from flinkstate.state.hashing import key_group_assigner
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 
-from common import Result, paired
+from common import Result, filled, paired
 
 DESC = ValueStateDescriptor("v", Types.LONG())
-
-
-def _filled(n: int) -> HeapKeyedStateBackend:
-    backend = HeapKeyedStateBackend(key_type=Types.LONG())
-    state = backend.get_state(DESC)
-    for k in range(n):
-        backend.set_current_key(k)
-        state.update(k)
-    return backend
 
 
 def _write_ours(backend: HeapKeyedStateBackend, root: str, collect: bool = False) -> tuple[float, float]:
@@ -51,9 +43,10 @@ def _write_ours(backend: HeapKeyedStateBackend, root: str, collect: bool = False
 def _write_anchor(groups: list[tuple[int, list[int], list[int]]], path: str) -> float:
     """The same columns, one row group per key group, written with pyarrow directly.
 
-    Built the way ours are (``pa.repeat`` for the key group, ``pa.array`` for keys and
-    values) and pipelined the same way: the next table is built while a second thread
-    encodes the previous one into an in-memory file, which is then written out.
+    Built the way ours are (``pa.repeat`` for the key group) with the fastest conversion
+    of a list of ints (``np.fromiter``: about twice ``pa.array``'s speed) and pipelined
+    the same way: the next table is built while a second thread encodes the previous one
+    into an in-memory file, which is then written out.
     """
     schema = pa.schema(
         [
@@ -70,8 +63,9 @@ def _write_anchor(groups: list[tuple[int, list[int], list[int]]], path: str) -> 
     ):
         pending: Future[None] | None = None
         for kg, keys, values in groups:
-            columns = [pa.repeat(pa.scalar(kg, pa.int32()), len(keys)), pa.array(keys, pa.int64()),
-                       pa.array(values, pa.int64())]  # fmt: skip
+            n = len(keys)
+            columns = [pa.repeat(pa.scalar(kg, pa.int32()), n), pa.array(np.fromiter(keys, np.int64, n)),
+                       pa.array(np.fromiter(values, np.int64, n))]  # fmt: skip
             table = pa.Table.from_arrays(columns, schema=schema)
             if pending is not None:
                 pending.result()
@@ -86,7 +80,7 @@ def _write_anchor(groups: list[tuple[int, list[int], list[int]]], path: str) -> 
 def p4(quick: bool) -> Iterator[Result]:
     n = 1_000_000 if quick else 5_000_000
     runs = 1 if quick else 3
-    backend = _filled(n)
+    backend = filled(n, DESC)
     snap = backend.snapshot()
     groups = [
         (kg, snap.states["v"].columns(kg).keys, snap.states["v"].columns(kg).values) for kg in range(128)
@@ -121,7 +115,7 @@ def p4(quick: bool) -> Iterator[Result]:
 def p3_end_to_end(quick: bool) -> Iterator[Result]:
     """The synchronous part as a job sees it, and with a GC collection just before it."""
     n = 1_000_000 if quick else 5_000_000
-    backend = _filled(n)
+    backend = filled(n, DESC)
     work = tempfile.mkdtemp(prefix="flinkstate-p3-")
     try:
         figures: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}

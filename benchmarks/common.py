@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
 
 
 @dataclass(frozen=True)
@@ -51,3 +55,32 @@ def timed(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def filled(n: int, desc: ValueStateDescriptor, async_snapshots: bool = True) -> HeapKeyedStateBackend:
+    """A heap backend (LONG keys) whose ValueState ``desc`` holds ``k`` for every key ``k < n``."""
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), async_snapshots=async_snapshots)
+    state = backend.get_state(desc)
+    for k in range(n):
+        backend.set_current_key(k)
+        state.update(k)
+    return backend
+
+
+def spark_session() -> Any:
+    """The benchmarks' SparkSession (local[2]) with the flinkstate source registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from flinkstate.connector import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

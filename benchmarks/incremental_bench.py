@@ -12,18 +12,9 @@ from collections.abc import Iterator
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, PendingCheckpoint
 from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
 
-from common import Result, paired
+from common import Result, filled, paired
 
 DESC = ValueStateDescriptor("v", Types.LONG())
-
-
-def _filled(n: int) -> HeapKeyedStateBackend:
-    backend = HeapKeyedStateBackend(key_type=Types.LONG())
-    state = backend.get_state(DESC)
-    for k in range(n):
-        backend.set_current_key(k)
-        state.update(k)
-    return backend
 
 
 def _checkpoint(storage: CheckpointStorage, backend: HeapKeyedStateBackend) -> tuple[float, float, int]:
@@ -65,7 +56,7 @@ def checkpoints(quick: bool) -> Iterator[Result]:
     rng = random.Random(14)
     work = tempfile.mkdtemp(prefix="p14-")
     try:
-        backend = _filled(n)
+        backend = filled(n, DESC)
         incremental = CheckpointStorage(f"{work}/incr", retain=1, incremental=True)
         full = CheckpointStorage(f"{work}/full", retain=1)
         _checkpoint(incremental, backend)  # the base
@@ -98,7 +89,7 @@ def checkpoints(quick: bool) -> Iterator[Result]:
 def recording(quick: bool) -> Iterator[Result]:
     """Per update(): a backend recording changes against one that does not, same keys."""
     n = 200_000 if quick else 1_000_000
-    recording_backend, plain = _filled(n), _filled(n)
+    recording_backend, plain = filled(n, DESC), filled(n, DESC)
     recording_backend.snapshot_for_checkpoint(1).release()  # recording starts with the first checkpoint
     plain.snapshot().release()
     keys = list(range(n))

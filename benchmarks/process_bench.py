@@ -12,17 +12,15 @@ when ``apache-flink`` is installed (optional; reported as skipped otherwise).
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from flinkstate.state import KeyedProcessFunction, RuntimeContext, Types, ValueStateDescriptor
 
-from common import Result, paired
+from common import Result, paired, spark_session, timed
 
 KEYS = 10_000
 
@@ -46,30 +44,6 @@ class RunningCount(KeyedProcessFunction):
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Any:
         return ((ctx.get_current_key(), self.count.value()),)
-
-
-def _spark() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from flinkstate.connector import register
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
-
-
-def _timed(fn: Any) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def ours(spark: Any, data: str, per_element: bool) -> None:
@@ -200,7 +174,7 @@ BATCHES = 10
 def bench_p11(quick: bool) -> Iterator[Result]:
     n = 200_000 if quick else 1_000_000
     runs = 1 if quick else 3
-    spark = _spark()
+    spark = spark_session()
     from pyspark import cloudpickle
 
     import tws_processor
@@ -222,7 +196,7 @@ def bench_p11(quick: bool) -> Iterator[Result]:
         rates: dict[str, list[float]] = {k: [] for k in jobs}
         for i in range(runs + 1):  # the first round warms the JVM and the workers
             for name, job in jobs.items():
-                seconds = _timed(job)
+                seconds = timed(job)
                 if i:
                     rates[name].append(n / seconds)
         cases = (
@@ -275,7 +249,7 @@ def pyflink(n: int) -> Iterator[Result]:
         return
     from pyflink_count import run_pyflink
 
-    seconds = _timed(lambda: run_pyflink(n, KEYS))
+    seconds = timed(lambda: run_pyflink(n, KEYS))
     yield Result(
         "P11F",
         f"PyFlink running count, {n} records",

@@ -4,40 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import ceiling_source
 
-from common import Result, paired
+from common import Result, paired, spark_session, timed
 
 
 def _spark() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from flinkstate.connector import register
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = spark_session()
     ceiling_source.register(spark)
     return spark
-
-
-def _timed(fn: Any) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def _rows(spark: Any, n: int) -> Any:
@@ -68,7 +47,7 @@ def _rates(n: int, runs: int, ours: Any, anchor: Any, ceiling: Any) -> tuple[Rou
     (ours, anchor) and (ceiling, anchor) pairs, each round timing all three."""
     rounds, ceiling_rounds = [], []
     for i in range(runs + 1):
-        ours_t, anchor_t, ceiling_t = _timed(ours), _timed(anchor), _timed(ceiling)
+        ours_t, anchor_t, ceiling_t = timed(ours), timed(anchor), timed(ceiling)
         if i:
             rounds.append((n / ours_t, n / anchor_t))
             ceiling_rounds.append((n / ceiling_t, n / anchor_t))
@@ -154,12 +133,12 @@ def p6_p8(quick: bool) -> Iterator[Result]:
         for i in range(runs + 1):
             by_option: list[Any] = []
             pushed: list[Any] = []
-            one = _timed(lambda got=by_option: got.extend(load(keys=f"[{key}]").collect()))
+            one = timed(lambda got=by_option: got.extend(load(keys=f"[{key}]").collect()))
             spark.conf.set(PUSHDOWN_CONF, "true")  # the opt-in path, one load per query
-            one_pushed = _timed(lambda got=pushed: got.extend(load().filter(f"key = {key}").collect()))
+            one_pushed = timed(lambda got=pushed: got.extend(load().filter(f"key = {key}").collect()))
             spark.conf.set(PUSHDOWN_CONF, "false")
-            full = _timed(lambda: _noop(load()))
-            floor = _timed(lambda: one_row.load().collect())
+            full = timed(lambda: _noop(load()))
+            floor = timed(lambda: one_row.load().collect())
             for found in (by_option, pushed):
                 assert [(r.key, r.value) for r in found] == [(key, key * 3)], found
             if i:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
 
-from common import Result, median_of, paired
+from common import Result, filled, median_of, paired
 
 DESC = ValueStateDescriptor("count", Types.LONG())
 
@@ -108,20 +108,11 @@ def p2(quick: bool) -> Iterator[Result]:
     )
 
 
-def _filled(n: int, async_snapshots: bool) -> HeapKeyedStateBackend:
-    backend = HeapKeyedStateBackend(key_type=Types.LONG(), async_snapshots=async_snapshots)
-    state = backend.get_state(DESC)
-    for k in range(n):
-        backend.set_current_key(k)
-        state.update(k)
-    return backend
-
-
 def p3(quick: bool) -> Iterator[Result]:
     """Synchronous snapshot part over 5M entries; update throughput while a snapshot is held."""
     n = 1_000_000 if quick else 5_000_000
     runs = 1 if quick else 5
-    cow = _filled(n, True)
+    cow = filled(n, DESC, True)
 
     def sync_part() -> float:
         start = time.perf_counter()
@@ -131,7 +122,7 @@ def p3(quick: bool) -> Iterator[Result]:
         return elapsed * 1e3
 
     ours = median_of(runs, sync_part)
-    nested = _filled(n, False)
+    nested = filled(n, DESC, False)
     anchor = median_of(min(runs, 3), lambda: _nested_sync(nested))
     nested.close()
     yield Result(

@@ -86,6 +86,16 @@ def _refuse_pickle(value: Any) -> Any:
     )
 
 
+def is_plain_int64(t: TypeInformation) -> bool:
+    """``t`` is stored as int64 and its values (ints) need no conversion."""
+    return t.to_arrow() == pa.int64() and _encoder(t) is None
+
+
+def int64_array(data: bytes) -> pa.Array:
+    """An int64 array over a buffer of native int64 values (no copy)."""
+    return pa.Array.from_buffers(pa.int64(), len(data) // 8, [None, pa.py_buffer(data)])
+
+
 def to_arrow(values: list[Any], t: TypeInformation) -> pa.Array:
     """An Arrow array of ``t.to_arrow()`` holding ``values``."""
     enc = _encoder(t)

@@ -28,10 +28,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.snapshot import Int64Columns, StateColumns, StateMetaInfo, StateSnapshot
 from flinkstate.state.types import TypeInformation
 
-from .arrow_codec import from_arrow, to_arrow
+from .arrow_codec import from_arrow, int64_array, is_plain_int64, to_arrow
 from .errors import CheckpointCorruptError
 from .manifest import meta_to_json
 
@@ -104,8 +104,15 @@ def keyed_schema(meta: StateMetaInfo, key_type: TypeInformation) -> pa.Schema:
 
 
 def _keyed_table(
-    schema: pa.Schema, meta: StateMetaInfo, key_type: TypeInformation, kg: int, cols: StateColumns
+    schema: pa.Schema,
+    meta: StateMetaInfo,
+    key_type: TypeInformation,
+    kg: int,
+    cols: StateColumns | Int64Columns,
 ) -> pa.Table:
+    if isinstance(cols, Int64Columns):  # see write_keyed
+        group = pa.repeat(pa.scalar(kg, pa.int32()), len(cols))
+        return pa.Table.from_arrays([group, int64_array(cols.keys), int64_array(cols.values)], schema=schema)
     keys, namespaces, values, stamps = cols.keys, cols.namespaces, cols.values, cols.timestamps
     if meta.kind is StateKind.MAP:  # one row per map entry
         counts = [len(v) for v in values]
@@ -133,14 +140,23 @@ def _keyed_table(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_keyed(
-    meta: StateMetaInfo, key_type: TypeInformation, groups: Iterable[tuple[int, StateColumns]]
-) -> WrittenFile:
-    """A keyed state file: one row group per non-empty key group, in the order given."""
+def write_keyed(state: StateSnapshot, key_type: TypeInformation, key_groups: Iterable[int]) -> WrittenFile:
+    """A keyed state file: one row group per non-empty key group, in the order given.
+
+    A state of plain int64 keys and values is read as int64 buffers when the snapshot can
+    give them (:meth:`~StateSnapshot.int64_columns`), skipping Python lists altogether."""
+    meta = state.meta
     schema = keyed_schema(meta, key_type)
-    return write_row_groups(
-        schema, ((kg, _keyed_table(schema, meta, key_type, kg, c)) for kg, c in groups if len(c))
-    )
+    int64 = meta.kind not in (StateKind.LIST, StateKind.MAP) and meta.ttl is None
+    int64 = int64 and meta.namespace_type is None
+    int64 = int64 and is_plain_int64(key_type) and is_plain_int64(meta.value_type)
+
+    def columns(kg: int) -> StateColumns | Int64Columns:
+        fast = state.int64_columns(kg) if int64 else None
+        return state.columns(kg) if fast is None else fast
+
+    tables = ((kg, _keyed_table(schema, meta, key_type, kg, c)) for kg in key_groups if len(c := columns(kg)))
+    return write_row_groups(schema, tables)
 
 
 def write_row_groups(

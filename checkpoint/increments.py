@@ -208,7 +208,7 @@ class IncrementalKeyedWriter:
                         out.incremental = True
                         continue
                     out.changes[name] = (ref,)  # compaction: the delta stays for the change feed
-            full = write_keyed(meta, key_type, ((kg, state.columns(kg)) for kg in snapshot.key_group_range))
+            full = write_keyed(state, key_type, snapshot.key_group_range)
             if full.rows:
                 out.files[name] = (store(f"k-{slug(name)}", full, False),)
         return out

@@ -102,8 +102,7 @@ class SubtaskWriter:
         for name, state in snapshot.states.items():
             if snapshot.key_type is None:
                 continue
-            groups = ((kg, state.columns(kg)) for kg in snapshot.key_group_range)
-            written = write_keyed(state.meta, snapshot.key_type, groups)
+            written = write_keyed(state, snapshot.key_type, snapshot.key_group_range)
             if written.rows:
                 files[name] = (self._store(f"k-{slug(name)}", written),)
         return files, {}, metas

@@ -16,7 +16,16 @@ from flinkstate.checkpoint.metadata import metadata_table
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.versions import completed_ids, load_version, version_ids
 
-from .common import CheckpointId, JsonFlag, StorageOptions, guarded, load, out_console, storage_options
+from .common import (
+    CheckpointId,
+    CheckpointPath,
+    JsonFlag,
+    StorageOptions,
+    guarded,
+    load,
+    out_console,
+    storage_options,
+)
 from .render import human_bytes, iso_time, table, to_json, ttl_text, utc_time
 
 LIST_EXAMPLE = (
@@ -134,9 +143,7 @@ def _operator_json(op: OperatorEntry, states: list[dict[str, Any]]) -> dict[str,
 @guarded("storage_option")
 def inspect(
     ctx: typer.Context,
-    path: Annotated[
-        str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
-    ],
+    path: CheckpointPath,
     checkpoint_id: CheckpointId = None,
     storage_option: StorageOptions = None,
     as_json: JsonFlag = False,

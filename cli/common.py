@@ -40,6 +40,10 @@ StorageOptions = Annotated[
         "values are JSON where they parse. Credentials are never printed.",
     ),
 ]
+CheckpointPath = Annotated[
+    str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
+]
+OperatorUid = Annotated[str, typer.Argument(help="The operator's uid.")]
 CheckpointId = Annotated[
     int | None,
     typer.Option("--checkpoint-id", "-c", min=1, help="A checkpoint under a root (default: the latest)."),
@@ -90,9 +94,12 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def load(path: str, options: Mapping[str, Any], checkpoint_id: int | None = None) -> CompletedCheckpoint:
-    """The checkpoint or savepoint at ``path`` (a root: its latest, or ``checkpoint_id``)."""
-    checkpoint = open_checkpoint(path, options, checkpoint_id)
+def load(
+    path: str, options: Mapping[str, Any], checkpoint_id: int | None = None, allow_pickle: bool = False
+) -> CompletedCheckpoint:
+    """The checkpoint or savepoint at ``path`` (a root: its latest, or ``checkpoint_id``);
+    ``allow_pickle``: pickled values may be loaded (see ``open_checkpoint``)."""
+    checkpoint = open_checkpoint(path, options, checkpoint_id, allow_pickle)
     if not isinstance(checkpoint, CompletedCheckpoint):
         raise CheckpointError(
             f"{path} is a Flink savepoint: the command reads flinkstate checkpoints (read Flink "

@@ -15,6 +15,7 @@ from flinkstate.checkpoint.storage import Storage
 
 from .common import (
     CheckpointId,
+    CheckpointPath,
     JsonFlag,
     StorageOptions,
     err_console,
@@ -34,9 +35,7 @@ GC_EXAMPLE = "Example: flinkstate gc /tmp/my-job/checkpoints --retain 2 --dry-ru
 @guarded("storage_option", "target_option")
 def rescale(
     ctx: typer.Context,
-    source: Annotated[
-        str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
-    ],
+    source: CheckpointPath,
     target: Annotated[str, typer.Argument(help="A new savepoint directory (must not hold one yet).")],
     max_parallelism: Annotated[
         int,

@@ -12,7 +12,7 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from flinkstate.checkpoint import CompletedCheckpoint
+from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint
 from flinkstate.checkpoint.keys import key_groups_of, keys_of_type
 from flinkstate.checkpoint.manifest import OperatorEntry
 from flinkstate.checkpoint.rows import expiry_cutoff, key_group_rows, operator_rows
@@ -21,7 +21,17 @@ from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.typeinfo import BasicTypeInfo, TypeInformation
 
-from .common import CheckpointId, StorageOptions, err_console, guarded, load, out_console, storage_options
+from .common import (
+    CheckpointId,
+    CheckpointPath,
+    OperatorUid,
+    StorageOptions,
+    err_console,
+    guarded,
+    load,
+    out_console,
+    storage_options,
+)
 from .render import csv_lines, jsonable, table
 
 EXAMPLE = (
@@ -136,10 +146,8 @@ def _limited(tables: Iterator[pa.Table], limit: int | None) -> Iterator[dict[str
 @guarded("storage_option")
 def show(
     ctx: typer.Context,
-    path: Annotated[
-        str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
-    ],
-    operator: Annotated[str, typer.Argument(help="The operator's uid.")],
+    path: CheckpointPath,
+    operator: OperatorUid,
     state: Annotated[str, typer.Argument(help="The state's name (keyed or operator state).")],
     key: Annotated[
         list[str] | None,
@@ -173,10 +181,18 @@ def show(
         typer.Option(help="'Now' for event-time TTL states (epoch ms); expired entries are hidden."),
     ] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Print the bytes and files read on stderr.")] = False,
+    allow_pickle: Annotated[
+        bool,
+        typer.Option(
+            "--allow-pickle",
+            help="Load pickled values where showing needs them (a state whose files are merged: "
+            "incremental checkpoints, upserts). Loading a pickle runs code: only for trusted checkpoints.",
+        ),
+    ] = False,
     storage_option: StorageOptions = None,
 ) -> None:
     """The entries of a state, or of the given keys (reading only their key groups)."""
-    checkpoint = load(path, storage_options(storage_option), checkpoint_id)
+    checkpoint = load(path, storage_options(storage_option), checkpoint_id, allow_pickle)
     op = checkpoint.operator(operator)
     columns = _columns(op, state, flatten)
     before = (checkpoint.directory.bytes_read, checkpoint.directory.files_opened)
@@ -192,7 +208,16 @@ def show(
     cap = (TABLE_LIMIT if fmt is Format.table else None) if limit is None else (limit or None)
     rows = _limited(tables, cap)
     hide = {"namespace"} if meta is None or meta.namespace_type is None else set()
-    shown = _print(rows, columns, fmt, cap, f"{op.uid} / {state}", hide)
+    try:
+        shown = _print(rows, columns, fmt, cap, f"{op.uid} / {state}", hide)
+    except CheckpointError as exc:
+        if exc.code != "PICKLE_NOT_ALLOWED":
+            raise
+        raise CheckpointError(
+            f"state {state!r} holds pickled values that must be loaded to show it, and loading "
+            "them runs code: pass --allow-pickle only for a trusted checkpoint",
+            code="PICKLE_NOT_ALLOWED",
+        ) from exc
     if stats:
         data_read = checkpoint.directory.bytes_read - before[0]
         opened = checkpoint.directory.files_opened - before[1]

@@ -20,7 +20,9 @@ from flinkstate.state.keygroups import KeyGroupRange
 
 from .common import (
     CheckpointId,
+    CheckpointPath,
     JsonFlag,
+    OperatorUid,
     StorageOptions,
     err_console,
     guarded,
@@ -54,10 +56,8 @@ def _subtasks_json(loads: list[tuple[KeyGroupRange, Load]]) -> list[dict[str, An
 @guarded("storage_option")
 def skew(
     ctx: typer.Context,
-    path: Annotated[
-        str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
-    ],
-    operator: Annotated[str, typer.Argument(help="The operator's uid.")],
+    path: CheckpointPath,
+    operator: OperatorUid,
     state: Annotated[
         str | None, typer.Argument(help="One keyed state (default: all of the operator's).")
     ] = None,

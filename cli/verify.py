@@ -33,6 +33,7 @@ from flinkstate.checkpoint.versions import completed_ids
 from .common import (
     EXIT_CHECK_FAILED,
     CheckpointId,
+    CheckpointPath,
     JsonFlag,
     StorageOptions,
     err_console,
@@ -86,9 +87,7 @@ def _targets(path: str, options: dict[str, Any], checkpoint_id: int | None, ever
 @guarded("storage_option")
 def verify(
     ctx: typer.Context,
-    path: Annotated[
-        str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
-    ],
+    path: CheckpointPath,
     checkpoint_id: CheckpointId = None,
     every: Annotated[bool, typer.Option("--all", help="Every completed checkpoint under the root.")] = False,
     as_json: JsonFlag = False,

@@ -4,6 +4,7 @@
  * Computes Java hashCode() semantics (String over UTF-16 code units, Integer,
  * Long) and Flink's murmur finalizer, then the key group. The pure-Python
  * functions in keygroups.py define the semantics; tests check both agree.
+ * Also reads int keys and values out of dict buckets into int64 buffers (snapshots).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -238,7 +239,105 @@ py_key_groups_of_codes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return key_groups_of_buffer(args, nargs, 0);
 }
 
+/* Adds the int64 value of `item` at `at` in `dst`; 0 when `item` is not an int (exactly)
+ * in int64 range, -1 on an error. */
+static int
+put_int64(PyObject *item, char *dst, Py_ssize_t at)
+{
+    int overflow;
+    if (!PyLong_CheckExact(item)) {
+        return 0;
+    }
+    long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow) {
+        return 0;
+    }
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    int64_t w = (int64_t)v;
+    memcpy(dst + at * 8, &w, 8);
+    return 1;
+}
+
+/* The keys and values of buckets (a list of lists of dicts or None) as two bytes objects
+ * of native int64, in iteration order; None when some key or value is not an int
+ * (exactly) in int64 range: the caller then converts generically, with its own errors. */
+static PyObject *
+py_int64_items(PyObject *self, PyObject *tables)
+{
+    if (!PyList_Check(tables)) {
+        PyErr_SetString(PyExc_TypeError, "expected a list of lists of dicts");
+        return NULL;
+    }
+    Py_ssize_t count = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(tables); t++) {
+        PyObject *table = PyList_GET_ITEM(tables, t);
+        if (!PyList_Check(table)) {
+            PyErr_SetString(PyExc_TypeError, "expected a list of lists of dicts");
+            return NULL;
+        }
+        for (Py_ssize_t b = 0; b < PyList_GET_SIZE(table); b++) {
+            PyObject *bucket = PyList_GET_ITEM(table, b);
+            if (bucket == Py_None) {
+                continue;
+            }
+            if (!PyDict_Check(bucket)) {
+                PyErr_SetString(PyExc_TypeError, "a bucket is neither a dict nor None");
+                return NULL;
+            }
+            count += PyDict_GET_SIZE(bucket);
+        }
+    }
+    PyObject *keys = PyBytes_FromStringAndSize(NULL, count * 8);
+    PyObject *values = PyBytes_FromStringAndSize(NULL, count * 8);
+    if (keys == NULL || values == NULL) {
+        Py_XDECREF(keys);
+        Py_XDECREF(values);
+        return NULL;
+    }
+    char *kd = PyBytes_AS_STRING(keys);
+    char *vd = PyBytes_AS_STRING(values);
+    Py_ssize_t at = 0;
+    int ok = 1;
+    for (Py_ssize_t t = 0; ok > 0 && t < PyList_GET_SIZE(tables); t++) {
+        PyObject *table = PyList_GET_ITEM(tables, t);
+        for (Py_ssize_t b = 0; ok > 0 && b < PyList_GET_SIZE(table); b++) {
+            PyObject *bucket = PyList_GET_ITEM(table, b);
+            if (bucket == Py_None) {
+                continue;
+            }
+            Py_ssize_t pos = 0;
+            PyObject *key, *value;
+            while (ok > 0 && PyDict_Next(bucket, &pos, &key, &value)) {
+                ok = at < count ? put_int64(key, kd, at) : 0;
+                if (ok > 0) {
+                    ok = put_int64(value, vd, at);
+                }
+                at++;
+            }
+        }
+    }
+    if (ok > 0 && at != count) {
+        ok = 0;
+    }
+    if (ok <= 0) {
+        Py_DECREF(keys);
+        Py_DECREF(values);
+        if (ok < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyTuple_Pack(2, keys, values);
+    Py_DECREF(keys);
+    Py_DECREF(values);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"int64_items", py_int64_items, METH_O,
+     "Keys and values of lists of dict buckets as native int64 bytes, or None."},
     {"key_groups_of_longs", (PyCFunction)(void (*)(void))py_key_groups_of_longs, METH_FASTCALL,
      "Key groups (int32 bytes) of a buffer of int64 LONG keys."},
     {"key_groups_of_codes", (PyCFunction)(void (*)(void))py_key_groups_of_codes, METH_FASTCALL,

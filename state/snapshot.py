@@ -68,6 +68,19 @@ class StateColumns:
             yield StateEntry(*row)
 
 
+@dataclass(frozen=True)
+class Int64Columns:
+    """A key group's keys and values as native int64 buffers (a fast path of
+    :meth:`StateSnapshot.int64_columns`): the same entries, in the same order, as
+    :meth:`StateSnapshot.columns` gives."""
+
+    keys: bytes
+    values: bytes
+
+    def __len__(self) -> int:
+        return len(self.keys) // 8
+
+
 ColumnTransform = Callable[[list[Any], "list[Any] | None", list[Any]], StateColumns]
 """Turns stored (keys, namespaces, states) into snapshot columns (unwrapping, filtering)."""
 
@@ -110,6 +123,12 @@ class StateSnapshot(ABC):
     @abstractmethod
     def columns(self, key_group: int) -> StateColumns:
         """The entries of ``key_group`` (absolute index) as of the snapshot, as columns."""
+
+    def int64_columns(self, key_group: int) -> Int64Columns | None:
+        """The entries of ``key_group`` as int64 buffers when every key and value is a plain
+        ``int`` in int64 range with no namespace and nothing to transform; ``None``
+        otherwise (and by default): then read :meth:`columns`."""
+        return None
 
     def entries(self, key_group: int) -> Iterator[StateEntry]:
         """The entries of ``key_group`` one by one."""

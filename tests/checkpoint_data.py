@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.state import (
     HeapKeyedStateBackend,
     KeyGroupRange,
@@ -12,6 +13,7 @@ from flinkstate.state import (
     Types,
     ValueStateDescriptor,
     assign_to_key_group,
+    compute_key_group_range_for_operator_index,
 )
 from flinkstate.state.operator import OperatorStateBackend
 
@@ -80,3 +82,33 @@ def operator_backend(subtask: int) -> OperatorStateBackend:
     ops.get_union_list_state(SOURCES).add(f"source-{subtask}")
     ops.get_broadcast_state(RULES).put_all({"a": "1", "b": "2"})
     return ops
+
+
+def write_values(
+    path: str,
+    key_type: Any,
+    values: dict[Any, Any],
+    parallelism: int,
+    state: str = "count",
+    offsets: bool = False,
+) -> str:
+    """A checkpoint at ``path`` of operator ``op`` at ``parallelism`` (max parallelism 128):
+    ValueState ``state`` (LONG) holding ``values`` (key -> value) in the subtasks owning them,
+    and with ``offsets`` a list state ``offsets`` of ``[i, i + 10]`` in subtask ``i``."""
+    pending = CheckpointStorage(path).begin()
+    desc = ValueStateDescriptor(state, Types.LONG())
+    for i in range(parallelism):
+        rng = compute_key_group_range_for_operator_index(128, parallelism, i)
+        backend = HeapKeyedStateBackend(key_type=key_type, key_group_range=rng)
+        value = backend.get_state(desc)
+        for key, v in values.items():
+            if assign_to_key_group(key, 128, key_type) in rng:
+                backend.set_current_key(key)
+                value.update(v)
+        pending.write_keyed("op", backend, i, parallelism)
+        if offsets:
+            ops = OperatorStateBackend()
+            ops.get_list_state(ListStateDescriptor("offsets", Types.LONG())).add_all([i, i + 10])
+            pending.write_operator("op", ops, i, parallelism)
+    pending.commit()
+    return path

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose
+from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose, int64_items
 
 # Bucket table sizes: primes just below powers of two, so strided int keys spread well.
 _SIZES = (
@@ -270,6 +270,9 @@ class _CowSnapshot(StateMapSnapshot):
             return keys, None, states
         pairs = [decompose(ck) for ck in keys]
         return [p[0] for p in pairs], [p[1] for p in pairs], states
+
+    def int64_items(self) -> tuple[bytes, bytes] | None:
+        return int64_items(self._tables)
 
     def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
         found: list[Any] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, decompose
+from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, decompose, int64_items
 
 
 class NestedStateMap(StateMap):
@@ -95,6 +95,9 @@ class _NestedSnapshot(StateMapSnapshot):
         for ns, inner in self._data:
             for key, state in inner.items():
                 yield key, ns, state
+
+    def int64_items(self) -> tuple[bytes, bytes] | None:
+        return int64_items([[inner for _, inner in self._data]])
 
     def raw_columns(self, composite: bool) -> tuple[list[Any], list[Any] | None, list[Any]]:
         keys: list[Any] = []

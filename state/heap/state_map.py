@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..hashing import _speedups
 from ..interfaces import StoredEntry
 
 Entry = StoredEntry
@@ -23,6 +24,13 @@ def decompose(ck: Any) -> tuple[Any, Any]:
     return (ck[0], ck[1]) if type(ck) is tuple else (ck, None)
 
 
+def int64_items(tables: list[list[dict[Any, Any] | None]]) -> tuple[bytes, bytes] | None:
+    """The keys and values of dict buckets as native int64 buffers, in iteration order, by
+    the C accelerator; ``None`` when it is not built or an entry is not a plain int in
+    int64 range."""
+    return None if _speedups is None else _speedups.int64_items(tables)
+
+
 class StateMapSnapshot(ABC):
     """A map's entries as of one moment; unaffected by later writes until released."""
 
@@ -33,6 +41,11 @@ class StateMapSnapshot(ABC):
     def raw_columns(self, composite: bool) -> tuple[list[Any], list[Any] | None, list[Any]]:
         """(keys, namespaces or None when all void, states); ``composite``: keys may be
         tuples or namespaces non-void (otherwise a C-speed path is taken)."""
+
+    def int64_items(self) -> tuple[bytes, bytes] | None:
+        """Stored keys and values as native int64 buffers, in :meth:`raw_columns` order,
+        when all are plain ints in int64 range and the C accelerator is built; else None."""
+        return None
 
     @abstractmethod
     def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:

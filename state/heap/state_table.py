@@ -13,6 +13,7 @@ from ..keygroups import KeyGroupRange
 from ..snapshot import (
     ChangedEntries,
     ColumnTransform,
+    Int64Columns,
     StateColumns,
     StateMetaInfo,
     StateSnapshot,
@@ -173,6 +174,14 @@ class HeapStateSnapshot(StateSnapshot):
             raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
         keys, namespaces, states = self._snapshots[key_group - self._range.start].raw_columns(self._composite)
         return self._transform(keys, namespaces, states)
+
+    def int64_columns(self, key_group: int) -> Int64Columns | None:
+        if key_group not in self._range or self._composite or self._transform is not plain_columns:
+            return None
+        if not self._snapshots:
+            raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
+        items = self._snapshots[key_group - self._range.start].int64_items()
+        return None if items is None else Int64Columns(*items)
 
     def changed_entries(self, key_group: int, ids: set[Any]) -> ChangedEntries:
         if not self._snapshots:

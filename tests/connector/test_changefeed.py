@@ -8,22 +8,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from checkpoint_data import LIST, MAP, VALUE
 
 from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.connector.changefeed import ChangeFeedReader, change_feed_schema, open_range
 from flinkstate.connector.options import OptionError, ReadOptions
-from flinkstate.state import (
-    HeapKeyedStateBackend,
-    KeyGroupRange,
-    ListStateDescriptor,
-    MapStateDescriptor,
-    Types,
-    ValueStateDescriptor,
-)
+from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types
 
-VALUE = ValueStateDescriptor("value", Types.LONG())
-LIST = ListStateDescriptor("list", Types.STRING())
-MAP = MapStateDescriptor("map", Types.STRING(), Types.LONG())
 ROUNDS = 6
 
 

@@ -10,10 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from checkpoint_data import write_values
 
-from flinkstate.checkpoint import CheckpointStorage
-from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor, assign_to_key_group
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state import Types, assign_to_key_group
 
 KEYS = [f"u{i}" for i in range(1000)]
 
@@ -21,18 +20,7 @@ KEYS = [f"u{i}" for i in range(1000)]
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("consistency") / "chk"
-    pending = CheckpointStorage(str(path)).begin()
-    for i in range(2):
-        rng = compute_key_group_range_for_operator_index(128, 2, i)
-        b = HeapKeyedStateBackend(key_type=Types.STRING(), key_group_range=rng)
-        count = b.get_state(ValueStateDescriptor("count", Types.LONG()))
-        for n, key in enumerate(KEYS):
-            if assign_to_key_group(key, 128) in rng:
-                b.set_current_key(key)
-                count.update(n)
-        pending.write_keyed("op", b, i, 2)
-    pending.commit()
-    return str(path)
+    return write_values(str(path), Types.STRING(), {key: n for n, key in enumerate(KEYS)}, 2)
 
 
 def _rows(df: Any) -> list[tuple[Any, ...]]:

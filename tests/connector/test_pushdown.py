@@ -10,40 +10,19 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from checkpoint_data import write_values
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
 
-from flinkstate.checkpoint import CheckpointStorage, Storage
+from flinkstate.checkpoint import Storage
 from flinkstate.connector.options import ReadOptions
 from flinkstate.connector.reader import FlinkStateReader, open_for_read, view_schema_of
-from flinkstate.state import (
-    HeapKeyedStateBackend,
-    ListStateDescriptor,
-    Types,
-    ValueStateDescriptor,
-    assign_to_key_group,
-)
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
-from flinkstate.state.operator import OperatorStateBackend
+from flinkstate.state import Types, assign_to_key_group
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("pushdown") / "chk"
-    pending = CheckpointStorage(str(path)).begin()
-    for i in range(3):
-        rng = compute_key_group_range_for_operator_index(128, 3, i)
-        b = HeapKeyedStateBackend(key_type=Types.LONG(), key_group_range=rng)
-        state = b.get_state(ValueStateDescriptor("count", Types.LONG()))
-        for k in range(20_000):
-            if assign_to_key_group(k, 128) in rng:
-                b.set_current_key(k)
-                state.update(k * 2)
-        pending.write_keyed("op", b, i, 3)
-        ops = OperatorStateBackend()
-        ops.get_list_state(ListStateDescriptor("offsets", Types.LONG())).add_all([i, i + 10])
-        pending.write_operator("op", ops, i, 3)
-    pending.commit()
-    return str(path)
+    return write_values(str(path), Types.LONG(), {k: k * 2 for k in range(20_000)}, 3, offsets=True)
 
 
 def _reader(root: str, state: str) -> FlinkStateReader:

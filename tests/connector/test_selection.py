@@ -12,19 +12,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from checkpoint_data import write_values
 
-from flinkstate.checkpoint import CheckpointStorage, Storage
+from flinkstate.checkpoint import Storage
 from flinkstate.connector.options import OptionError, ReadOptions
 from flinkstate.connector.reader import FlinkStateReader, KeyedPartition, open_for_read, view_schema_of
-from flinkstate.state import (
-    HeapKeyedStateBackend,
-    ListStateDescriptor,
-    Types,
-    ValueStateDescriptor,
-    assign_to_key_group,
-)
+from flinkstate.state import Types, assign_to_key_group
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
-from flinkstate.state.operator import OperatorStateBackend
 
 ROW_KEY = Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.INT()])
 K = namedtuple("K", "user n")
@@ -33,21 +27,8 @@ ROWS = [K(f"u{i % 7}", i) for i in range(300)]
 
 
 def _write(root: Path, name: str, key_type: Any, keys: list[Any], parallelism: int = 3) -> str:
-    pending = CheckpointStorage(str(root / name)).begin()
-    for i in range(parallelism):
-        rng = compute_key_group_range_for_operator_index(128, parallelism, i)
-        b = HeapKeyedStateBackend(key_type=key_type, key_group_range=rng)
-        state = b.get_state(ValueStateDescriptor("v", Types.LONG()))
-        for n, k in enumerate(keys):
-            if assign_to_key_group(k, 128, key_type) in rng:
-                b.set_current_key(k)
-                state.update(n)
-        pending.write_keyed("op", b, i, parallelism)
-        ops = OperatorStateBackend()
-        ops.get_list_state(ListStateDescriptor("offsets", Types.LONG())).add_all([i, i + 10])
-        pending.write_operator("op", ops, i, parallelism)
-    pending.commit()
-    return str(root / name)
+    values = {k: n for n, k in enumerate(keys)}
+    return write_values(str(root / name), key_type, values, parallelism, "v", offsets=True)
 
 
 @pytest.fixture(scope="module")
