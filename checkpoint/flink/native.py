@@ -1,25 +1,31 @@
-"""RocksDB native savepoints and checkpoints: SST files opened through rocksdict.
+"""RocksDB native savepoints and checkpoints: their SST files read by our own SST reader.
 
 ``_metadata`` maps each local RocksDB file name (``*.sst``, ``MANIFEST-*``, ``CURRENT``,
-``OPTIONS-*``) to its stored handle, plus a "meta" stream holding the keyed header. The
-files are copied under their local names into a temporary directory and opened read-only;
-each state is a column family named after it whose keys and values use the canonical
-savepoint layout.
+``OPTIONS-*``) to its stored handle, plus a "meta" stream holding the keyed header. Each
+state is a column family named after it (its SST files say which), whose keys and values
+use the canonical savepoint layout. A user key's value is resolved across the files the
+way RocksDB reads it: the newest put or deletion (by sequence number; range tombstones
+delete older entries) under the merge operands written after it. Flink's merge operator
+(RocksDB's ``StringAppendTESTOperator``) joins the base value and the operands, oldest
+first, with a ``,`` byte: that is how ListState appends its elements.
 """
 
 from __future__ import annotations
 
+import heapq
 import os
-import shutil
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
-
-from rocksdict import AccessType, Options, Rdict
 
 from .binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from .body import KeyGroupDecoder
 from .metadata import KeyedHandle
+from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, SstTable, open_table, range_deletions, scan
+
+#: The merge operator names Flink configures (RocksDB's string append with a ``,`` delimiter).
+_APPEND_OPERATORS = {b"StringAppendTESTOperator", b"stringappendtest"}
+
+Entry = tuple[bytes, int, int, bytes]
 
 
 def read_native(
@@ -29,47 +35,78 @@ def read_native(
     decoder: KeyGroupDecoder,
     wanted: set[int] | None,
 ) -> None:
-    """Decode the wanted key groups of ``decoder``'s states from one subtask's RocksDB files."""
-    tmp = tempfile.mkdtemp(prefix="flink-rocksdb-")
-    try:
-        for name, stream in handle.files:
-            if os.path.basename(name) != name or not name:
-                raise FlinkFormatError(f"{directory}: bad RocksDB file name {name!r} in _metadata")
-            with open(os.path.join(tmp, name), "wb") as f:
-                f.write(stream.read(directory, storage))
-        _scan(tmp, handle, decoder, wanted)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    """Decode the wanted key groups of ``decoder``'s states from one subtask's SST files."""
+    names = {rows.info.name for rows in decoder.rows.values()}
+    tables: dict[str, list[SstTable]] = {}
+    for name, stream in handle.files:
+        if os.path.basename(name) != name or not name:
+            raise FlinkFormatError(f"{directory}: bad RocksDB file name {name!r} in _metadata")
+        if not name.endswith(".sst"):
+            continue
+        table = open_table(
+            stream.read(directory, storage), f"{decoder.where}, SST file {name} ({stream.name})"
+        )
+        if table.column_family in names:
+            tables.setdefault(table.column_family, []).append(table)
+    mask = ~(0x80 << (8 * (decoder.prefix - 1)))
+    for rows in decoder.rows.values():
+        for key_raw, value_raw in resolve(tables.get(rows.info.name, [])):
+            kg = int.from_bytes(key_raw[: decoder.prefix], "big") & mask
+            if kg in handle.key_groups and (wanted is None or kg in wanted):
+                decoder.entry(rows, kg, key_raw, value_raw, "in the SST files")
 
 
-def _scan(path: str, handle: KeyedHandle, decoder: KeyGroupDecoder, wanted: set[int] | None) -> None:
-    opts = Options(raw_mode=True)
-    try:
-        families = Rdict.list_cf(path, opts)
-        db = Rdict(path, opts, column_families={n: Options(raw_mode=True) for n in families},
-                   access_type=AccessType.read_only())  # fmt: skip
-    except Exception as exc:  # rocksdict raises plain Exception for every RocksDB error
-        raise FlinkFormatError(f"{decoder.where}: cannot open the RocksDB files: {exc}") from exc
-    try:
-        mask = ~(0x80 << (8 * (decoder.prefix - 1)))
-        for rows in decoder.rows.values():
-            if rows.info.name not in families:
-                continue
-            it = db.get_column_family(rows.info.name).iter()
-            it.seek_to_first()
-            while it.valid():
-                key_raw, value_raw = bytes(it.key()), bytes(it.value())
-                kg = int.from_bytes(key_raw[: decoder.prefix], "big") & mask
-                if kg in handle.key_groups and (wanted is None or kg in wanted):
-                    decoder.entry(rows, kg, key_raw, value_raw, "in the RocksDB files")
-                it.next()
-            try:
-                it.status()
-            except Exception as exc:  # rocksdict raises plain Exception for every RocksDB error
+def _merged(tables: list[SstTable]) -> Iterator[Entry]:
+    """Every entry of ``tables`` in internal-key order (user key, then newest first)."""
+    if len(tables) == 1:
+        return scan(tables[0])
+    return heapq.merge(*(scan(t) for t in tables), key=lambda e: (e[0], -e[1]))
+
+
+def _covered(tombstones: list[tuple[bytes, bytes, int]], key: bytes, seq: int) -> bool:
+    return any(start <= key < end and seq < tseq for start, end, tseq in tombstones)
+
+
+def _append(base: bytes | None, operands: list[bytes]) -> bytes:
+    parts = ([] if base is None else [base]) + operands[::-1]
+    return b",".join(parts)
+
+
+def resolve(tables: Iterable[SstTable]) -> Iterator[tuple[bytes, bytes]]:
+    """The live (user key, value) pairs of one column family's SST files, in key order."""
+    tables = list(tables)
+    if not tables:
+        return
+    tombstones = [r for t in tables for r in range_deletions(t)]
+    operators = {t.properties.get("rocksdb.merge.operator", b"") for t in tables}
+    current: bytes | None = None
+    done = False
+    operands: list[bytes] = []
+    for key, seq, kind, value in _merged(tables):
+        if key != current:
+            if operands:
+                yield current, _append(None, operands)  # type: ignore[misc]
+                operands = []
+            current, done = key, False
+        if done:
+            continue
+        if tombstones and _covered(tombstones, key, seq):
+            kind = DELETION
+        if kind == MERGE:
+            if not operands and not operators <= _APPEND_OPERATORS:
                 raise UnsupportedFlinkFeatureError(
-                    f"{decoder.where}: the RocksDB files of state {rows.info.name} hold values that need "
-                    f"Flink's merge operator (ListState appends), which rocksdict cannot apply: {exc}"
-                ) from exc
-            del it
-    finally:
-        db.close()
+                    f"{tables[0].where}: column family {tables[0].column_family} holds merge operands of "
+                    f"merge operator {sorted(o.decode() for o in operators)}, which cannot be applied"
+                )
+            operands.append(value)
+            continue
+        done = True
+        if kind == VALUE:
+            yield key, _append(value, operands) if operands else value
+        elif operands:
+            assert kind in (DELETION, SINGLE_DELETION)
+            yield key, _append(None, operands)
+        operands = []
+    if operands:
+        assert current is not None
+        yield current, _append(None, operands)

@@ -30,8 +30,6 @@ from flinkstate.state.types import Types
 def _readable(kind: str, state: str) -> bool:
     if kind == "heap_checkpoint":
         return state in HEAP_CHECKPOINT_READABLE
-    if kind in NATIVE:  # ListState appends need RocksDB's merge operator
-        return state not in LISTS
     return True
 
 
