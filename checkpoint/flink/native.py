@@ -76,13 +76,25 @@ def resolve(tables: Iterable[SstTable]) -> Iterator[tuple[bytes, bytes]]:
     """The live (user key, value) pairs of one column family's SST files, in key order."""
     tables = list(tables)
     if not tables:
-        return
-    tombstones = [r for t in tables for r in range_deletions(t)]
-    operators = {t.properties.get("rocksdb.merge.operator", b"") for t in tables}
+        return iter(())
+    merging = [t for t in tables if t.number("rocksdb.merge.operands")]
+    operators = {t.properties.get("rocksdb.merge.operator", b"") for t in merging}
+    if not operators <= _APPEND_OPERATORS:
+        raise UnsupportedFlinkFeatureError(
+            f"{merging[0].where}: column family {merging[0].column_family} holds merge operands of "
+            f"merge operator {sorted(o.decode() for o in operators)}, which cannot be applied"
+        )
+    return resolve_entries(_merged(tables), [r for t in tables for r in range_deletions(t)])
+
+
+def resolve_entries(
+    entries: Iterable[Entry], tombstones: list[tuple[bytes, bytes, int]]
+) -> Iterator[tuple[bytes, bytes]]:
+    """Resolve entries in internal-key order (user key ascending, sequence descending)."""
     current: bytes | None = None
     done = False
     operands: list[bytes] = []
-    for key, seq, kind, value in _merged(tables):
+    for key, seq, kind, value in entries:
         if key != current:
             if operands:
                 yield current, _append(None, operands)  # type: ignore[misc]
@@ -93,11 +105,6 @@ def resolve(tables: Iterable[SstTable]) -> Iterator[tuple[bytes, bytes]]:
         if tombstones and _covered(tombstones, key, seq):
             kind = DELETION
         if kind == MERGE:
-            if not operands and not operators <= _APPEND_OPERATORS:
-                raise UnsupportedFlinkFeatureError(
-                    f"{tables[0].where}: column family {tables[0].column_family} holds merge operands of "
-                    f"merge operator {sorted(o.decode() for o in operators)}, which cannot be applied"
-                )
             operands.append(value)
             continue
         done = True
