@@ -232,7 +232,7 @@ def open_table(data: bytes, where: str) -> SstTable:
         )
     if "rocksdb.external_sst_file.version" in t.properties:
         raise UnsupportedFlinkFeatureError(
-            f"{where}: an ingested SST file (its sequence number is kept in the MANIFEST), which cannot be read"
+            f"{where}: an ingested SST file (its sequence number is in the MANIFEST) cannot be read"
         )
     if "rocksdb.compression_dict" in t.meta:
         raise UnsupportedFlinkFeatureError(f"{where}: SST blocks use a compression dictionary")
