@@ -29,6 +29,7 @@ _STRIPE_KEYS = np.stack([_SECRET64[s : s + 8] for s in range(16)])  # key of str
 _SCRAMBLE_KEY = _SECRET64[16:24]
 _LAST_KEY = np.frombuffer(_SECRET[121:185], "<u8")
 _SWAP = [1, 0, 3, 2, 5, 4, 7, 6]
+_TILED = np.tile(_STRIPE_KEYS, (64, 1))  # keys of 64 full 1 KiB blocks of stripes
 _INIT = [_P32_3, _P64_1, _P64_2, _P64_3, _P64_4, _P32_2, _P64_5, _P32_1]
 
 
@@ -103,39 +104,31 @@ def _mid(data: bytes) -> int:
     return _avalanche3((acc + end) & _M64)
 
 
-def _accumulate(stripes: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """The accumulator increments of stripes ``(..., k, 8)`` against ``keys`` ``(k, 8)``."""
-    dk = stripes ^ keys
-    products = (dk & np.uint64(_M32)) * (dk >> np.uint64(32))
-    out: np.ndarray = (
-        products.sum(axis=-2, dtype=np.uint64) + stripes.sum(axis=-2, dtype=np.uint64)[..., _SWAP]
-    )
-    return out
-
-
 def _long(data: bytes) -> int:
     n = len(data)
     blocks = (n - 1) // 1024
-    words = np.frombuffer(data, "<u8", count=(n // 8))
+    stripes = ((n - 1) - blocks * 1024) // 64
+    full = blocks * 16
+    words = np.frombuffer(data, "<u8", count=(full + stripes) * 8).reshape(-1, 8)
+    lanes = np.concatenate([words, np.frombuffer(data[n - 64 :], "<u8").reshape(1, 8)])
+    tiled = _TILED[:full] if full <= len(_TILED) else np.tile(_STRIPE_KEYS, (blocks, 1))
+    keys = np.concatenate([tiled, _STRIPE_KEYS[:stripes], _LAST_KEY.reshape(1, 8)])
+    dk = lanes ^ keys
+    # Each stripe adds lo32 * hi32 of (input ^ key) to its lane and its input to the neighbour lane.
+    adds = (dk & np.uint64(_M32)) * (dk >> np.uint64(32)) + lanes[:, _SWAP]
     acc = np.array(_INIT, dtype=np.uint64)
     if blocks:
-        sums = _accumulate(words[: blocks * 128].reshape(blocks, 16, 8), _STRIPE_KEYS)
+        sums = adds[:full].reshape(blocks, 16, 8).sum(axis=1, dtype=np.uint64)
         for b in range(blocks):
             acc += sums[b]
             acc ^= acc >> np.uint64(47)
             acc ^= _SCRAMBLE_KEY
             acc *= np.uint64(_P32_1)
-    stripes = ((n - 1) - blocks * 1024) // 64
-    if stripes:
-        start = blocks * 128
-        acc += _accumulate(words[start : start + stripes * 8].reshape(stripes, 8), _STRIPE_KEYS[:stripes])
-    acc += _accumulate(np.frombuffer(data[n - 64 :], "<u8").reshape(1, 8), _LAST_KEY.reshape(1, 8))
-    lanes = [int(x) for x in acc]
+    acc += adds[full:].sum(axis=0, dtype=np.uint64)
+    lane = [int(x) for x in acc]
     result = n * _P64_1
     for i in range(4):
-        result += _fold(
-            lanes[2 * i] ^ _le(_SECRET, 11 + 16 * i), lanes[2 * i + 1] ^ _le(_SECRET, 19 + 16 * i)
-        )
+        result += _fold(lane[2 * i] ^ _le(_SECRET, 11 + 16 * i), lane[2 * i + 1] ^ _le(_SECRET, 19 + 16 * i))
     return _avalanche3(result & _M64)
 
 

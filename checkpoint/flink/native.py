@@ -84,7 +84,20 @@ def resolve(tables: Iterable[SstTable]) -> Iterator[tuple[bytes, bytes]]:
             f"{merging[0].where}: column family {merging[0].column_family} holds merge operands of "
             f"merge operator {sorted(o.decode() for o in operators)}, which cannot be applied"
         )
-    return resolve_entries(_merged(tables), [r for t in tables for r in range_deletions(t)])
+    tombstones = [r for t in tables for r in range_deletions(t)]
+    if merging or tombstones:
+        return resolve_entries(_merged(tables), tombstones)
+    return _newest(_merged(tables))
+
+
+def _newest(entries: Iterable[Entry]) -> Iterator[tuple[bytes, bytes]]:
+    """Without merge operands and range tombstones each key's newest entry decides."""
+    previous = None
+    for key, _, kind, value in entries:
+        if key != previous:
+            previous = key
+            if kind == VALUE:
+                yield key, value
 
 
 def resolve_entries(
