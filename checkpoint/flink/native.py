@@ -2,23 +2,26 @@
 
 ``_metadata`` maps each local RocksDB file name (``*.sst``, ``MANIFEST-*``, ``CURRENT``,
 ``OPTIONS-*``) to its stored handle, plus a "meta" stream holding the keyed header. Each
-state is a column family named after it (its SST files say which), whose keys and values
-use the canonical savepoint layout. A user key's value is resolved across the files the
-way RocksDB reads it: the newest put or deletion (by sequence number; range tombstones
-delete older entries) under the merge operands written after it. Flink's merge operator
-(RocksDB's ``StringAppendTESTOperator``) joins the base value and the operands, oldest
-first, with a ``,`` byte: that is how ListState appends its elements.
+state is a column family named after it, whose keys and values use the canonical savepoint
+layout; the MANIFEST that ``CURRENT`` names says which SST files are live in it. A user
+key's value is resolved across those files the way RocksDB reads it: the newest put or
+deletion (by sequence number; range tombstones delete older entries) under the merge
+operands written after it. Flink's merge operator (RocksDB's ``StringAppendTESTOperator``)
+joins the base value and the operands, oldest first, with a ``,`` byte: that is how
+ListState appends its elements.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 from .binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from .body import KeyGroupDecoder
+from .manifest import Manifest, parse_manifest
 from .metadata import KeyedHandle
 from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, SstTable, open_table, range_deletions, scan
 
@@ -36,24 +39,51 @@ def read_native(
     wanted: set[int] | None,
 ) -> None:
     """Decode the wanted key groups of ``decoder``'s states from one subtask's SST files."""
-    names = {rows.info.name for rows in decoder.rows.values()}
-    tables: dict[str, list[SstTable]] = {}
+    files: dict[str, Callable[[], bytes]] = {}
     for name, stream in handle.files:
         if os.path.basename(name) != name or not name:
             raise FlinkFormatError(f"{directory}: bad RocksDB file name {name!r} in _metadata")
-        if not name.endswith(".sst"):
-            continue
-        table = open_table(
-            stream.read(directory, storage), f"{decoder.where}, SST file {name} ({stream.name})"
-        )
-        if table.column_family in names:
-            tables.setdefault(table.column_family, []).append(table)
+        files[name] = partial(stream.read, directory, storage)
+    names = {name: stream.name for name, stream in handle.files}
+    manifest = load_manifest(files, f"{decoder.where}, RocksDB files")
     mask = ~(0x80 << (8 * (decoder.prefix - 1)))
     for rows in decoder.rows.values():
-        for key_raw, value_raw in resolve(tables.get(rows.info.name, [])):
+        where = f"{decoder.where}, SST file"
+        for key_raw, value_raw in column_family(files, manifest, rows.info.name, where, names):
             kg = int.from_bytes(key_raw[: decoder.prefix], "big") & mask
             if kg in handle.key_groups and (wanted is None or kg in wanted):
                 decoder.entry(rows, kg, key_raw, value_raw, "in the SST files")
+
+
+def load_manifest(files: Mapping[str, Callable[[], bytes]], where: str) -> Manifest:
+    """The MANIFEST that ``CURRENT`` names."""
+    if "CURRENT" not in files:
+        raise FlinkFormatError(f"{where}: no CURRENT file among {sorted(files)}")
+    name = files["CURRENT"]().decode("utf-8", "replace").strip()
+    if name not in files or os.path.basename(name) != name:
+        raise FlinkFormatError(f"{where}: CURRENT names {name!r}, which is not among the files")
+    return parse_manifest(files[name](), f"{where}, {name}")
+
+
+def column_family(
+    files: Mapping[str, Callable[[], bytes]],
+    manifest: Manifest,
+    family: str,
+    where: str,
+    stored: Mapping[str, str] | None = None,
+) -> Iterator[tuple[bytes, bytes]]:
+    """The live (user key, value) pairs of column family ``family`` in key order (``stored``:
+    the file names the local names are stored under, for messages)."""
+    tables = []
+    for live in manifest.live(family):
+        if live.name not in files:
+            raise FlinkFormatError(f"{where}: the MANIFEST lists {live.name} of {family}, which is missing")
+        label = f"{where} {live.name}" + (f" ({stored[live.name]})" if stored else "")
+        table = open_table(files[live.name](), label, live.largest_seqno)
+        if table.column_family not in ("", family):
+            raise FlinkFormatError(f"{label}: holds column family {table.column_family}, not {family}")
+        tables.append(table)
+    return resolve(tables)
 
 
 def _merged(tables: list[SstTable]) -> Iterator[Entry]:
@@ -73,7 +103,8 @@ def _append(base: bytes | None, operands: list[bytes]) -> bytes:
 
 
 def resolve(tables: Iterable[SstTable]) -> Iterator[tuple[bytes, bytes]]:
-    """The live (user key, value) pairs of one column family's SST files, in key order."""
+    """The live (user key, value) pairs of one column family's SST files (newest first: ties
+    of sequence numbers go to the earlier file), in key order."""
     tables = list(tables)
     if not tables:
         return iter(())

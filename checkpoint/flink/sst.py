@@ -66,6 +66,7 @@ class SstTable:
     index: Handle | None = None
     meta: dict[str, Handle] = field(default_factory=dict)
     properties: dict[str, bytes] = field(default_factory=dict)
+    global_seqno: int | None = None
 
     @property
     def column_family(self) -> str:
@@ -184,8 +185,9 @@ def _handle(buf: bytes, pos: int, where: str, at: int) -> tuple[Handle, int]:
     return Handle(offset, size), pos
 
 
-def open_table(data: bytes, where: str) -> SstTable:
-    """Parse the footer, metaindex and properties of an SST file's bytes."""
+def open_table(data: bytes, where: str, largest_seqno: int | None = None) -> SstTable:
+    """Parse the footer, metaindex and properties of an SST file's bytes (``largest_seqno``:
+    the file's largest sequence number as the MANIFEST records it)."""
     t = SstTable(data, where)
     n = len(data)
     if n < _FOOTER or int.from_bytes(data[n - 8 :], "little") != MAGIC:
@@ -231,10 +233,18 @@ def open_table(data: bytes, where: str) -> SstTable:
         raise UnsupportedFlinkFeatureError(
             f"{where}: SST keys are ordered by {comparator.decode()}, not bytewise"
         )
-    if "rocksdb.external_sst_file.version" in t.properties:
-        raise UnsupportedFlinkFeatureError(
-            f"{where}: an ingested SST file (its sequence number is in the MANIFEST) cannot be read"
+    external = t.properties.get("rocksdb.external_sst_file.version")
+    if external is not None and int.from_bytes(external[:4], "little") >= 2:
+        # An ingested file: every entry has the file's global sequence number, from its
+        # properties or else the largest sequence number the MANIFEST records for it.
+        stored = int.from_bytes(
+            t.properties.get("rocksdb.external_sst_file.global_seqno", bytes(8)), "little"
         )
+        if not stored and largest_seqno is None:
+            raise UnsupportedFlinkFeatureError(
+                f"{where}: an ingested SST file whose sequence number only the MANIFEST holds"
+            )
+        t.global_seqno = stored or largest_seqno
     if "rocksdb.compression_dict" in t.meta:
         raise UnsupportedFlinkFeatureError(f"{where}: SST blocks use a compression dictionary")
     return t
@@ -322,6 +332,8 @@ def _data_block(t: SstTable, h: Handle) -> list[tuple[bytes, int, int, bytes]]:
             )
         out.append((key[:-8], from_bytes(key[-7:], "little"), kind, block[pos:end]))
         pos = end
+    if t.global_seqno is not None:
+        return [(key, t.global_seqno, kind, value) for key, _, kind, value in out]
     return out
 
 

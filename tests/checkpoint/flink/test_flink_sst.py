@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,8 @@ from flinkstate.checkpoint.errors import CheckpointCorruptError
 from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.checkpoint.flink.binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from flinkstate.checkpoint.flink.checksums import block_checksum
-from flinkstate.checkpoint.flink.native import resolve, resolve_entries
+from flinkstate.checkpoint.flink.native import column_family, load_manifest, resolve, resolve_entries
+from flinkstate.checkpoint.flink.manifest import parse_manifest
 from flinkstate.checkpoint.flink.sst import DELETION, MERGE, VALUE, data_blocks, open_table, scan
 
 CONFIGS = [
@@ -63,32 +65,57 @@ def _write_db(
     rnd = random.Random(seed)
     db = Rdict(str(path), opts)
     try:
-        for _ in range(4):
+        other = db.create_column_family("other", opts)
+        ingest = path.parent / "ingest.sst"
+        writer = SstFileWriter(opts)
+        writer.open(str(ingest))
+        for k in range(0, 400, 7):
+            writer[b"k%05d" % k] = b"ingested"
+        writer.finish()
+        for step in range(4):
             for _ in range(150):
                 key = b"k%05d" % rnd.randrange(400)
+                target = db if rnd.random() < 0.8 else other
                 if rnd.random() < 0.2:
-                    db.delete(key)
+                    target.delete(key)
                 else:
-                    db.put(key, f"v\u00e9{rnd.randrange(10**6)}-".encode() * rnd.randrange(0, 12))
+                    target.put(key, f"v\u00e9{rnd.randrange(10**6)}-".encode() * rnd.randrange(0, 12))
             if rnd.random() < 0.7:
                 low = rnd.randrange(400)
                 db.delete_range(b"k%05d" % low, b"k%05d" % (low + rnd.randrange(1, 30)))
             db.flush()
+            other.flush()
+            if step == 1:
+                db.ingest_external_file([str(ingest)])
         if compact:
             db.compact_range(None, None)
+        del other
         return [(bytes(k), bytes(v)) for k, v in db.items()]
     finally:
         db.close()
 
 
+def _other(path: Path) -> list[tuple[bytes, bytes]]:
+    db = Rdict(str(path), Options(raw_mode=True), column_families={"other": Options(raw_mode=True)})
+    try:
+        return [(bytes(k), bytes(v)) for k, v in db.get_column_family("other").items()]
+    finally:
+        db.close()
+
+
+def _files(path: Path) -> dict[str, Callable[[], bytes]]:
+    return {p.name: p.read_bytes for p in path.iterdir()}
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(str(x) for x in c))
 def test_sst_files_read_like_rocksdb(tmp_path: Path, config: tuple[str, str, int, str, str, bool]) -> None:
-    expected = _write_db(tmp_path / "db", config, seed=len(config[0]) * 31 + config[2])
-    tables = [open_table(p.read_bytes(), p.name) for p in sorted((tmp_path / "db").glob("*.sst"))]
-    assert len(tables) >= (1 if config[5] else 3)
-    assert {t.column_family for t in tables} == {"default"}
-    assert list(resolve(tables)) == expected
-    assert len(expected) > 100
+    db = tmp_path / "db"
+    expected = _write_db(db, config, seed=len(config[0]) * 31 + config[2])
+    manifest = load_manifest(_files(db), str(db))
+    assert len(manifest.live("default")) >= (1 if config[5] else 4)
+    assert list(column_family(_files(db), manifest, "default", str(db))) == expected
+    assert list(column_family(_files(db), manifest, "other", str(db))) == _other(db)
+    assert len(expected) > 100 and any(v == b"ingested" for _, v in expected)
 
 
 Op = tuple[str, int, bytes]
@@ -237,5 +264,47 @@ def test_ingested_sst_file_is_refused(tmp_path: Path) -> None:
     writer.open(str(tmp_path / "x.sst"))
     writer[b"a"] = b"1"
     writer.finish()
-    with pytest.raises(UnsupportedFlinkFeatureError, match=r"\[FLINK_UNSUPPORTED\] x.sst: an ingested SST"):
+    with pytest.raises(
+        UnsupportedFlinkFeatureError,
+        match=r"\[FLINK_UNSUPPORTED\] x.sst: an ingested SST file whose sequence number only the MANIFEST",
+    ):
         open_table((tmp_path / "x.sst").read_bytes(), "x.sst")
+
+
+@pytest.mark.parametrize("cut", [5, 100, 1000, -3])
+def test_cut_manifest_names_file_and_offset(tmp_path: Path, cut: int) -> None:
+    shutil.copytree(FIXTURES / "rocksdb_native", tmp_path / "sp")
+    handle = read_savepoint(str(tmp_path / "sp")).operator("keyed-states").subtasks[0].managed_keyed
+    assert handle is not None
+    files = {name: (tmp_path / "sp" / stream.name).read_bytes for name, stream in handle.files}
+    data = files["MANIFEST-000005"]()
+    files["MANIFEST-000005"] = lambda: data[: cut if cut > 0 else len(data) + cut]
+    with pytest.raises(FlinkFormatError, match=r"\[FLINK_FORMAT\] here, MANIFEST-000005: .*byte offset \d+"):
+        load_manifest(files, "here")
+
+
+def test_sst_listed_in_manifest_but_missing_is_named(tmp_path: Path) -> None:
+    handle = (
+        read_savepoint(str(FIXTURES / "rocksdb_native")).operator("keyed-states").subtasks[0].managed_keyed
+    )
+    assert handle is not None
+    files = {name: (FIXTURES / "rocksdb_native" / stream.name).read_bytes for name, stream in handle.files}
+    manifest = load_manifest(files, "here")
+    (gone,) = [f.name for f in manifest.live("l_long")]
+    del files[gone]
+    with pytest.raises(FlinkFormatError, match=rf"the MANIFEST lists {gone} of l_long, which is missing"):
+        list(column_family(files, manifest, "l_long", "here"))
+
+
+def test_altered_manifest_bytes_are_caught() -> None:
+    handle = (
+        read_savepoint(str(FIXTURES / "rocksdb_native")).operator("keyed-states").subtasks[0].managed_keyed
+    )
+    assert handle is not None
+    files = {name: (FIXTURES / "rocksdb_native" / stream.name).read_bytes for name, stream in handle.files}
+    data = files["MANIFEST-000005"]()
+    for at in range(0, len(data), 7):
+        altered = bytearray(data)
+        altered[at] ^= 0x41
+        with pytest.raises(FlinkFormatError, match=r"MANIFEST-000005: .*byte offset \d+"):
+            parse_manifest(bytes(altered), "MANIFEST-000005")
