@@ -28,8 +28,8 @@ from flinkstate.checkpoint.errors import CheckpointCorruptError
 from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.checkpoint.flink.binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from flinkstate.checkpoint.flink.checksums import block_checksum
-from flinkstate.checkpoint.flink.native import column_family, load_manifest, resolve, resolve_entries
 from flinkstate.checkpoint.flink.manifest import parse_manifest
+from flinkstate.checkpoint.flink.native import column_family, load_manifest, resolve, resolve_entries
 from flinkstate.checkpoint.flink.sst import DELETION, MERGE, VALUE, data_blocks, open_table, scan
 
 CONFIGS = [
