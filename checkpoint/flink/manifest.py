@@ -30,6 +30,8 @@ class LiveFile:
     level: int
     smallest_seqno: int
     largest_seqno: int
+    smallest_key: bytes = b""
+    largest_key: bytes = b""
 
     @property
     def name(self) -> str:
@@ -169,11 +171,10 @@ def _new_file(tag: int, c: _Fields) -> LiveFile:
     if tag == 102:
         c.varint()  # path id
     c.varint()  # file size
-    c.piece()  # smallest key
-    c.piece()  # largest key
+    smallest_key, largest_key = c.piece()[:-8], c.piece()[:-8]  # user keys of internal keys
     smallest = largest = 0
     if tag != 7:
         smallest, largest = c.varint(), c.varint()
     while tag == 103 and c.varint() != 1:  # custom fields up to the terminating tag 1
         c.piece()
-    return LiveFile(number, level, smallest, largest)
+    return LiveFile(number, level, smallest, largest, smallest_key, largest_key)

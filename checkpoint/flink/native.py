@@ -23,7 +23,18 @@ from .binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from .body import KeyGroupDecoder
 from .manifest import Manifest, parse_manifest
 from .metadata import KeyedHandle
-from .sst import DELETION, MERGE, SINGLE_DELETION, VALUE, SstTable, open_table, range_deletions, scan
+from .sst import (
+    DELETION,
+    MERGE,
+    SINGLE_DELETION,
+    VALUE,
+    Ranges,
+    SstTable,
+    open_table,
+    overlaps,
+    range_deletions,
+    scan,
+)
 
 #: The merge operator names Flink configures (RocksDB's string append with a ``,`` delimiter).
 _APPEND_OPERATORS = {b"StringAppendTESTOperator", b"stringappendtest"}
@@ -47,12 +58,26 @@ def read_native(
     names = {name: stream.name for name, stream in handle.files}
     manifest = load_manifest(files, f"{decoder.where}, RocksDB files")
     mask = ~(0x80 << (8 * (decoder.prefix - 1)))
+    ranges = None if wanted is None else key_group_ranges(wanted & set(handle.key_groups), decoder.prefix)
     for rows in decoder.rows.values():
         where = f"{decoder.where}, SST file"
-        for key_raw, value_raw in column_family(files, manifest, rows.info.name, where, names):
+        for key_raw, value_raw in column_family(files, manifest, rows.info.name, where, names, ranges):
             kg = int.from_bytes(key_raw[: decoder.prefix], "big") & mask
             if kg in handle.key_groups and (wanted is None or kg in wanted):
                 decoder.entry(rows, kg, key_raw, value_raw, "in the SST files")
+
+
+def key_group_ranges(groups: Iterable[int], prefix: int) -> Ranges:
+    """The user-key ranges of the key groups ``groups`` (keys start with a ``prefix``-byte group)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for g in sorted(groups):
+        low = g.to_bytes(prefix, "big")
+        high = (g + 1).to_bytes(prefix, "big") if g + 1 < 1 << (8 * prefix) else None
+        if out and out[-1][1] == low:
+            out[-1] = (out[-1][0], high)
+        else:
+            out.append((low, high))
+    return out
 
 
 def load_manifest(files: Mapping[str, Callable[[], bytes]], where: str) -> Manifest:
@@ -71,11 +96,15 @@ def column_family(
     family: str,
     where: str,
     stored: Mapping[str, str] | None = None,
+    ranges: Ranges = None,
 ) -> Iterator[tuple[bytes, bytes]]:
     """The live (user key, value) pairs of column family ``family`` in key order (``stored``:
-    the file names the local names are stored under, for messages)."""
+    the file names the local names are stored under, for messages). With ``ranges`` only the
+    files and blocks that can hold keys in them are read (other keys may come too)."""
     tables = []
     for live in manifest.live(family):
+        if not overlaps(live.smallest_key, live.largest_key, ranges):
+            continue
         if live.name not in files:
             raise FlinkFormatError(f"{where}: the MANIFEST lists {live.name} of {family}, which is missing")
         label = f"{where} {live.name}" + (f" ({stored[live.name]})" if stored else "")
@@ -83,14 +112,14 @@ def column_family(
         if table.column_family not in ("", family):
             raise FlinkFormatError(f"{label}: holds column family {table.column_family}, not {family}")
         tables.append(table)
-    return resolve(tables)
+    return resolve(tables, ranges)
 
 
-def _merged(tables: list[SstTable]) -> Iterator[Entry]:
+def _merged(tables: list[SstTable], ranges: Ranges) -> Iterator[Entry]:
     """Every entry of ``tables`` in internal-key order (user key, then newest first)."""
     if len(tables) == 1:
-        return scan(tables[0])
-    return heapq.merge(*(scan(t) for t in tables), key=lambda e: (e[0], -e[1]))
+        return scan(tables[0], ranges)
+    return heapq.merge(*(scan(t, ranges) for t in tables), key=lambda e: (e[0], -e[1]))
 
 
 def _covered(tombstones: list[tuple[bytes, bytes, int]], key: bytes, seq: int) -> bool:
@@ -102,7 +131,7 @@ def _append(base: bytes | None, operands: list[bytes]) -> bytes:
     return b",".join(parts)
 
 
-def resolve(tables: Iterable[SstTable]) -> Iterator[tuple[bytes, bytes]]:
+def resolve(tables: Iterable[SstTable], ranges: Ranges = None) -> Iterator[tuple[bytes, bytes]]:
     """The live (user key, value) pairs of one column family's SST files (newest first: ties
     of sequence numbers go to the earlier file), in key order."""
     tables = list(tables)
@@ -117,8 +146,8 @@ def resolve(tables: Iterable[SstTable]) -> Iterator[tuple[bytes, bytes]]:
         )
     tombstones = [r for t in tables for r in range_deletions(t)]
     if merging or tombstones:
-        return resolve_entries(_merged(tables), tombstones)
-    return _newest(_merged(tables))
+        return resolve_entries(_merged(tables, ranges), tombstones)
+    return _newest(_merged(tables, ranges))
 
 
 def _newest(entries: Iterable[Entry]) -> Iterator[tuple[bytes, bytes]]:

@@ -77,6 +77,13 @@ class SstTable:
         raw = self.properties.get(name)
         return 0 if raw is None else varint(raw, 0, f"{self.where}: property {name}", 0)[0]
 
+    @property
+    def index_type(self) -> int:
+        """0 binary search, 1 hash, 2 partitioned (two-level), 3 binary search with first keys."""
+        return int.from_bytes(
+            self.properties.get("rocksdb.block.based.table.index.type", bytes(4))[:4], "little"
+        )
+
     def fail(self, message: str, at: int) -> FlinkFormatError:
         return FlinkFormatError(f"{self.where}: {message} at byte offset {at}")
 
@@ -250,22 +257,38 @@ def open_table(data: bytes, where: str, largest_seqno: int | None = None) -> Sst
     return t
 
 
-def _index_handles(t: SstTable, h: Handle, delta: bool, first_key: bool, what: str) -> list[Handle]:
+#: User-key ranges ``[low, high)`` (``high`` None: unbounded) a read needs; None: every key.
+Ranges = list[tuple[bytes, bytes | None]] | None
+
+
+def overlaps(low: bytes | None, high: bytes, ranges: Ranges) -> bool:
+    """Whether keys from ``low`` (None: the first key) to ``high`` can fall in ``ranges``."""
+    return ranges is None or any(high >= a and (b is None or low is None or low < b) for a, b in ranges)
+
+
+def _index_handles(t: SstTable, h: Handle, what: str, ranges: Ranges) -> list[Handle]:
+    """The handles an index block lists whose key span can overlap ``ranges``. Index keys
+    separate blocks: every key of a block is at most its index key and at least the previous
+    index key."""
     block = t.block(h, what)
+    delta = t.number("rocksdb.index.value.is.delta.encoded") != 0
+    cut = 0 if t.number("rocksdb.index.key.is.user.key") else 8
+    first_key = t.index_type == 3
     out: list[Handle] = []
     limit = _restarts_start(block, t.where, h.offset)
-    pos, prev = 0, None
-    # Index entries: with delta encoding the header has no value length and a value whose
-    # key shares bytes with the previous key is only the size change of the block.
+    pos, prev, key, low = 0, None, b"", None
+    # With delta encoding the entry header has no value length and a value whose key shares
+    # bytes with the previous key is only the size change of the block.
     while pos < limit:
         start = pos
         shared, pos = varint(block, pos, t.where, h.offset)
         non_shared, pos = varint(block, pos, t.where, h.offset)
         if not delta:
             _, pos = varint(block, pos, t.where, h.offset)
-        pos += non_shared
-        if pos > limit:
+        if shared > len(key) or pos + non_shared > limit:
             raise t.fail(f"bad {what} entry", h.offset + start)
+        key = key[:shared] + block[pos : pos + non_shared]
+        pos += non_shared
         if delta and shared and prev is not None:
             raw, pos = varint(block, pos, t.where, h.offset)
             change = (raw >> 1) ^ -(raw & 1)
@@ -277,29 +300,28 @@ def _index_handles(t: SstTable, h: Handle, delta: bool, first_key: bool, what: s
             pos += length
         if pos > limit:
             raise t.fail(f"bad {what} entry", h.offset + start)
-        out.append(handle)
-        prev = handle
+        high = key[: len(key) - cut]
+        if overlaps(low, high, ranges):
+            out.append(handle)
+        prev, low = handle, high
     return out
 
 
-def data_blocks(t: SstTable) -> list[Handle]:
-    """The handles of the data blocks, in key order."""
-    raw_type = t.properties.get("rocksdb.block.based.table.index.type", bytes(4))
-    index_type = int.from_bytes(raw_type[:4], "little")
-    if index_type not in (0, 1, 2, 3):
-        raise UnsupportedFlinkFeatureError(f"{t.where}: SST index type {index_type} cannot be read")
-    delta = t.number("rocksdb.index.value.is.delta.encoded") != 0
-    first_key = index_type == 3
+def data_blocks(t: SstTable, ranges: Ranges = None) -> list[Handle]:
+    """The handles of the data blocks (only those that can hold keys in ``ranges``), in key order."""
+    if t.index_type not in (0, 1, 2, 3):
+        raise UnsupportedFlinkFeatureError(f"{t.where}: SST index type {t.index_type} cannot be read")
     assert t.index is not None
-    top = _index_handles(t, t.index, delta, first_key and index_type != 2, "index")
-    if index_type != 2:
+    top = _index_handles(t, t.index, "index", ranges)
+    if t.index_type != 2:
         return top
-    return [d for part in top for d in _index_handles(t, part, delta, first_key, "index partition")]
+    return [d for part in top for d in _index_handles(t, part, "index partition", ranges)]
 
 
-def scan(t: SstTable) -> Iterator[tuple[bytes, int, int, bytes]]:
-    """Every entry in key order: user key, sequence number, value type, value."""
-    return chain.from_iterable(_data_block(t, h) for h in data_blocks(t))
+def scan(t: SstTable, ranges: Ranges = None) -> Iterator[tuple[bytes, int, int, bytes]]:
+    """Every entry in key order (of the blocks that can hold ``ranges``): user key, sequence
+    number, value type, value."""
+    return chain.from_iterable(_data_block(t, h) for h in data_blocks(t, ranges))
 
 
 def _data_block(t: SstTable, h: Handle) -> list[tuple[bytes, int, int, bytes]]:

@@ -29,8 +29,23 @@ from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.checkpoint.flink.binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from flinkstate.checkpoint.flink.checksums import block_checksum
 from flinkstate.checkpoint.flink.manifest import parse_manifest
-from flinkstate.checkpoint.flink.native import column_family, load_manifest, resolve, resolve_entries
-from flinkstate.checkpoint.flink.sst import DELETION, MERGE, VALUE, data_blocks, open_table, scan
+from flinkstate.checkpoint.flink.native import (
+    column_family,
+    key_group_ranges,
+    load_manifest,
+    resolve,
+    resolve_entries,
+)
+from flinkstate.checkpoint.flink.sst import (
+    DELETION,
+    MERGE,
+    VALUE,
+    Handle,
+    SstTable,
+    data_blocks,
+    open_table,
+    scan,
+)
 
 CONFIGS = [
     ("snappy", "xxh3", 5, "binary_search", "binary_search", False),
@@ -308,3 +323,43 @@ def test_altered_manifest_bytes_are_caught() -> None:
         altered[at] ^= 0x41
         with pytest.raises(FlinkFormatError, match=r"MANIFEST-000005: .*byte offset \d+"):
             parse_manifest(bytes(altered), "MANIFEST-000005")
+
+
+@pytest.mark.parametrize("prefix", [1, 2])
+def test_key_group_pushdown_reads_fewer_blocks_same_rows(
+    tmp_path: Path, prefix: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = BlockBasedOptions()
+    table.set_block_size(256)
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.set_disable_auto_compactions(True)
+    opts.set_block_based_table_factory(table)
+    db = Rdict(str(tmp_path / "db"), opts)
+    groups = 1 << (7 if prefix == 1 else 9)
+    for flush in range(3):
+        for k in range(flush, 3000, 3):
+            key = (k % groups).to_bytes(prefix, "big") + k.to_bytes(8, "big") + b"\0"
+            db.put(key, f"v{k}-{flush}".encode())
+        db.flush()
+    db.close()
+    files = _files(tmp_path / "db")
+    manifest = load_manifest(files, "db")
+    reads: list[str] = []
+    original = SstTable.block
+
+    def spy(self: SstTable, h: Handle, what: str) -> bytes:
+        reads.append(what)
+        return original(self, h, what)
+
+    monkeypatch.setattr(SstTable, "block", spy)
+    full = list(column_family(files, manifest, "default", "db"))
+    full_blocks = reads.count("data")
+    reads.clear()
+    wanted = {5, 6, groups - 1}
+    part = list(column_family(files, manifest, "default", "db", None, key_group_ranges(wanted, prefix)))
+    kg = lambda key: int.from_bytes(key[:prefix], "big")  # noqa: E731
+    assert [e for e in part if kg(e[0]) in wanted] == [e for e in full if kg(e[0]) in wanted]
+    assert len({kg(e[0]) for e in full}) == groups and len(full) == 3000
+    assert {kg(e[0]) for e in part} >= wanted
+    assert reads.count("data") * 5 < full_blocks, (reads.count("data"), full_blocks)
