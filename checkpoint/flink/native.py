@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
+from . import fast
 from .binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from .body import KeyGroupDecoder
 from .manifest import Manifest, parse_manifest
@@ -57,14 +58,41 @@ def read_native(
         files[name] = partial(stream.read, directory, storage)
     names = {name: stream.name for name, stream in handle.files}
     manifest = load_manifest(files, f"{decoder.where}, RocksDB files")
-    mask = ~(0x80 << (8 * (decoder.prefix - 1)))
     ranges = None if wanted is None else key_group_ranges(wanted & set(handle.key_groups), decoder.prefix)
     for rows in decoder.rows.values():
         where = f"{decoder.where}, SST file"
-        for key_raw, value_raw in column_family(files, manifest, rows.info.name, where, names, ranges):
-            kg = int.from_bytes(key_raw[: decoder.prefix], "big") & mask
-            if kg in handle.key_groups and (wanted is None or kg in wanted):
+        entries = column_family(files, manifest, rows.info.name, where, names, ranges)
+        for kg, keys, values in _by_key_group(entries, decoder.prefix):
+            if kg not in handle.key_groups or (wanted is not None and kg not in wanted):
+                continue
+            found = None
+            if rows is decoder.fast:
+                value = str(rows.info.value.type_info)
+                found = fast.arrays(keys, values, kg, decoder.prefix, decoder.key_name, value)
+            if found is not None:
+                rows.chunks.append((kg, found[0], found[1]))
+                continue
+            for key_raw, value_raw in zip(keys, values, strict=True):
                 decoder.entry(rows, kg, key_raw, value_raw, "in the SST files")
+
+
+def _by_key_group(
+    entries: Iterable[tuple[bytes, bytes]], prefix: int
+) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+    """Key-ordered entries gathered per key group (keys start with the group, big-endian)."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    current = None
+    for key, value in entries:
+        group = key[:prefix]
+        if group != current:
+            if keys:
+                yield int.from_bytes(current, "big"), keys, values  # type: ignore[arg-type]
+            keys, values, current = [], [], group
+        keys.append(key)
+        values.append(value)
+    if keys:
+        yield int.from_bytes(current, "big"), keys, values  # type: ignore[arg-type]
 
 
 def key_group_ranges(groups: Iterable[int], prefix: int) -> Ranges:
