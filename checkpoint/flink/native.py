@@ -175,10 +175,10 @@ def resolve(tables: Iterable[SstTable], ranges: Ranges = None) -> Iterator[tuple
     tombstones = [r for t in tables for r in range_deletions(t)]
     if merging or tombstones:
         return resolve_entries(_merged(tables, ranges), tombstones)
-    return _newest(_merged(tables, ranges))
+    return _newest(_merged(tables, ranges), tables[0].where)
 
 
-def _newest(entries: Iterable[Entry]) -> Iterator[tuple[bytes, bytes]]:
+def _newest(entries: Iterable[Entry], where: str) -> Iterator[tuple[bytes, bytes]]:
     """Without merge operands and range tombstones each key's newest entry decides."""
     previous = None
     for key, _, kind, value in entries:
@@ -186,6 +186,8 @@ def _newest(entries: Iterable[Entry]) -> Iterator[tuple[bytes, bytes]]:
             previous = key
             if kind == VALUE:
                 yield key, value
+            elif kind == MERGE:
+                raise FlinkFormatError(f"{where}: a merge operand in SST files whose properties count none")
 
 
 def resolve_entries(

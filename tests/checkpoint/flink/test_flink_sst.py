@@ -363,3 +363,13 @@ def test_key_group_pushdown_reads_fewer_blocks_same_rows(
     assert len({kg(e[0]) for e in full}) == groups and len(full) == 3000
     assert {kg(e[0]) for e in part} >= wanted
     assert reads.count("data") * 5 < full_blocks, (reads.count("data"), full_blocks)
+
+
+def test_merge_operands_the_properties_do_not_count_are_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    path, name = _list_sst(FIXTURES / "rocksdb_native")
+    table = open_table(path.read_bytes(), name)
+    monkeypatch.setattr(SstTable, "number", lambda self, prop: 0)
+    with pytest.raises(
+        FlinkFormatError, match=rf"{name}: a merge operand in SST files whose properties count none"
+    ):
+        list(resolve([table]))
