@@ -82,17 +82,17 @@ def _by_key_group(
     """Key-ordered entries gathered per key group (keys start with the group, big-endian)."""
     keys: list[bytes] = []
     values: list[bytes] = []
-    current = None
+    current = b""
     for key, value in entries:
         group = key[:prefix]
-        if group != current:
+        if group != current or not keys:
             if keys:
-                yield int.from_bytes(current, "big"), keys, values  # type: ignore[arg-type]
+                yield int.from_bytes(current, "big"), keys, values
             keys, values, current = [], [], group
         keys.append(key)
         values.append(value)
     if keys:
-        yield int.from_bytes(current, "big"), keys, values  # type: ignore[arg-type]
+        yield int.from_bytes(current, "big"), keys, values
 
 
 def key_group_ranges(groups: Iterable[int], prefix: int) -> Ranges:
