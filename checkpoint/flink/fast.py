@@ -116,3 +116,44 @@ def _values(data: np.ndarray, vstarts: np.ndarray, name: str) -> pa.Array | None
     return pa.Array.from_buffers(
         pa.large_string(), len(text_len), [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())]
     ).cast(pa.string())
+
+
+def arrays(
+    keys: list[bytes], values: list[bytes], kg: int, prefix: int, key_name: str, value_name: str
+) -> tuple[np.ndarray, pa.Array] | None:
+    """(keys, values) of one key group's RocksDB entries (key bytes, value bytes); None: not fast."""
+    kwidth = 8 if key_name == "LONG" else 4
+    n, key_len = len(keys), prefix + kwidth + 1
+    joined = b"".join(keys)
+    if len(joined) != n * key_len:
+        return None
+    k = np.frombuffer(joined, np.uint8).reshape(n, key_len)
+    group = k[:, 0].astype(np.int64) if prefix == 1 else k[:, 0].astype(np.int64) << 8 | k[:, 1]
+    if np.any(group != kg) or np.any(k[:, -1] != 0):
+        return None  # the general path names the bad entry
+    out_keys = k[:, prefix : prefix + kwidth].copy().view(">i8" if kwidth == 8 else ">i4").reshape(-1)
+    lengths = np.fromiter(map(len, values), np.int64, n)
+    data = np.frombuffer(b"".join(values), np.uint8)
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    if value_name in _NUMERIC:
+        width = np.dtype(_NUMERIC[value_name]).itemsize
+        if np.any(lengths != width):
+            return None
+        raw = data.view(_NUMERIC[value_name])
+        column = pa.array(raw.astype(raw.dtype.newbyteorder("=")), _ARROW[value_name])
+    else:
+        # STRING: varint(length + 1) in one byte (< 0x80), then one byte per ASCII char.
+        if n and (np.any(lengths < 1) or np.any(data[starts] != lengths)):
+            return None
+        text = np.ones(len(data), bool)
+        text[starts] = False
+        chars = data[text]
+        if np.any(chars >= 0x80):
+            return None
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(lengths - 1, out=offsets[1:])
+        column = pa.Array.from_buffers(
+            pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())]
+        ).cast(pa.string())
+    return out_keys.astype(np.int64 if kwidth == 8 else np.int32), column

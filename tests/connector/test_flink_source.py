@@ -20,8 +20,8 @@ from flink_model import FIXTURES, KEYS, LISTS, VALUES
 PATH = str(FIXTURES / "heap_canonical_files")
 
 
-def _reader(**options: str) -> Any:
-    source = FlinkStateDataSource({"path": PATH, **options})
+def _reader(path: str = PATH, **options: str) -> Any:
+    source = FlinkStateDataSource({"path": path, **options})
     return source.reader(source.schema())
 
 
@@ -38,8 +38,9 @@ def test_keyed_view_through_the_data_source() -> None:
     assert {r["key"]: r["value"] for r in rows} == {k: VALUES["v_string"](k) for k in KEYS}
 
 
-def test_key_filter_reads_one_key_group_of_one_subtask() -> None:
-    reader = _reader(operator="keyed-states", state="l_long")
+@pytest.mark.parametrize("kind", ["heap_canonical_files", "rocksdb_native", "rocksdb_checkpoint"])
+def test_key_filter_reads_one_key_group_of_one_subtask(kind: str) -> None:
+    reader = _reader(str(FIXTURES / kind), operator="keyed-states", state="l_long")
     assert list(reader.push([EqualTo(("key",), 7)])) == []
     parts = reader.partitions()
     group = assign_to_key_group(7, 128, Types.LONG())
@@ -88,3 +89,17 @@ def test_spark_reads_a_flink_savepoint(spark: Any) -> None:
     assert got == {k: VALUES["v_pojo"](k) for k in KEYS}
     one = keyed.filter("key = 5").collect()
     assert [r["value"]["name"] for r in one] == ["p5"]
+
+
+@pytest.mark.spark
+def test_spark_reads_list_state_of_a_native_savepoint(spark: Any) -> None:
+    df = (
+        spark.read.format("flinkstate")
+        .option("operator", "keyed-states")
+        .option("state", "l_string")
+        .load(str(FIXTURES / "rocksdb_native"))
+    )
+    got: dict[int, list[str]] = {}
+    for r in sorted(df.collect(), key=lambda r: (r["key"], r["position"])):
+        got.setdefault(r["key"], []).append(r["value"])
+    assert got == {k: LISTS["l_string"](k) for k in KEYS}

@@ -20,7 +20,9 @@ from flinkstate.state import (
 STATES = ["v_long", "v_string", "v_pojo", "v_row", "l_long", "m_int_string", "ttl_value", "r_sum"]
 
 
-@pytest.mark.parametrize("kind", ["heap_canonical", "rocksdb_canonical", "heap_snappy"])
+@pytest.mark.parametrize(
+    "kind", ["heap_canonical", "rocksdb_canonical", "heap_snappy", "rocksdb_native", "rocksdb_checkpoint"]
+)
 def test_restore_keyed_at_another_parallelism_then_checkpoint(kind: str, tmp_path: Path) -> None:
     sp = open_checkpoint(str(FIXTURES / kind))
     assert isinstance(sp, FlinkSavepoint)
