@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 class Layout(ABC):
     """Encoding and decoding of stored states of one kind."""
 
+    single = False
+    """A stored state is one entry whose key is the scope prefix itself."""
+
     @abstractmethod
     def prefix_len(self, col: StateColumn, key: bytes) -> int:
         """How many bytes of an entry's key are its (key group, key, namespace) prefix."""
@@ -46,6 +49,8 @@ class Layout(ABC):
 
 
 class SingleLayout(Layout):
+    single = True
+
     def prefix_len(self, col: StateColumn, key: bytes) -> int:
         return len(key)
 
