@@ -18,9 +18,14 @@ from flinkstate.state import (
     ValueStateDescriptor,
     assign_to_key_group,
 )
+from flinkstate.state.serializers import serializer_for
 from flinkstate.state.ttl import ManualTimeProvider
 
 VALUE = ValueStateDescriptor("v", Types.LONG())
+
+
+def _long(value: int) -> bytes:
+    return serializer_for(Types.LONG()).to_bytes(value)
 
 
 def _confirmed(backend: RocksDBKeyedStateBackend, checkpoint_id: int) -> None:
@@ -105,3 +110,26 @@ def test_list_appends_fold_into_one_scope(tmp_path: Path) -> None:
         assert col.changed is not None and len(col.changed) < 1 << 16 and len(col._scopes) == 1
         with b.snapshot_for_checkpoint(2) as snap:
             assert changes(snap, "l") == ({("k", None): [-1, *range(150_000)]}, {("k", None)})
+
+
+def test_two_byte_key_groups_of_a_range(tmp_path: Path) -> None:
+    """Above 128 key groups a key group is 2 bytes; changes land in their key group's index."""
+    rng = KeyGroupRange(300, 699)
+    keys = [k for k in range(3_000) if assign_to_key_group(k, 1000) in rng][:200]
+    with RocksDBKeyedStateBackend(tmp_path / "db", max_parallelism=1000, key_group_range=rng) as b:
+        state = b.get_partitioned_state(2, VALUE)
+        for k in keys:
+            b.set_current_key(k)
+            state.update(k)
+        _confirmed(b, 1)
+        for k in keys[::3]:
+            b.set_current_key(k)
+            state.update(-k)
+        with b.snapshot_for_checkpoint(2) as snap:
+            assert snap.changes is not None
+            for k in keys[::3]:  # each prefix in its own key group's index, which it starts with
+                kg = assign_to_key_group(k, 1000)
+                assert kg.to_bytes(2, "big") + _long(k) + b"\x01" + _long(2) in snap.changes.changed(
+                    "v", kg - 300
+                )
+            assert changes(snap, "v") == ({(k, 2): -k for k in keys[::3]}, set())
