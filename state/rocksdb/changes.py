@@ -13,29 +13,31 @@ the scope's state as of the snapshot; gone, a delete.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 COMPACT_MASK = (1 << 16) - 1
 """The raw key list of a column is folded whenever its length is a multiple of this plus one."""
 
 PrefixLen = Callable[[bytes], int]
+ScopesOf = Callable[[Iterable[bytes]], Iterable[bytes]]
+"""The scope prefixes of entry keys (see :meth:`.layout.Layout.scopes`)."""
 
 
-def fold(raw: list[bytes], scopes: set[bytes], prefix_len: PrefixLen) -> None:
+def fold(raw: list[bytes], scopes: set[bytes], scopes_of: ScopesOf) -> None:
     """Move the entry keys of ``raw`` into ``scopes`` as scope prefixes; empty ``raw``."""
-    scopes.update([key[: prefix_len(key)] for key in dict.fromkeys(raw)])
+    scopes.update(scopes_of(raw))
     raw.clear()
 
 
 class ColumnChanges(Sequence[set[bytes]]):
     """One column's changes of one epoch: per key-group index, the changed scope prefixes."""
 
-    def __init__(self, raw: list[bytes], scopes: set[bytes], prefix_len: PrefixLen, width: int,
+    def __init__(self, raw: list[bytes], scopes: set[bytes], scopes_of: ScopesOf, width: int,
                  kg_start: int, kg_count: int) -> None:  # fmt: skip
         self._raw = raw
         self._scopes = scopes
-        self._prefix_len = prefix_len
+        self._scopes_of = scopes_of
         self._width = width
         self._kg_start = kg_start
         self._count = kg_count
@@ -45,7 +47,7 @@ class ColumnChanges(Sequence[set[bytes]]):
     def _split(self) -> list[set[bytes]]:
         with self._lock:
             if self._groups is None:
-                fold(self._raw, self._scopes, self._prefix_len)
+                fold(self._raw, self._scopes, self._scopes_of)
                 groups: list[set[bytes]] = [set() for _ in range(self._count)]
                 start, width = self._kg_start, self._width
                 for prefix in self._scopes:

@@ -104,6 +104,7 @@ class StateColumn:
         """When recording changes: the keys written since the last take (see :mod:`.changes`)."""
         self._scopes: set[bytes] = set()
         self._prefix_len = partial(self.layout.prefix_len, self)
+        self._scopes_of = partial(self.layout.scopes, self)
 
     # -- change recording -----------------------------------------------------------
 
@@ -113,7 +114,7 @@ class StateColumn:
         self.changed, self._scopes = [], set()
         if raw is None:
             return None
-        return ColumnChanges(raw, scopes, self._prefix_len, self.keys.width, kg_start, kg_count)
+        return ColumnChanges(raw, scopes, self._scopes_of, self.keys.width, kg_start, kg_count)
 
     def stop_recording(self) -> None:
         self.changed, self._scopes = None, set()
@@ -138,7 +139,7 @@ class StateColumn:
         if changed is not None:
             changed.append(key)
             if not len(changed) & COMPACT_MASK:
-                fold(changed, self._scopes, self._prefix_len)
+                fold(changed, self._scopes, self._scopes_of)
         if self.on_write is not None:
             self.on_write()
 
@@ -151,7 +152,7 @@ class StateColumn:
         if changed is not None:
             changed.append(key)
             if not len(changed) & COMPACT_MASK:
-                fold(changed, self._scopes, self._prefix_len)
+                fold(changed, self._scopes, self._scopes_of)
 
     def write(self, puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
         """Apply deletes, then puts, atomically (in order, within a write_batch block)."""
@@ -160,7 +161,7 @@ class StateColumn:
             changed.extend(deletes)
             changed.extend([key for key, _ in puts])
             if len(changed) > COMPACT_MASK:
-                fold(changed, self._scopes, self._prefix_len)
+                fold(changed, self._scopes, self._scopes_of)
         buffer = self.buffer
         if buffer is not None:
             for key in deletes:
