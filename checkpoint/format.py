@@ -390,7 +390,13 @@ def iter_row_groups(pf: pq.ParquetFile, name: str, indexes: Iterable[int]) -> It
 
 
 def storage_table(
-    meta: StateMetaInfo, key_type: TypeInformation, key_group: int, cols: StateColumns
+    meta: StateMetaInfo,
+    key_type: TypeInformation,
+    key_group: int,
+    cols: StateColumns,
+    schema: pa.Schema | None = None,
 ) -> pa.Table:
-    """Entries back in the stored layout (one key group), e.g. after :func:`merge_keyed`."""
-    return _keyed_table(keyed_schema(meta, key_type), meta, key_type, key_group, cols)
+    """Entries back in the stored layout (one key group), e.g. after :func:`merge_keyed`;
+    ``schema``: :func:`keyed_schema` of ``meta`` and ``key_type``, when the caller has it."""
+    schema = keyed_schema(meta, key_type) if schema is None else schema
+    return _keyed_table(schema, meta, key_type, key_group, cols)

@@ -114,13 +114,14 @@ def _delete_table(
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _changes_table(schema: pa.Schema, meta: StateMetaInfo, key_type: TypeInformation, kg: int,
-                   ce: ChangedEntries) -> pa.Table:  # fmt: skip
+def _changes_table(schemas: tuple[pa.Schema, pa.Schema], meta: StateMetaInfo, key_type: TypeInformation,
+                   kg: int, ce: ChangedEntries) -> pa.Table:  # fmt: skip
+    stored, schema = schemas
     parts = []
     if len(ce.deletes):
         parts.append(_delete_table(schema, meta, key_type, kg, ce))
     if len(ce.upserts):
-        up = storage_table(meta, key_type, kg, ce.upserts)
+        up = storage_table(meta, key_type, kg, ce.upserts, stored)
         up = up.append_column(OP, pa.repeat(pa.scalar(0, pa.int8()), up.num_rows))
         parts.append(pa.Table.from_arrays(up.columns, schema=schema))
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
@@ -130,8 +131,9 @@ def write_changes(
     meta: StateMetaInfo, key_type: TypeInformation, groups: Iterable[tuple[int, ChangedEntries]]
 ) -> WrittenFile:
     """A delta file: per key group, deletes then upserts, with the ``op`` column."""
-    schema = keyed_schema(meta, key_type).append(OP)
-    tables = [(kg, _changes_table(schema, meta, key_type, kg, ce)) for kg, ce in groups if len(ce)]
+    stored = keyed_schema(meta, key_type)
+    schema = stored.append(OP)
+    tables = [(kg, _changes_table((stored, schema), meta, key_type, kg, ce)) for kg, ce in groups if len(ce)]
     return write_row_groups(schema, tables, pipelined=False)  # small row groups: a thread costs more
 
 

@@ -17,11 +17,11 @@ there is no base and the checkpoint layer writes in full.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-Changed = list[Collection[Any]]
+Changed = Sequence[Collection[Any]]
 """One state's changed entry ids, one collection per key-group index of the backend's range
 (ids may repeat: a heap backend appends one per write, deduplicated when read)."""
 

@@ -247,6 +247,18 @@ def _entries(tables: list[Buckets]) -> Iterator[Entry]:
                     yield key, ns, state
 
 
+_EMPTY: dict[Any, Any] = {}
+
+
+def _lookup(tables: list[Buckets], ck: Any) -> Any:
+    h = hash(ck)
+    for table in tables:
+        bucket = table[h % len(table)]
+        if bucket is not None and ck in bucket:
+            return bucket[ck]
+    return None
+
+
 class _CowSnapshot(StateMapSnapshot):
     __slots__ = ("_map", "_version", "_tables")
 
@@ -275,21 +287,19 @@ class _CowSnapshot(StateMapSnapshot):
         return int64_items(self._tables)
 
     def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
-        found: list[Any] = []
-        states: list[Any] = []
-        missing: list[Any] = []
-        tables = [(t, len(t)) for t in self._tables]  # an entry is in exactly one (moved ones leave)
-        for ck in cks:
-            h = hash(ck)
-            for table, n in tables:
-                bucket = table[h % n]
-                if bucket is not None and ck in bucket:
-                    found.append(ck)
-                    states.append(bucket[ck])
-                    break
-            else:
-                missing.append(ck)
-        return found, states, missing
+        ids = list(cks)
+        tables = self._tables
+        if len(tables) == 1:  # no rehash under way: one bucket lookup per id, the gets at C speed
+            table, n = tables[0], len(tables[0])
+            buckets = [table[hash(ck) % n] or _EMPTY for ck in ids]
+            got = list(map(dict.get, buckets, ids))
+        else:  # an entry is in exactly one of the tables (moved ones leave)
+            got = [_lookup(tables, ck) for ck in ids]
+        missing = [ck for ck, state in zip(ids, got, strict=True) if state is None]
+        if not missing:
+            return ids, got, []
+        found = [ck for ck, state in zip(ids, got, strict=True) if state is not None]
+        return found, [state for state in got if state is not None], missing
 
     def release(self) -> None:
         if self._map is not None:

@@ -67,6 +67,9 @@ class NestedStateMap(StateMap):
         return _NestedCursor(self)
 
 
+_EMPTY: dict[Any, Any] = {}
+
+
 class _NestedSnapshot(StateMapSnapshot):
     __slots__ = ("_data", "_index")
 
@@ -77,19 +80,18 @@ class _NestedSnapshot(StateMapSnapshot):
     def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
         if self._index is None:
             self._index = dict(self._data)
-        found: list[Any] = []
-        states: list[Any] = []
-        missing: list[Any] = []
-        for ck in cks:
-            key, namespace = decompose(ck)
-            inner = self._index.get(namespace)
-            state = None if inner is None else inner.get(key)
-            if state is None:
-                missing.append(ck)
-            else:
-                found.append(ck)
-                states.append(state)
-        return found, states, missing
+        index = self._index
+        ids = list(cks)
+        if any(type(ck) is tuple for ck in ids):
+            got = [None if (inner := index.get(ns)) is None else inner.get(key)
+                   for key, ns in map(decompose, ids)]  # fmt: skip
+        else:  # keys alone, all in the void namespace: the gets at C speed
+            got = list(map(index.get(None, _EMPTY).get, ids))
+        missing = [ck for ck, state in zip(ids, got, strict=True) if state is None]
+        if not missing:
+            return ids, got, []
+        found = [ck for ck, state in zip(ids, got, strict=True) if state is not None]
+        return found, [state for state in got if state is not None], missing
 
     def entries(self) -> Iterator[Entry]:
         for ns, inner in self._data:

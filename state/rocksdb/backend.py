@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..backend import AbstractKeyedStateBackend
+from ..changes import Changed
 from ..descriptors import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor, StateKind
 from ..errors import SerializationError, StateAccessError
 from ..heap.restore import stored_migration, stored_states
@@ -83,6 +84,8 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._cf_count += 1
         d = self._dir
         col = StateColumn(d.db, f"s{self._cf_count}", meta, self._key_codec, d.cf_options, d.write_options)
+        if self.change_log.recording:
+            col.record_changes(self._kg_start, self._kg_count)
         if self._buffer is not None:
             col.begin_batch(self._buffer)
         return col
@@ -186,6 +189,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             col = self._column(meta)
             if meta.ttl is not None:
                 col.transform_factory = snapshot_transform(meta.kind, meta.ttl, ttl_clock(self, meta.ttl))
+        col.stop_recording()  # restored entries are no change (recording starts at the next take)
         kg_prefix = self._key_codec.group_prefix(kgi)
         namespaces = columns.namespaces or [None] * len(columns.keys)
         encode = col.layout.encode
@@ -206,6 +210,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             return
         migrate = stored_migration(restored, value, user_key) or (lambda s: s)
         new = self._new_column(meta)
+        new.stop_recording()  # migrated entries are no change: the old column's record carries over
         new.namespaces.set_type(old.namespaces.type)
         new.transform_factory = old.transform_factory
         batch: list[tuple[bytes, bytes]] = []
@@ -215,6 +220,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
                 new.write(batch)
                 batch = []
         new.write(batch)
+        new.take_over_changes(old)
         self._columns[meta.name] = new
         self._drop(old)
 
@@ -239,6 +245,13 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             key, pos = self._key_codec.read_key(prefix)
             if prefix[pos:] == wanted:
                 yield key
+
+    def _take_changes(self) -> dict[str, Changed]:
+        """Each column's record, swapped for a fresh one; called right before :meth:`snapshot`
+        with no write between, so the record matches the snapshot's pinned iterators."""
+        start, count = self._kg_start, self._kg_count
+        taken = {name: col.record_changes(start, count) for name, col in self._columns.items()}
+        return {name: changed for name, changed in taken.items() if changed is not None}
 
     def snapshot(self) -> KeyedStateSnapshot:
         self._check_open()

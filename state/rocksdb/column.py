@@ -11,12 +11,14 @@ reads always see every earlier write.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..descriptors import StateKind
 from ..snapshot import ColumnTransform, StateMetaInfo, plain_columns
+from .changes import COMPACT_MASK, ColumnChanges, fold, range_scopes
 from .codec import KeyCodec, NamespaceCodec, ValueCodec, value_dumps
 from .layout import Layout, layout_for
 
@@ -98,6 +100,29 @@ class StateColumn:
         self.buffer: WriteBuffer | None = None
         self.readers: list[Callable[[Callable[[bytes], Any]], None]] = []
         self._seq = 0
+        self.changed: list[bytes] | None = None
+        """When recording changes: the keys written since the last take (see :mod:`.changes`)."""
+        self._scopes: set[bytes] = set()
+        self._prefix_len = partial(self.layout.prefix_len, self)
+        self._scopes_of = partial(self.layout.scopes, self)
+
+    # -- change recording -----------------------------------------------------------
+
+    def record_changes(self, kg_start: int, kg_count: int) -> ColumnChanges | None:
+        """Start a new epoch of recording; return the epoch that ends (``None``: was not recording)."""
+        raw, scopes = self.changed, self._scopes
+        self.changed, self._scopes = [], set()
+        if raw is None:
+            return None
+        return ColumnChanges(raw, scopes, self._scopes_of, self.keys.width, kg_start, kg_count)
+
+    def stop_recording(self) -> None:
+        self.changed, self._scopes = None, set()
+
+    def take_over_changes(self, old: StateColumn) -> None:
+        """Continue ``old``'s epoch (this column replaces it, with the same scopes)."""
+        self.changed, self._scopes = old.changed, old._scopes
+        old.stop_recording()
 
     # -- writes: the funnel -------------------------------------------------------
 
@@ -110,6 +135,11 @@ class StateColumn:
             buffer.count += 1
             if buffer.count >= buffer.limit:
                 buffer.flush()
+        changed = self.changed
+        if changed is not None:
+            changed.append(key)
+            if not len(changed) & COMPACT_MASK:
+                fold(changed, self._scopes, self._scopes_of)
         if self.on_write is not None:
             self.on_write()
 
@@ -118,9 +148,20 @@ class StateColumn:
             self.cf.delete(key)
         else:
             self.buffer.delete(key, self.handle)
+        changed = self.changed
+        if changed is not None:
+            changed.append(key)
+            if not len(changed) & COMPACT_MASK:
+                fold(changed, self._scopes, self._scopes_of)
 
-    def write(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()) -> None:
+    def write(self, puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
         """Apply deletes, then puts, atomically (in order, within a write_batch block)."""
+        changed = self.changed
+        if changed is not None:
+            changed.extend(deletes)
+            changed.extend([key for key, _ in puts])
+            if len(changed) > COMPACT_MASK:
+                fold(changed, self._scopes, self._scopes_of)
         buffer = self.buffer
         if buffer is not None:
             for key in deletes:
@@ -143,6 +184,8 @@ class StateColumn:
 
     def delete_range(self, begin: bytes, end: bytes) -> None:
         """Delete every key in ``[begin, end)`` (dropping key groups, never per record)."""
+        if self.changed is not None:
+            self._scopes |= range_scopes(self.iter_all(begin), end, self._prefix_len)
         self.view().delete_range(begin, end)
 
     def begin_batch(self, buffer: WriteBuffer) -> None:
@@ -224,6 +267,7 @@ class StateColumn:
         return key, namespace
 
     def close(self) -> None:
+        self.stop_recording()
         self.on_write = None
         self.buffer = None
         self.readers.clear()

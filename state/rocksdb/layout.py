@@ -12,6 +12,7 @@ a list or a dict (with TTL, of ``(timestamp, value)`` tuples).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..descriptors import StateKind
@@ -23,9 +24,16 @@ if TYPE_CHECKING:
 class Layout(ABC):
     """Encoding and decoding of stored states of one kind."""
 
+    single = False
+    """A stored state is one entry whose key is the scope prefix itself."""
+
     @abstractmethod
     def prefix_len(self, col: StateColumn, key: bytes) -> int:
         """How many bytes of an entry's key are its (key group, key, namespace) prefix."""
+
+    def scopes(self, col: StateColumn, keys: Iterable[bytes]) -> Iterable[bytes]:
+        """The scope prefixes of entry keys (change recording; repeats may stay)."""
+        return [key[: self.prefix_len(col, key)] for key in dict.fromkeys(keys)]
 
     @abstractmethod
     def decode(self, col: StateColumn, prefix: bytes, entries: Entries) -> Any:
@@ -46,8 +54,13 @@ class Layout(ABC):
 
 
 class SingleLayout(Layout):
+    single = True
+
     def prefix_len(self, col: StateColumn, key: bytes) -> int:
         return len(key)
+
+    def scopes(self, col: StateColumn, keys: Iterable[bytes]) -> Iterable[bytes]:
+        return keys
 
     def decode(self, col: StateColumn, prefix: bytes, entries: Entries) -> Any:
         return col.values.loads(entries[0][1])
@@ -69,6 +82,9 @@ class SingleLayout(Layout):
 class ListLayout(Layout):
     def prefix_len(self, col: StateColumn, key: bytes) -> int:
         return len(key) - 8
+
+    def scopes(self, col: StateColumn, keys: Iterable[bytes]) -> Iterable[bytes]:
+        return [key[:-8] for key in keys]
 
     def decode(self, col: StateColumn, prefix: bytes, entries: Entries) -> Any:
         loads = col.values.loads

@@ -42,8 +42,12 @@ class RocksDBMapState(AbstractRocksDBState, MapState[Any, Any]):
             col.write(col.layout.encode(col, self._prefix(), items))
 
     def remove(self, key: Any) -> None:
-        if key is not None:
-            self._delete(self._entry_key(key))
+        if key is None:
+            return
+        entry = self._entry_key(key)
+        if self._col.changed is not None and self._get(entry) is None:
+            return  # recording changes: removing nothing is no change
+        self._delete(entry)
 
     def contains(self, key: Any) -> bool:
         return key is not None and self._get(self._entry_key(key)) is not None

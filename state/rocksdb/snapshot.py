@@ -17,7 +17,8 @@ from typing import Any
 
 from ..errors import StateAccessError
 from ..keygroups import KeyGroupRange
-from ..snapshot import ColumnTransform, StateColumns, StateSnapshot
+from ..snapshot import ChangedEntries, ColumnTransform, StateColumns, StateSnapshot
+from .changes import resolve
 from .column import Entries, StateColumn
 
 
@@ -69,6 +70,26 @@ class RocksDBStateSnapshot(StateSnapshot):
             states.append(decode(col, prefix, entries))
         typed = self.meta.namespace_type is not None
         return self._transform(keys, namespaces if typed else None, states)
+
+    def changed_entries(self, key_group: int, ids: set[Any]) -> ChangedEntries:
+        """``ids`` are scope prefixes (see :mod:`.changes`): each is looked up in the snapshot."""
+        col = self._col
+        with self._lock:
+            if self._iterator is None:
+                raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
+            found, gone = resolve(self._iterator, ids, col.layout.single)
+        keys: list[Any] = []
+        namespaces: list[Any] = []
+        states: list[Any] = []
+        decode = col.layout.decode
+        for prefix, entries in found:
+            key, namespace = col.split_prefix(prefix)
+            keys.append(key)
+            namespaces.append(namespace)
+            states.append(decode(col, prefix, entries))
+        typed = self.meta.namespace_type is not None
+        upserts = self._transform(keys, namespaces if typed else None, states)
+        return ChangedEntries.of(self.meta, upserts, [col.split_prefix(p) for p in gone], typed)
 
     def release(self) -> None:
         with self._lock:

@@ -95,10 +95,7 @@ def test_every_checkpoint_of_a_chain_restores_like_a_full_one(make_backend: Any,
         assert {k: v for k, v in expected.items() if k[0] != "ttl_full"} == live
         for parallelism in (1, 3):
             assert restored(incremental, parallelism, job.clock) == expected
-    if job.backend._take_changes.__func__ is AbstractKeyedStateBackend._take_changes:  # type: ignore[attr-defined]
-        assert not any(kinds)  # a backend that records no changes checkpoints in full (RocksDB, for now)
-    else:
-        assert any(kinds) and not all(kinds)  # increments, and compactions or fulls between them
+    assert any(kinds) and not all(kinds)  # increments, and compactions or fulls between them
 
 
 def test_file_origins_and_chain_shape(make_backend: Any, tmp_path: Path) -> None:
@@ -286,12 +283,17 @@ def test_tasks_write_increments_a_driver_commits(make_backend: Any, tmp_path: Pa
         assert restored(done, 3, job.clock) == restored(full.commit(), 1, job.clock)
 
 
-@pytest.fixture(autouse=True)
-def _recording_backends(request: pytest.FixtureRequest) -> None:
-    """RocksDB records no changes yet, so it checkpoints in full: only the equivalence
-    property applies to it (it runs there); tests of increments' shape need a recording backend."""
-    params = getattr(getattr(request.node, "callspec", None), "params", {})
-    if params.get("make_backend") == "rocksdb" and request.node.originalname != (
-        "test_every_checkpoint_of_a_chain_restores_like_a_full_one"
-    ):
-        pytest.skip("RocksDB change recording is not built yet (issue 12 stays open for it)")
+def test_a_restored_backend_checkpoints_in_full_first(make_backend: Any, tmp_path: Path) -> None:
+    """Restored entries are no change of ours: the first checkpoint after a restore is full,
+    the next one an increment over it."""
+    job = Job(make_backend, tmp_path, 19, max_chain_files=8, max_chain_bytes_ratio=100.0)
+    for _ in range(2):
+        job.work.run(job.backend, 150)
+        done, _ = job.checkpoint()
+    assert done is not None and done.manifest.incremental
+    job.backend = done.keyed_backend("op", 1, 2, backend_factory=make_backend, time_provider=job.clock)
+    for round_ in range(2):
+        job.work.run(job.backend, 100)
+        done, full = job.checkpoint()
+        assert done is not None and done.manifest.incremental == (round_ == 1)
+        assert restored(done, 3, job.clock) == restored(full, 1, job.clock)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from flinkstate.state import (
     ListStateDescriptor,
     MapStateDescriptor,
@@ -159,13 +157,3 @@ def test_heap_change_lists_drop_repeats() -> None:
     assert len(changed) < 1 << 16
     with backend.snapshot_for_checkpoint(2) as snap:
         assert changes(snap, "value") == ({(1, None): 199_999}, set())
-
-
-@pytest.fixture(autouse=True)
-def _recording_backends(request: pytest.FixtureRequest) -> None:
-    """Change recording exists on the heap backends; the RocksDB backend does not record yet."""
-    if (
-        getattr(request.node, "callspec", None)
-        and request.node.callspec.params.get("make_backend") == "rocksdb"
-    ):
-        pytest.skip("RocksDB change recording is not built yet (issue 12 stays open for it)")

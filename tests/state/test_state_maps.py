@@ -125,3 +125,44 @@ def test_cursor_survives_rehash_and_writes(new_map: Any) -> None:
             extra += 1
         m.remove(extra - 3, None)
     assert set(range(500)) <= seen  # everything present for the whole pass was visited
+
+
+@pytest.mark.parametrize("rehashing", [False, True])
+def test_resolve_gives_the_snapshot_view(new_map: Any, rehashing: bool) -> None:
+    """Changed ids looked up in a snapshot: present ones with their state as of the snapshot,
+    absent ones apart; keys alone and (key, namespace) pairs, during a rehash or not."""
+    from flinkstate.state.heap.state_map import compose
+
+    m: StateMap = new_map(lambda s: list(s))
+    model: dict[Any, Any] = {}
+    n = 3 * BUCKET_LOAD
+    for k in range(n):
+        for ns in (None, "é", 7) if k % 3 == 0 else (None,):
+            m.put(k, ns, [k, ns])
+            model[compose(k, ns)] = [k, ns]
+    m.put((1, "t"), None, ["tuple"])
+    model[(1, "t"), None] = ["tuple"]
+    if rehashing:
+        while isinstance(m, CopyOnWriteStateMap) and not m.is_rehashing:
+            n += 1
+            m.put(n, None, [n, None])
+            model[n] = [n, None]
+        if isinstance(m, CopyOnWriteStateMap):
+            for _ in range(m.table_sizes[0] // 2):  # each access moves one bucket: half are moved
+                m.get(0, None)
+            assert m.is_rehashing
+    snap = m.snapshot()
+    for k in range(0, n, 2):  # writes after the snapshot: not in its view
+        m.remove(k, None)
+        state = m.get(k + 1, None)
+        if state is not None:
+            state.append("later")
+    only_keys = [k for k in range(-5, n + 5, 3)]
+    with_pairs = [*only_keys, (0, "é"), (3, 7), (4, "é"), ((1, "t"), None), (999_999, 7)]
+    for ids in (only_keys, with_pairs):
+        found, states, missing = snap.resolve(set(ids))
+        assert sorted(map(str, missing)) == sorted(str(ck) for ck in ids if ck not in model)
+        assert {str(ck): s for ck, s in zip(found, states, strict=True)} == {
+            str(ck): model[ck] for ck in ids if ck in model
+        }
+    snap.release()
