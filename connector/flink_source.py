@@ -44,9 +44,22 @@ def check_options(options: ReadOptions) -> None:
             raise OptionError(f"option {name} is not supported when reading a Flink savepoint")
 
 
+def check_not_declaring(options: ReadOptions) -> None:
+    """Declared types apply to Flink savepoints only: our own checkpoints store their types."""
+    if options.declares:
+        raise OptionError(
+            "options valueType, userKeyType, stateType and types declare the types of a Flink "
+            f"savepoint's Kryo or PyFlink state; {options.path} is not a Flink savepoint"
+        )
+
+
+def _open(options: ReadOptions) -> FlinkSavepoint:
+    return read_savepoint(options.path, options.storage, options.declared, options.allow_pickle)
+
+
 def flink_schema(options: ReadOptions) -> pa.Schema:
     check_options(options)
-    sp = read_savepoint(options.path, options.storage)
+    sp = _open(options)
     if options.operator is None:
         schema = sp.metadata_table().schema
     else:
@@ -61,7 +74,7 @@ class FlinkSavepointReader(DataSourceReader):
         check_options(options)
         self.options = options
         self.arrow_schema = schema
-        sp = read_savepoint(options.path, options.storage)
+        sp = _open(options)
         self.keyed = False
         self.max_parallelism = 0
         self.key_type: Any = None
@@ -71,7 +84,9 @@ class FlinkSavepointReader(DataSourceReader):
             found = sp.keyed_info(options.operator, options.state or "")
             self.keyed = found is not None
             if found is not None:
-                self.key_type = found[0].key.type_info
+                # PyFlink Python state: its Java key is a Row, so keys prune no key groups.
+                python = found[1].name != options.state
+                self.key_type = None if python else found[0].key.type_info
                 self.max_parallelism = op.max_parallelism
                 self.subtask_groups = [
                     (s.index, s.managed_keyed.key_groups) for s in op.subtasks if s.managed_keyed is not None
@@ -116,7 +131,7 @@ class FlinkSavepointReader(DataSourceReader):
     def _wanted(self) -> set[int] | None:
         wanted: set[int] | None = None
         keys = self._keys()
-        if keys is not None:
+        if keys is not None and self.key_type is not None:
             wanted = set()
             for value in keys:
                 try:
@@ -145,7 +160,7 @@ class FlinkSavepointReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FlinkPartition)
-        sp = read_savepoint(self.options.path, self.options.storage)
+        sp = _open(self.options)
         table = self._table(sp, partition)
         if table.num_rows:
             yield from table.select(self.arrow_schema.names).cast(self.arrow_schema).to_batches()

@@ -20,6 +20,8 @@ from flinkstate.state.types import BasicTypeInfo, PickledBytesTypeInfo, TypeInfo
 
 from ..arrow_codec import to_arrow
 from .binary import FlinkFormatError, UnsupportedSerializerError
+from .declared import StateDeclaration, python_type
+from .kryo import DeclaredTypeError
 
 _FIXED = {
     "LONG": ">q",
@@ -57,7 +59,10 @@ def _reader(t: TypeInformation, allow_pickle: bool, where: str) -> Any:
             return pickle.loads(buf[pos + 4 : pos + 4 + n]), pos + 4 + n
 
         return pickled
-    raise UnsupportedSerializerError(f"{where}: PyFlink values of type {t} are not decoded")
+    raise DeclaredTypeError(
+        f"{where}: PyFlink values of type {t} are not decoded (declare BIGINT, INT, SMALLINT, TINYINT, "
+        "BOOLEAN, DOUBLE, FLOAT, STRING or PICKLED)"
+    )
 
 
 def _all(read: Any, raw: bytes, where: str) -> list[Any]:
@@ -113,3 +118,23 @@ def python_table(
         raise FlinkFormatError(f"{where}: a key holds several values; read it as kind='list'")
     out["value"] = to_arrow(cols["value"], value_type)
     return pa.table(out)
+
+
+def declared_table(
+    raw: pa.Table, java_kind: str, declared: StateDeclaration, allow_pickle: bool, where: str
+) -> pa.Table:
+    """Python state read with a declaration; a type that does not fit its bytes is an
+    ``[INVALID_OPTION]`` error naming the state."""
+    kind = declared.kind or ("map" if java_kind == "MAP" else "value")
+    if kind not in ("value", "list", "map") or (kind == "map") != (java_kind == "MAP"):
+        raise DeclaredTypeError(f"{where}: declared kind {kind!r} does not fit its {java_kind} state")
+    if kind == "map" and declared.user_key is None:
+        raise DeclaredTypeError(f"{where}: a map state needs its map key type declared (userKeyType)")
+    value = python_type(declared.value)
+    user_key = python_type(declared.user_key) if declared.user_key is not None else None
+    try:
+        return python_table(raw, kind, value, user_key, allow_pickle, where)
+    except FlinkFormatError as exc:
+        if exc.code == "PICKLE_NOT_ALLOWED":
+            raise
+        raise DeclaredTypeError(f"the declared type does not fit: {exc.detail}") from exc
