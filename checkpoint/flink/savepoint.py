@@ -21,14 +21,13 @@ from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.types import TypeInformation
 
 from ..errors import CheckpointNotFoundError
-from .binary import FlinkFormatError
-from .body import KeyGroupDecoder, StateRows
-from .declared import apply_declarations, declarations
+from .body import KeyGroupDecoder, StateRows, decode_groups
+from .declared import StateDeclaration, apply_declarations, declarations
 from .header import KeyedHeader, StateInfo, read_header
 from .kryo import DeclaredTypeError
 from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
 from .native import read_native
-from .operator import read_operator_header, read_operator_state, snappy_block
+from .operator import read_operator_header, read_operator_state
 from .tables import broadcast_table, keyed_schema, keyed_table, operator_table
 
 PYTHON_PREFIX = "python-state-"
@@ -251,7 +250,7 @@ class FlinkSavepoint:
             if handle.kind == "incremental":
                 read_native(self.directory, self.storage, handle, decoder, wanted)
             else:
-                _decode_groups(data, handle, header, decoder, wanted, where)
+                decode_groups(data, handle, header, decoder, wanted, where)
             out.append((decoder.rows[info.state_id], header))
         if not out and wanted is None:
             raise CheckpointNotFoundError(f"operator {operator!r} holds no keyed state to read")
@@ -278,12 +277,17 @@ class FlinkSavepoint:
         user_key_type: TypeInformation | None = None,
         allow_pickle: bool = False,
     ) -> pa.Table:
-        """PyFlink Python state ``name`` (``kind`` value, list or map) decoded with the declared types."""
-        from .pyflink import python_table
+        """PyFlink Python state ``name`` (``kind`` value, list or map) decoded with the declared types
+        (as ``read_savepoint(types={name: StateDeclaration(...)})`` does)."""
+        from .pyflink import declared_table
 
-        raw = self.keyed_state(operator, f"python-state-{name}")
+        found = self.keyed_info(operator, f"{PYTHON_PREFIX}{name}")
+        if found is None:
+            raise CheckpointNotFoundError(f"operator {operator!r} has no PyFlink Python state {name!r}")
+        raw = self.keyed_state(operator, found[1].name)
         where = f"{self.directory}: operator {operator}, Python state {name}"
-        return python_table(raw, kind, value_type, user_key_type, allow_pickle, where)
+        declared = declarations({name: StateDeclaration(value_type, user_key_type, kind)})[name]
+        return declared_table(raw, found[1].kind, declared, allow_pickle, where)
 
     def _python_table(self, operator: str, state: str, raw: pa.Table, info: StateInfo) -> pa.Table:
         from .pyflink import declared_table
@@ -374,26 +378,3 @@ class FlinkSavepoint:
         ):
             return self.operator_state(operator, state)
         return self.keyed_state(operator, state, key_groups)
-
-
-def _decode_groups(
-    data: bytes,
-    handle: KeyedHandle,
-    header: KeyedHeader,
-    decoder: KeyGroupDecoder,
-    wanted: set[int] | None,
-    where: str,
-) -> None:
-    starts = sorted({o for o in handle.offsets if o} | {len(data)})
-    for kg, offset in zip(handle.key_groups, handle.offsets, strict=True):
-        if not offset or (wanted is not None and kg not in wanted):
-            continue
-        if offset < header.end or offset >= len(data):
-            raise FlinkFormatError(f"{where}: key group {kg} offset {offset} is outside the state data")
-        if handle.kind == "heap_checkpoint":
-            decoder.heap_checkpoint(data, offset, kg)
-        elif header.compressed:
-            end = starts[starts.index(offset) + 1]
-            decoder.canonical(snappy_block(data, offset, end, where), 0, kg)
-        else:
-            decoder.canonical(data, offset, kg)

@@ -68,12 +68,21 @@ def accumulators(k: int) -> dict[str, Any]:
     }
 
 
+def _name(k: int) -> str | None:
+    """Rich.name: null, non-ASCII, empty, one ASCII char or an ASCII run (Kryo's string forms)."""
+    if k % 3 == 0:
+        return None
+    if k % 3 == 1:
+        return f"r{k}\u00e9"
+    return "" if k == 17 else "r" if k % 4 == 2 else f"r{k}"
+
+
 def rich(k: int) -> dict[str, Any]:
     """SqlJob.Rich(k), the Kryo state k_rich."""
     return {
         "id": k * 1_000_003 - 40,
         "count": -7 * k,
-        "name": None if k % 3 == 0 else f"r{k}\u00e9",
+        "name": _name(k),
         "boxed": None if k % 4 == 1 else -k * 100_000,
         "ratio": None if k % 5 == 2 else k / 4,
         "flag": k % 2 == 1,

@@ -9,6 +9,7 @@ from flink_model import FIXTURES
 
 from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.flink import read_savepoint
+from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.types import Types
 
 KEYS = range(10)
@@ -49,5 +50,5 @@ def test_pickles_only_when_allowed(sp) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_wrong_declared_type_is_a_typed_error(sp) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(CheckpointError, match=r"\[FLINK_FORMAT\]"):
+    with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*Python state py_string"):
         sp.python_state("py-states", "py_string", Types.LONG())
