@@ -6,7 +6,8 @@ view (one row per state, its types and serializers); with them the state, with t
 columns of our own views. Filters on ``key_group``, on ``key`` (equality or IN) and on
 ``subtask`` (operator list state), and the options ``keys``, ``keyGroups`` and
 ``subtasks`` are applied here exactly; a keyed read opens only the files of the subtasks
-owning the wanted key groups, and decodes only those key groups.
+owning the wanted key groups, and decodes only those key groups. SQL ``TIMESTAMP(7..9)``
+values arrive floored to microseconds, Spark's precision (``read_savepoint`` keeps nanoseconds).
 """
 
 from __future__ import annotations
@@ -64,7 +65,27 @@ def flink_schema(options: ReadOptions) -> pa.Schema:
         schema = sp.metadata_table().schema
     else:
         schema = sp.schema(options.operator, options.state or "")
-    return pa.schema([pa.field(f.name, spark_compatible(f.type)) for f in schema])
+    return pa.schema([pa.field(f.name, _micros(spark_compatible(f.type))) for f in schema])
+
+
+def _micros(t: pa.DataType) -> pa.DataType:
+    """``t`` with nanosecond timestamps as microsecond ones (Spark's precision)."""
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", t.tz)
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _micros(f.type), f.nullable) for f in t])
+    return t
+
+
+def _floor_micros(a: pa.Array) -> pa.Array:
+    """``a`` with nanosecond timestamps floored to microseconds (nested in structs too)."""
+    t = a.type
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pc.floor_temporal(a, unit="microsecond").cast(pa.timestamp("us", t.tz))
+    if pa.types.is_struct(t) and t != _micros(t):
+        children = [_floor_micros(a.field(i)) for i in range(t.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(_micros(t)), mask=a.is_null())
+    return a
 
 
 class FlinkSavepointReader(DataSourceReader):
@@ -163,7 +184,11 @@ class FlinkSavepointReader(DataSourceReader):
         sp = _open(self.options)
         table = self._table(sp, partition)
         if table.num_rows:
-            yield from table.select(self.arrow_schema.names).cast(self.arrow_schema).to_batches()
+            table = table.select(self.arrow_schema.names)
+            if any(c.type != _micros(c.type) for c in table.columns):
+                columns = [_floor_micros(c.combine_chunks()) for c in table.columns]
+                table = pa.Table.from_arrays(columns, names=table.column_names)
+            yield from table.cast(self.arrow_schema).to_batches()
 
     def _table(self, sp: FlinkSavepoint, partition: FlinkPartition) -> pa.Table:
         operator, state = self.options.operator, self.options.state or ""
