@@ -77,8 +77,9 @@ class KeyGroupDecoder:
         wanted = set(states)
         self.rows = {s.state_id: StateRows(s) for s in header.states if s.name in wanted}
         key = header.key
-        if key.serializer is None:
-            raise FlinkFormatError(f"{where}: key serializer {key.describe()} cannot be decoded")
+        if key.serializer is None or not key.decodable:
+            # Raw key bytes cannot be told apart from the namespace that follows them.
+            raise UnsupportedSerializerError(f"{where}: key serializer {key.describe()} cannot be decoded")
         self.key_serializer = key.serializer
         self.key_fixed = key.fixed_width
         self.key_name = str(key.type_info)

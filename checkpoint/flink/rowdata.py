@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.state.errors import SerializationError
-from flinkstate.state.types import RowTypeInfo, TypeInformation
+from flinkstate.state.types import RowTypeInfo, TypeInformation, Types
 
 from .binary import Cursor, UnsupportedSerializerError
 from .javaser import JavaStreamReader
@@ -115,8 +115,9 @@ def read_rowdata_snapshot(c: Cursor, what: str, read_snapshot: Callable[[Cursor,
             read_snapshot(c, f"{what} field {i}")
     try:
         fields = tuple(_logical(o, f"{what} field {i}") for i, o in enumerate(objects))
-    except UnsupportedSerializerError:
-        return FlinkType(ROWDATA, RowTypeInfo((), (), "ROW"), RawSerializer(), False, java_class="RowData")
+    except UnsupportedSerializerError as exc:
+        raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
+        return FlinkType(ROWDATA, raw, RawSerializer(), False, java_class=f"RowData ({exc.detail})")
     t = RowTypeInfo(fields, tuple(f"f{i}" for i in range(len(fields))), "ROW")
     return FlinkType(ROWDATA, t, RowDataReader(fields))
 

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import math
+import random
+import struct
+from typing import Any
 
 import pyarrow as pa
 import pytest
+from rowdata_model import encode
 from sql_model import IDS, SQL, SQL_DIR, accumulators, last_row, text
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
+from flinkstate.checkpoint.flink.binary import Cursor, FlinkFormatError
+from flinkstate.checkpoint.flink.javaser import JavaStreamReader
+from flinkstate.checkpoint.flink.rowdata import RowDataReader, SqlTypeInfo
+from flinkstate.state.errors import SerializationError
 
 DEDUP = ("4_deduplicate", "deduplicate-state")
 AGG = ("10_group-aggregate", "accState")
@@ -87,3 +97,90 @@ def test_key_group_pushdown_reads_only_those_groups(savepoint: FlinkSavepoint) -
     part = savepoint.keyed_state(*DEDUP, key_groups=groups)
     assert set(part.column("key_group").to_pylist()) == set(groups)
     assert part.num_rows == sum(1 for g in full.column("key_group").to_pylist() if g in groups)
+
+
+def _random_value(rng: random.Random, t: SqlTypeInfo) -> Any:
+    if rng.random() < 0.15:
+        return None
+    root = t.root
+    if root == "BIGINT":
+        return rng.randint(-(2**63), 2**63 - 1)
+    if root == "INTEGER":
+        return rng.randint(-(2**31), 2**31 - 1)
+    if root == "SMALLINT":
+        return rng.randint(-(2**15), 2**15 - 1)
+    if root == "TINYINT":
+        return rng.randint(-128, 127)
+    if root == "BOOLEAN":
+        return rng.random() < 0.5
+    if root in ("FLOAT", "DOUBLE"):
+        v = rng.uniform(-1e30, 1e30)
+        return struct.unpack("<f", struct.pack("<f", v))[0] if root == "FLOAT" else v
+    if root == "VARCHAR":
+        return "".join(rng.choice("ab\u00e9\u6f22\U0001f600") for _ in range(rng.randint(0, 12)))
+    if root == "VARBINARY":
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, 12)))
+    if root == "DATE":
+        return datetime.date(1970, 1, 1) + datetime.timedelta(days=rng.randint(-30000, 30000))
+    if root == "DECIMAL":
+        digits = rng.randint(0, 10**t.precision - 1) * rng.choice((1, -1))
+        return decimal.Decimal(digits).scaleb(-t.scale, decimal.Context(prec=100))
+    if t.precision <= 3:
+        return rng.randint(-(10**13), 10**13)
+    return rng.randint(-(10**19), 10**19)
+
+
+def test_binary_rows_against_the_model() -> None:
+    roots = [
+        "BIGINT",
+        "INTEGER",
+        "SMALLINT",
+        "TINYINT",
+        "BOOLEAN",
+        "FLOAT",
+        "DOUBLE",
+        "VARCHAR",
+        "VARBINARY",
+        "DATE",
+    ]
+    kinds = [SqlTypeInfo(r) for r in roots] + [
+        SqlTypeInfo("DECIMAL", 10, 2),
+        SqlTypeInfo("DECIMAL", 38, 18),
+        SqlTypeInfo("DECIMAL", 19, 0),
+        SqlTypeInfo("TIMESTAMP_WITHOUT_TIME_ZONE", 3),
+        SqlTypeInfo("TIMESTAMP_WITHOUT_TIME_ZONE", 9),
+    ]
+    rng = random.Random(13)
+    for arity in (1, 5, 56, 57, 130):
+        fields = [rng.choice(kinds) for _ in range(arity)]
+        reader = RowDataReader(tuple(fields))
+        for _ in range(30):
+            values = [_random_value(rng, t) for t in fields]
+            got = reader.from_bytes(encode(fields, values))
+            assert list(got) == values
+
+
+def test_malformed_rows_and_snapshots_are_typed_errors() -> None:
+    reader = RowDataReader((SqlTypeInfo("BIGINT"), SqlTypeInfo("VARCHAR")))
+    with pytest.raises(SerializationError):
+        reader.from_bytes(struct.pack(">i", 8) + bytes(8))
+    row = encode([SqlTypeInfo("VARCHAR")], ["long enough text"])
+    broken = row[:12] + struct.pack("<q", 500 << 32 | 16) + row[20:]
+    with pytest.raises(SerializationError, match="beyond the row"):
+        RowDataReader((SqlTypeInfo("VARCHAR"),)).from_bytes(broken)
+    with pytest.raises(
+        FlinkFormatError, match=r"\[FLINK_FORMAT\].*not a Java serialization stream.*byte offset 0"
+    ):
+        JavaStreamReader(Cursor(b"\x00\x00\x00\x00", "f"), "field 0 type").read()
+    stream = bytes.fromhex("aced0005737200") + b"\x2forg.apache"
+    with pytest.raises(FlinkFormatError, match=r"\[FLINK_FORMAT\].*truncated"):
+        JavaStreamReader(Cursor(stream, "f"), "field 0 type").read()
+
+
+def test_unsupported_sql_field_types_leave_raw_bytes_named() -> None:
+    from flinkstate.checkpoint.flink.binary import UnsupportedSerializerError
+    from flinkstate.checkpoint.flink.rowdata import _logical
+
+    with pytest.raises(UnsupportedSerializerError, match=r"\[UNSUPPORTED_SERIALIZER\].*SQL type ARRAY"):
+        _logical({"@class": "org.apache.flink.table.types.logical.ArrayType", "typeRoot": "ARRAY"}, "f3")
+    assert _logical({"typeRoot": "DECIMAL", "precision": 20, "scale": 4}, "f0") == SqlTypeInfo("DECIMAL", 20, 4)
