@@ -183,4 +183,5 @@ def test_unsupported_sql_field_types_leave_raw_bytes_named() -> None:
 
     with pytest.raises(UnsupportedSerializerError, match=r"\[UNSUPPORTED_SERIALIZER\].*SQL type ARRAY"):
         _logical({"@class": "org.apache.flink.table.types.logical.ArrayType", "typeRoot": "ARRAY"}, "f3")
-    assert _logical({"typeRoot": "DECIMAL", "precision": 20, "scale": 4}, "f0") == SqlTypeInfo("DECIMAL", 20, 4)
+    decimal_type = {"typeRoot": "DECIMAL", "precision": 20, "scale": 4}
+    assert _logical(decimal_type, "f0") == SqlTypeInfo("DECIMAL", 20, 4)
