@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read_savepoint
+from flinkstate.checkpoint.flink.rowdata import ROWDATA
 from flinkstate.checkpoint.views import spark_compatible
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.typeinfo import BasicTypeInfo
@@ -105,9 +106,11 @@ class FlinkSavepointReader(DataSourceReader):
             found = sp.keyed_info(options.operator, options.state or "")
             self.keyed = found is not None
             if found is not None:
-                # PyFlink Python state: its Java key is a Row, so keys prune no key groups.
+                # PyFlink Python state (a Row key) and SQL RowData keys hash unlike ours in Flink:
+                # their keys prune no key groups (they still filter rows).
                 python = found[1].name != options.state
-                self.key_type = None if python else found[0].key.type_info
+                rowdata = found[0].key.snapshot_class == ROWDATA
+                self.key_type = None if python or rowdata else found[0].key.type_info
                 self.max_parallelism = op.max_parallelism
                 self.subtask_groups = [
                     (s.index, s.managed_keyed.key_groups) for s in op.subtasks if s.managed_keyed is not None
@@ -146,7 +149,8 @@ class FlinkSavepointReader(DataSourceReader):
     def _keys(self) -> set[Any] | None:
         sets = list(self.key_values)
         if self.options.keys is not None:
-            sets.append(set(self.options.keys))
+            key_type = self.arrow_schema.field("key").type if "key" in self.arrow_schema.names else None
+            sets.append({_normal(k, key_type) for k in self.options.keys})
         return set.intersection(*sets) if sets else None
 
     def _wanted(self) -> set[int] | None:
@@ -210,11 +214,27 @@ class FlinkSavepointReader(DataSourceReader):
             groups = tuple(next(g for i, g in self.subtask_groups if i == index))
         table = sp.keyed_state(operator, state, groups)
         keys = self._keys()
-        if keys is not None:
-            table = table.filter(
-                pc.is_in(table.column("key"), pa.array(sorted(keys), table.schema.field("key").type))
-            )
+        key_type = table.schema.field("key").type
+        if keys is not None and pa.types.is_struct(key_type):
+            mask = [_normal(k, key_type) in keys for k in table.column("key").to_pylist()]
+            table = table.filter(pa.array(mask, pa.bool_()))
+        elif keys is not None:
+            table = table.filter(pc.is_in(table.column("key"), pa.array(sorted(keys), key_type)))
         return table
+
+
+def _normal(value: Any, t: pa.DataType | None) -> Any:
+    """A key from the ``keys`` option or a decoded row, hashable and comparable: ROW keys (JSON
+    arrays or objects, decoded dicts) as tuples in field order, byte arrays as bytes."""
+    if t is not None and pa.types.is_struct(t):
+        fields = list(t)
+        items = [value.get(f.name) for f in fields] if isinstance(value, dict) else list(value)
+        if len(items) != len(fields):
+            raise OptionError(f"key {value!r} does not have the {len(fields)} fields of the key type {t}")
+        return tuple(_normal(v, f.type) for v, f in zip(items, fields, strict=True))
+    if isinstance(value, list):
+        return bytes(value) if t is not None and pa.types.is_binary(t) else tuple(value)
+    return value
 
 
 def is_flink(options: ReadOptions) -> bool:

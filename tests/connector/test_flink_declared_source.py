@@ -39,6 +39,12 @@ def test_rowdata_state_through_the_data_source() -> None:
     assert got == {k: accumulators(k) for k in range(20)}
 
 
+def test_keys_option_on_rowdata_keys_filters_without_pruning() -> None:
+    rows = _rows(SQL, operator="4_deduplicate", state="deduplicate-state", keys="[[3], [11]]")
+    assert sorted(r["key"]["f0"] for r in rows) == [3, 11]
+    assert all(r["value"]["f2"] == last_row(r["key"]["f0"])["f2"] for r in rows)
+
+
 def test_options_declare_a_kryo_state_and_reach_the_states_after_it() -> None:
     rows = _rows(SQL, operator="kryo-states", state="k_rich", valueType=RICH_DDL)
     assert {r["key"]: r["value"] for r in rows} == {k: rich(k) for k in range(20)}
