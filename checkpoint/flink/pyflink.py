@@ -4,8 +4,9 @@ PyFlink keeps a Python state ``name`` on the Java side as ``python-state-<name>`
 ListState (Value and List states) or MapState of byte arrays, keyed by a one-field Row.
 The bytes are PyFlink coder encodings, which the savepoint does not describe: LONG 8
 bytes, INT 4, SHORT 2, BYTE 1, BOOLEAN 1, DOUBLE 8, FLOAT 4 (big-endian), STRING an int32
-length and UTF-8, PICKLED_BYTE_ARRAY an int32 length and a pickle (loaded only with
-``allow_pickle``: a pickle runs code). One stored element may hold several values.
+length and UTF-8, ROW a null mask then its non-null fields, PICKLED_BYTE_ARRAY an int32
+length and a pickle (loaded only with ``allow_pickle``: a pickle runs code). One stored
+element may hold several values.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.state.types import BasicTypeInfo, PickledBytesTypeInfo, TypeInformation
+from flinkstate.state.types import BasicTypeInfo, PickledBytesTypeInfo, RowTypeInfo, TypeInformation
 
 from ..arrow_codec import to_arrow
 from .binary import FlinkFormatError, UnsupportedSerializerError
@@ -46,6 +47,8 @@ def _reader(t: TypeInformation, allow_pickle: bool, where: str) -> Any:
             return buf[pos + 4 : pos + 4 + n].decode("utf-8"), pos + 4 + n
 
         return text
+    if isinstance(t, RowTypeInfo):
+        return _row([_reader(f, allow_pickle, where) for f in t.field_types])
     if isinstance(t, PickledBytesTypeInfo):
         if not allow_pickle:
             raise UnsupportedSerializerError(
@@ -61,8 +64,31 @@ def _reader(t: TypeInformation, allow_pickle: bool, where: str) -> Any:
         return pickled
     raise DeclaredTypeError(
         f"{where}: PyFlink values of type {t} are not decoded (declare BIGINT, INT, SMALLINT, TINYINT, "
-        "BOOLEAN, DOUBLE, FLOAT, STRING or PICKLED)"
+        "BOOLEAN, DOUBLE, FLOAT, STRING, a STRUCT of those (Types.ROW) or PICKLED)"
     )
+
+
+def _row(fields: list[Any]) -> Any:
+    """PyFlink's RowCoder: a mask of 2 row-kind bits then one null bit per field (most
+    significant bit first), then the non-null fields."""
+    mask_bytes = (len(fields) + 2 + 7) // 8
+
+    def row(buf: bytes, pos: int) -> tuple[Any, int]:
+        mask = buf[pos : pos + mask_bytes]
+        if len(mask) != mask_bytes:
+            raise ValueError("truncated row null mask")
+        pos += mask_bytes
+        out: list[Any] = []
+        for i, read in enumerate(fields):
+            bit = i + 2
+            if mask[bit >> 3] & (0x80 >> (bit & 7)):
+                out.append(None)
+            else:
+                value, pos = read(buf, pos)
+                out.append(value)
+        return tuple(out), pos
+
+    return row
 
 
 def _all(read: Any, raw: bytes, where: str) -> list[Any]:
