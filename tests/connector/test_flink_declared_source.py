@@ -63,6 +63,10 @@ def test_options_declare_pyflink_state() -> None:
     ]
     maps = _rows(PYFLINK, operator="py-states", state="py_map", valueType="BIGINT", userKeyType="STRING")
     assert {(r["key"], r["user_key"], r["value"]) for r in maps} == {(k, "a", k) for k in range(10)}
+    rows = _rows(
+        PYFLINK, operator="py-states", state="py_row", valueType="STRUCT<a: BIGINT, b: STRING, c: DOUBLE>"
+    )
+    assert {r["key"]: r["value"]["a"] for r in rows} == {k: 7 * k for k in range(10)}
     pickled = _rows(
         PYFLINK, operator="py-states", state="py_pickled", valueType="PICKLED", allowPickle="true"
     )
