@@ -5,7 +5,7 @@ references on: the class (a varint: 0 for a null object, 1 then a name for unreg
 classes, else the registration id + 2), a reference marker (varint 1 for a new object),
 then ``FieldSerializer``'s fields, sorted by name (inherited ones included). Field layout:
 
-* ``long`` / ``int``: zigzag varint; ``short``, ``char``: 2 bytes, ``float`` 4, ``double`` 8,
+* ``long`` / ``int``: zigzag varint; ``short``: 2 bytes, ``float`` 4, ``double`` 8,
   little-endian; ``byte``, ``boolean``: 1 byte. Declared ``NOT NULL``.
 * ``String`` and boxed ``Long``, ``Integer``, ``Short``, ``Byte``, ``Boolean``, ``Float``,
   ``Double`` (nullable): a marker byte (0 null, 1 a value), then the value as above; a
@@ -39,7 +39,6 @@ class DeclaredTypeError(FlinkStateError):
 Read = Callable[[bytes, int], tuple[Any, int]]
 _LE = {
     "int16": struct.Struct("<h"),
-    "uint16": struct.Struct("<H"),
     "int8": struct.Struct("<b"),
     "float": struct.Struct("<f"),
     "double": struct.Struct("<d"),
