@@ -178,6 +178,9 @@ class KryoReader(_ReadOnly):
         self.java_class = java_class
         self.order = names
         self.what = what
+        #: The registration id of the first value read: every value must carry it (another
+        #: id is another class, whose fields the declaration does not describe).
+        self.class_id: int | None = None
 
     def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
         start = pos
@@ -206,6 +209,12 @@ class KryoReader(_ReadOnly):
             name, pos = kryo_string(buf, pos)
             if name != self.java_class:
                 raise SerializationError(f"Kryo class {name} (name id {name_id}), not {self.java_class}")
+        elif self.class_id is None:
+            self.class_id = class_id
+        elif class_id != self.class_id:
+            raise SerializationError(
+                f"Kryo class id {class_id - 2} where earlier values had {self.class_id - 2}"
+            )
         marker, pos = varint(buf, pos, 5)
         if marker != 1:
             raise SerializationError(f"reference marker {marker} (a Kryo back reference is not supported)")

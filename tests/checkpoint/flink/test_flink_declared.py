@@ -163,6 +163,8 @@ def test_kryo_truncated_value_is_an_invalid_option() -> None:
         reader.from_bytes(raw[:-3])
     with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*left over"):
         reader.from_bytes(raw + b"\x00")
+    with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*class id 9 where earlier values had 85"):
+        reader.from_bytes(encode(t, rich(5), class_id=9))
 
 
 def test_pyflink_state_by_its_python_name() -> None:
