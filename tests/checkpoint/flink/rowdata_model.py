@@ -68,3 +68,20 @@ def encode(fields: list[SqlTypeInfo], values: list[Any]) -> bytes:
             struct.pack_into("<q", fixed, slot, append(struct.pack("<q", millis)) << 32 | nanos)
     row = bytes(fixed + var)
     return struct.pack(">i", len(row)) + row
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+def flink_hash(row: bytes, seed: int = 42) -> int:
+    """Flink's BinaryRowData hash code: 32-bit murmur3 over the row's 4-byte words."""
+    h = seed
+    for (k,) in struct.iter_unpack("<I", row):
+        k = _rotl((k * 0xCC9E2D51) & 0xFFFFFFFF, 15) * 0x1B873593 & 0xFFFFFFFF
+        h = (_rotl(h ^ k, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h ^= len(row)
+    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & 0xFFFFFFFF
+    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h

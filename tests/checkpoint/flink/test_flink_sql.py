@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from rowdata_model import encode
+from rowdata_model import encode, flink_hash
 from sql_model import IDS, SQL, SQL_DIR, accumulators, last_row, text
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
@@ -19,6 +19,7 @@ from flinkstate.checkpoint.flink.binary import Cursor, FlinkFormatError
 from flinkstate.checkpoint.flink.javaser import JavaStreamReader
 from flinkstate.checkpoint.flink.rowdata import RowDataReader, SqlTypeInfo
 from flinkstate.state.errors import SerializationError
+from flinkstate.state.keygroups import compute_key_group_for_key_hash
 
 DEDUP = ("4_deduplicate", "deduplicate-state")
 AGG = ("10_group-aggregate", "accState")
@@ -89,6 +90,18 @@ def test_group_aggregation_keys_values_and_ttl(savepoint: FlinkSavepoint) -> Non
         want = accumulators(k)
         assert all(_close(row["value"][f], v) for f, v in want.items()), (k, row["value"], want)
         assert row["ttl_timestamp"].timestamp() > 1.7e9
+
+
+@pytest.mark.parametrize(("state", "arity"), [(DEDUP, 1), (AGG, 2)])
+def test_keys_rebuilt_by_the_model_hash_to_their_key_groups(
+    savepoint: FlinkSavepoint, state: tuple[str, str], arity: int
+) -> None:
+    """The decoded keys, re-encoded as BinaryRowData by the model, give Flink's key groups:
+    the key bytes were read (and the model writes) exactly as Flink does."""
+    fields = [SqlTypeInfo("BIGINT"), SqlTypeInfo("VARCHAR")][:arity]
+    for row in savepoint.keyed_state(*state).to_pylist():
+        key = encode(fields, [row["key"][f"f{i}"] for i in range(arity)])[4:]
+        assert compute_key_group_for_key_hash(flink_hash(key), 128) == row["key_group"]
 
 
 def test_key_group_pushdown_reads_only_those_groups(savepoint: FlinkSavepoint) -> None:
