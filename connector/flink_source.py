@@ -12,6 +12,7 @@ values arrive floored to microseconds, Spark's precision (``read_savepoint`` kee
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read_savepoint
-from flinkstate.checkpoint.flink.rowdata import ROWDATA
+from flinkstate.checkpoint.flink.rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from flinkstate.checkpoint.views import spark_compatible
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.typeinfo import BasicTypeInfo
@@ -100,17 +101,20 @@ class FlinkSavepointReader(DataSourceReader):
         self.keyed = False
         self.max_parallelism = 0
         self.key_type: Any = None
+        self.rowdata_fields: tuple[SqlTypeInfo, ...] | None = None
         self.subtask_groups: list[tuple[int, range]] = []
         if options.operator is not None:
             op = sp.operator(options.operator)
             found = sp.keyed_info(options.operator, options.state or "")
             self.keyed = found is not None
             if found is not None:
-                # PyFlink Python state (a Row key) and SQL RowData keys hash unlike ours in Flink:
-                # their keys prune no key groups (they still filter rows).
+                # PyFlink Python state (a Row key) hashes unlike ours in Flink: its keys prune no
+                # key groups (they still filter rows); SQL RowData keys hash as BinaryRowData.
                 python = found[1].name != options.state
-                rowdata = found[0].key.snapshot_class == ROWDATA
-                self.key_type = None if python or rowdata else found[0].key.type_info
+                rowdata = found[0].key.serializer if found[0].key.snapshot_class == ROWDATA else None
+                self.rowdata_fields = rowdata.fields if isinstance(rowdata, RowDataReader) else None
+                plain = not python and self.rowdata_fields is None
+                self.key_type = found[0].key.type_info if plain else None
                 self.max_parallelism = op.max_parallelism
                 self.subtask_groups = [
                     (s.index, s.managed_keyed.key_groups) for s in op.subtasks if s.managed_keyed is not None
@@ -156,7 +160,9 @@ class FlinkSavepointReader(DataSourceReader):
     def _wanted(self) -> set[int] | None:
         wanted: set[int] | None = None
         keys = self._keys()
-        if keys is not None and self.key_type is not None:
+        if keys is not None and self.rowdata_fields is not None:
+            wanted = self._rowdata_groups(keys, self.rowdata_fields)
+        elif keys is not None and self.key_type is not None:
             wanted = set()
             for value in keys:
                 try:
@@ -168,6 +174,19 @@ class FlinkSavepointReader(DataSourceReader):
             wanted = allowed if wanted is None else wanted & allowed
         if self.options.key_groups is not None:
             wanted = set(self.options.key_groups) if wanted is None else wanted & self.options.key_groups
+        return wanted
+
+    def _rowdata_groups(self, keys: set[Any], fields: tuple[SqlTypeInfo, ...]) -> set[int] | None:
+        """Key groups of RowData keys (None: a key field type whose bytes are not written here)."""
+        wanted = set()
+        for value in keys:
+            try:
+                group = key_group_of(fields, value, self.max_parallelism)
+            except (ValueError, TypeError, AttributeError, struct.error):
+                continue  # a key of another type matches no row
+            if group is None:
+                return None
+            wanted.add(group)
         return wanted
 
     def partitions(self) -> Sequence[InputPartition]:

@@ -182,3 +182,57 @@ class RowDataReader(_ReadOnly):
         millis = _LONG.unpack_from(row, offset)[0]
         total = millis * 1_000_000 + nanos
         return total // 1000 if t.precision <= 6 else total
+
+
+#: Field types whose BinaryRowData bytes :func:`key_group_of` writes (others: no key group).
+_KEY_ROOTS = frozenset(_SLOT) - {"TIME_WITHOUT_TIME_ZONE"} | {"CHAR", "VARCHAR", "BINARY", "VARBINARY"}
+_MASK32 = 0xFFFFFFFF
+
+
+def _binary_row(fields: tuple[SqlTypeInfo, ...], values: tuple[Any, ...]) -> bytes:
+    """The BinaryRowData Flink's BinaryRowWriter builds for ``values`` (row kind INSERT)."""
+    null_bytes = (len(fields) + 63 + 8) // 64 * 8
+    fixed = bytearray(null_bytes + 8 * len(fields))
+    var = bytearray()
+    for i, (t, v) in enumerate(zip(fields, values, strict=True)):
+        slot = null_bytes + 8 * i
+        if v is None:
+            fixed[(i + 8) >> 3] |= 1 << ((i + 8) & 7)
+        elif t.root == "DATE":
+            _SLOT["DATE"].pack_into(fixed, slot, (v - _EPOCH).days)
+        elif t.root in _SLOT:
+            _SLOT[t.root].pack_into(fixed, slot, v)
+        else:
+            data = v.encode("utf-8") if isinstance(v, str) else bytes(v)
+            if len(data) <= 7:
+                fixed[slot : slot + len(data)] = data
+                fixed[slot + 7] = 0x80 | len(data)
+            else:
+                _LONG.pack_into(fixed, slot, (len(fixed) + len(var)) << 32 | len(data))
+                var += data + bytes(-len(data) % 8)
+    return bytes(fixed + var)
+
+
+def _murmur_words(data: bytes) -> int:
+    """Flink's ``MurmurHashUtil.hashUnsafeBytesByWords`` (seed 42), as a signed int."""
+    h = 42
+    for (k,) in struct.iter_unpack("<I", data):
+        k = (k * 0xCC9E2D51) & _MASK32
+        k = ((k << 15 | k >> 17) & _MASK32) * 0x1B873593 & _MASK32
+        h ^= k
+        h = ((h << 13 | h >> 19) & _MASK32) * 5 + 0xE6546B64 & _MASK32
+    h ^= len(data)
+    h = (h ^ h >> 16) * 0x85EBCA6B & _MASK32
+    h = (h ^ h >> 13) * 0xC2B2AE35 & _MASK32
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def key_group_of(fields: tuple[SqlTypeInfo, ...], key: tuple[Any, ...], max_parallelism: int) -> int | None:
+    """Flink's key group of a RowData key (its BinaryRowData's hash code), or None when a
+    field's type is not one this writes (no key group is then pruned)."""
+    from flinkstate.state.keygroups import compute_key_group_for_key_hash
+
+    if len(key) != len(fields) or any(t.root not in _KEY_ROOTS for t in fields):
+        return None
+    return compute_key_group_for_key_hash(_murmur_words(_binary_row(fields, key)), max_parallelism)

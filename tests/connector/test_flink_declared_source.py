@@ -39,10 +39,25 @@ def test_rowdata_state_through_the_data_source() -> None:
     assert got == {k: accumulators(k) for k in range(20)}
 
 
-def test_keys_option_on_rowdata_keys_filters_without_pruning() -> None:
-    rows = _rows(SQL, operator="4_deduplicate", state="deduplicate-state", keys="[[3], [11]]")
+def test_keys_option_on_rowdata_keys_reads_only_their_key_groups() -> None:
+    full = _rows(SQL, operator="4_deduplicate", state="deduplicate-state")
+    groups = {r["key"]["f0"]: r["key_group"] for r in full}
+    source = FlinkStateDataSource(
+        {"path": SQL, "operator": "4_deduplicate", "state": "deduplicate-state", "keys": "[[3], [11]]"}
+    )
+    reader = source.reader(source.schema())
+    parts = reader.partitions()
+    assert sorted(g for p in parts for g in p.key_groups) == sorted({groups[3], groups[11]})
+    rows = [r for p in parts for b in reader.read(p) for r in pa.Table.from_batches([b]).to_pylist()]
     assert sorted(r["key"]["f0"] for r in rows) == [3, 11]
     assert all(r["value"]["f2"] == last_row(r["key"]["f0"])["f2"] for r in rows)
+    two = _rows(
+        SQL,
+        operator="10_group-aggregate",
+        state="accState",
+        keys=json.dumps([[4, "n4-\u00e9\u6f22\U0001f600"]]),
+    )
+    assert [(r["key"]["f0"], r["value"]["f0"]) for r in two] == [(4, 2)]
 
 
 def test_options_declare_a_kryo_state_and_reach_the_states_after_it() -> None:

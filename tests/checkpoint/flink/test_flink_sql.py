@@ -17,7 +17,7 @@ from sql_model import IDS, SQL, SQL_DIR, accumulators, last_row, text
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
 from flinkstate.checkpoint.flink.binary import Cursor, FlinkFormatError
 from flinkstate.checkpoint.flink.javaser import JavaStreamReader
-from flinkstate.checkpoint.flink.rowdata import RowDataReader, SqlTypeInfo
+from flinkstate.checkpoint.flink.rowdata import RowDataReader, SqlTypeInfo, _binary_row, key_group_of
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.keygroups import compute_key_group_for_key_hash
 
@@ -100,8 +100,34 @@ def test_keys_rebuilt_by_the_model_hash_to_their_key_groups(
     the key bytes were read (and the model writes) exactly as Flink does."""
     fields = [SqlTypeInfo("BIGINT"), SqlTypeInfo("VARCHAR")][:arity]
     for row in savepoint.keyed_state(*state).to_pylist():
-        key = encode(fields, [row["key"][f"f{i}"] for i in range(arity)])[4:]
+        values = tuple(row["key"][f"f{i}"] for i in range(arity))
+        key = encode(fields, list(values))[4:]
         assert compute_key_group_for_key_hash(flink_hash(key), 128) == row["key_group"]
+        assert key_group_of(tuple(fields), values, 128) == row["key_group"]
+
+
+def test_key_rows_written_as_the_model_writes_them() -> None:
+    roots = [
+        "BIGINT",
+        "INTEGER",
+        "SMALLINT",
+        "TINYINT",
+        "BOOLEAN",
+        "FLOAT",
+        "DOUBLE",
+        "VARCHAR",
+        "VARBINARY",
+        "DATE",
+    ]
+    rng = random.Random(5)
+    for arity in (1, 3, 57, 70):
+        fields = tuple(SqlTypeInfo(rng.choice(roots)) for _ in range(arity))
+        for _ in range(20):
+            values = tuple(_random_value(rng, t) for t in fields)
+            row = _binary_row(fields, values)
+            assert row == encode(list(fields), list(values))[4:]
+            assert key_group_of(fields, values, 256) == compute_key_group_for_key_hash(flink_hash(row), 256)
+    assert key_group_of((SqlTypeInfo("TIMESTAMP_WITHOUT_TIME_ZONE", 9),), (5,), 128) is None
 
 
 def test_key_group_pushdown_reads_only_those_groups(savepoint: FlinkSavepoint) -> None:
