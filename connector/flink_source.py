@@ -6,11 +6,13 @@ view (one row per state, its types and serializers); with them the state, with t
 columns of our own views. Filters on ``key_group``, on ``key`` (equality or IN) and on
 ``subtask`` (operator list state), and the options ``keys``, ``keyGroups`` and
 ``subtasks`` are applied here exactly; a keyed read opens only the files of the subtasks
-owning the wanted key groups, and decodes only those key groups.
+owning the wanted key groups, and decodes only those key groups. SQL ``TIMESTAMP(7..9)``
+values arrive floored to microseconds, Spark's precision (``read_savepoint`` keeps nanoseconds).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read_savepoint
+from flinkstate.checkpoint.flink.rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from flinkstate.checkpoint.views import spark_compatible
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.typeinfo import BasicTypeInfo
@@ -44,14 +47,47 @@ def check_options(options: ReadOptions) -> None:
             raise OptionError(f"option {name} is not supported when reading a Flink savepoint")
 
 
+def check_not_declaring(options: ReadOptions) -> None:
+    """Declared types apply to Flink savepoints only: our own checkpoints store their types."""
+    if options.declares:
+        raise OptionError(
+            "options valueType, userKeyType, stateType and types declare the types of a Flink "
+            f"savepoint's Kryo or PyFlink state; {options.path} is not a Flink savepoint"
+        )
+
+
+def _open(options: ReadOptions) -> FlinkSavepoint:
+    return read_savepoint(options.path, options.storage, options.declared, options.allow_pickle)
+
+
 def flink_schema(options: ReadOptions) -> pa.Schema:
     check_options(options)
-    sp = read_savepoint(options.path, options.storage)
+    sp = _open(options)
     if options.operator is None:
         schema = sp.metadata_table().schema
     else:
         schema = sp.schema(options.operator, options.state or "")
-    return pa.schema([pa.field(f.name, spark_compatible(f.type)) for f in schema])
+    return pa.schema([pa.field(f.name, _micros(spark_compatible(f.type))) for f in schema])
+
+
+def _micros(t: pa.DataType) -> pa.DataType:
+    """``t`` with nanosecond timestamps as microsecond ones (Spark's precision)."""
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", t.tz)
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _micros(f.type), f.nullable) for f in t])
+    return t
+
+
+def _floor_micros(a: pa.Array) -> pa.Array:
+    """``a`` with nanosecond timestamps floored to microseconds (nested in structs too)."""
+    t = a.type
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pc.floor_temporal(a, unit="microsecond").cast(pa.timestamp("us", t.tz))
+    if pa.types.is_struct(t) and t != _micros(t):
+        children = [_floor_micros(a.field(i)) for i in range(t.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(_micros(t)), mask=a.is_null())
+    return a
 
 
 class FlinkSavepointReader(DataSourceReader):
@@ -61,17 +97,24 @@ class FlinkSavepointReader(DataSourceReader):
         check_options(options)
         self.options = options
         self.arrow_schema = schema
-        sp = read_savepoint(options.path, options.storage)
+        sp = _open(options)
         self.keyed = False
         self.max_parallelism = 0
         self.key_type: Any = None
+        self.rowdata_fields: tuple[SqlTypeInfo, ...] | None = None
         self.subtask_groups: list[tuple[int, range]] = []
         if options.operator is not None:
             op = sp.operator(options.operator)
             found = sp.keyed_info(options.operator, options.state or "")
             self.keyed = found is not None
             if found is not None:
-                self.key_type = found[0].key.type_info
+                # PyFlink Python state (a Row key) hashes unlike ours in Flink: its keys prune no
+                # key groups (they still filter rows); SQL RowData keys hash as BinaryRowData.
+                python = found[1].name != options.state
+                rowdata = found[0].key.serializer if found[0].key.snapshot_class == ROWDATA else None
+                self.rowdata_fields = rowdata.fields if isinstance(rowdata, RowDataReader) else None
+                plain = not python and self.rowdata_fields is None
+                self.key_type = found[0].key.type_info if plain else None
                 self.max_parallelism = op.max_parallelism
                 self.subtask_groups = [
                     (s.index, s.managed_keyed.key_groups) for s in op.subtasks if s.managed_keyed is not None
@@ -110,13 +153,16 @@ class FlinkSavepointReader(DataSourceReader):
     def _keys(self) -> set[Any] | None:
         sets = list(self.key_values)
         if self.options.keys is not None:
-            sets.append(set(self.options.keys))
+            key_type = self.arrow_schema.field("key").type if "key" in self.arrow_schema.names else None
+            sets.append({_normal(k, key_type) for k in self.options.keys})
         return set.intersection(*sets) if sets else None
 
     def _wanted(self) -> set[int] | None:
         wanted: set[int] | None = None
         keys = self._keys()
-        if keys is not None:
+        if keys is not None and self.rowdata_fields is not None:
+            wanted = self._rowdata_groups(keys, self.rowdata_fields)
+        elif keys is not None and self.key_type is not None:
             wanted = set()
             for value in keys:
                 try:
@@ -128,6 +174,19 @@ class FlinkSavepointReader(DataSourceReader):
             wanted = allowed if wanted is None else wanted & allowed
         if self.options.key_groups is not None:
             wanted = set(self.options.key_groups) if wanted is None else wanted & self.options.key_groups
+        return wanted
+
+    def _rowdata_groups(self, keys: set[Any], fields: tuple[SqlTypeInfo, ...]) -> set[int] | None:
+        """Key groups of RowData keys (None: a key field type whose bytes are not written here)."""
+        wanted = set()
+        for value in keys:
+            try:
+                group = key_group_of(fields, value, self.max_parallelism)
+            except (ValueError, TypeError, AttributeError, struct.error):
+                continue  # a key of another type matches no row
+            if group is None:
+                return None
+            wanted.add(group)
         return wanted
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -145,10 +204,14 @@ class FlinkSavepointReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FlinkPartition)
-        sp = read_savepoint(self.options.path, self.options.storage)
+        sp = _open(self.options)
         table = self._table(sp, partition)
         if table.num_rows:
-            yield from table.select(self.arrow_schema.names).cast(self.arrow_schema).to_batches()
+            table = table.select(self.arrow_schema.names)
+            if any(c.type != _micros(c.type) for c in table.columns):
+                columns = [_floor_micros(c.combine_chunks()) for c in table.columns]
+                table = pa.Table.from_arrays(columns, names=table.column_names)
+            yield from table.cast(self.arrow_schema).to_batches()
 
     def _table(self, sp: FlinkSavepoint, partition: FlinkPartition) -> pa.Table:
         operator, state = self.options.operator, self.options.state or ""
@@ -170,11 +233,27 @@ class FlinkSavepointReader(DataSourceReader):
             groups = tuple(next(g for i, g in self.subtask_groups if i == index))
         table = sp.keyed_state(operator, state, groups)
         keys = self._keys()
-        if keys is not None:
-            table = table.filter(
-                pc.is_in(table.column("key"), pa.array(sorted(keys), table.schema.field("key").type))
-            )
+        key_type = table.schema.field("key").type
+        if keys is not None and pa.types.is_struct(key_type):
+            mask = [_normal(k, key_type) in keys for k in table.column("key").to_pylist()]
+            table = table.filter(pa.array(mask, pa.bool_()))
+        elif keys is not None:
+            table = table.filter(pc.is_in(table.column("key"), pa.array(sorted(keys), key_type)))
         return table
+
+
+def _normal(value: Any, t: pa.DataType | None) -> Any:
+    """A key from the ``keys`` option or a decoded row, hashable and comparable: ROW keys (JSON
+    arrays or objects, decoded dicts) as tuples in field order, byte arrays as bytes."""
+    if t is not None and pa.types.is_struct(t):
+        fields = list(t)
+        items = [value.get(f.name) for f in fields] if isinstance(value, dict) else list(value)
+        if len(items) != len(fields):
+            raise OptionError(f"key {value!r} does not have the {len(fields)} fields of the key type {t}")
+        return tuple(_normal(v, f.type) for v, f in zip(items, fields, strict=True))
+    if isinstance(value, list):
+        return bytes(value) if t is not None and pa.types.is_binary(t) else tuple(value)
+    return value
 
 
 def is_flink(options: ReadOptions) -> bool:

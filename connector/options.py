@@ -26,8 +26,10 @@ class OptionError(FlinkStateError, ValueError):
 READ_OPTIONS = (
     "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",
     "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks", "timers",
-    "readchangefeed", "changestartcheckpointid", "changeendcheckpointid",
+    "readchangefeed", "changestartcheckpointid", "changeendcheckpointid", "valuetype", "userkeytype",
+    "statetype", "types",
 )  # fmt: skip
+DECLARING = ("valuetype", "userkeytype", "statetype", "types")
 WRITE_OPTIONS = (
     "path", "operator", "state", "statetype", "keycolumns", "valuecolumns", "maxparallelism",
     "parallelism", "opcolumn", "positioncolumn", "namespacecolumn", "userkeycolumn", "ttl", "retain",
@@ -40,6 +42,7 @@ _CANONICAL = {
     "positioncolumn": "positionColumn", "namespacecolumn": "namespaceColumn",
     "userkeycolumn": "userKeyColumn", "keygroups": "keyGroups", "readchangefeed": "readChangeFeed",
     "changestartcheckpointid": "changeStartCheckpointId", "changeendcheckpointid": "changeEndCheckpointId",
+    "valuetype": "valueType", "userkeytype": "userKeyType",
 }  # fmt: skip
 
 
@@ -123,6 +126,13 @@ class ReadOptions:
     """The change feed: the changes of the checkpoints ``change_start..change_end`` (inclusive;
     ``None``: up to the latest)."""
     timers: bool = False
+    declared: Mapping[str, Any] = field(default_factory=dict)
+    """Declared types by state name (options valueType, userKeyType, stateType, types), parsed:
+    ``StateDeclaration`` s for :func:`flinkstate.checkpoint.flink.read_savepoint`."""
+
+    @property
+    def declares(self) -> bool:
+        return bool(self.declared)
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -149,7 +159,43 @@ class ReadOptions:
             *_selection(plain, state is not None),
             *_change_feed(plain, state is not None),
             timers,
+            _declared(plain, state),
         )
+
+
+def _declared(plain: Mapping[str, str], state: str | None) -> dict[str, Any]:
+    """Options valueType, userKeyType, stateType (for the state read) and types (a JSON object of
+    state name -> DDL type, for other states, e.g. a Kryo state stored before it)."""
+    import json
+
+    from flinkstate.checkpoint.flink.declared import StateDeclaration, declarations
+
+    out: dict[str, Any] = {}
+    if "types" in plain:
+        try:
+            raw = json.loads(plain["types"])
+        except ValueError as exc:
+            raise OptionError(f"option types must be a JSON object of state name -> type: {exc}") from None
+        if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+            raise OptionError('option types must be a JSON object of state name -> DDL type string, e.g. '
+                              '{"k_rich": "STRUCT<id: BIGINT NOT NULL>"}')  # fmt: skip
+        out.update(raw)
+    mine = [_name(k) for k in ("valuetype", "userkeytype", "statetype") if k in plain]
+    if mine:
+        if state is None:
+            raise OptionError(
+                f"option(s) {mine} declare the types of the state read: name it with option state"
+            )
+        if "valuetype" not in plain:
+            raise OptionError(f"option(s) {mine} need option valueType")
+        kind = plain.get("statetype", "").strip().lower() or None
+        if kind not in (None, "value", "list", "map"):
+            raise OptionError(f"option stateType must be value, list or map when reading, got {kind!r}")
+        out[state] = StateDeclaration(plain["valuetype"], plain.get("userkeytype"), kind)
+    try:
+        return dict(declarations(out))
+    except FlinkStateError as exc:
+        raise OptionError(exc.detail) from exc
 
 
 def _change_feed(plain: Mapping[str, str], names_a_state: bool) -> tuple[bool, int | None, int | None]:

@@ -27,6 +27,9 @@ class FlinkStateDataSource(DataSource):
             from .flink_source import flink_schema
 
             return from_arrow_schema(flink_schema(options))
+        from .flink_source import check_not_declaring
+
+        check_not_declaring(options)
         if options.timers:
             from .timers import timers_schema
 
@@ -52,6 +55,9 @@ class FlinkStateDataSource(DataSource):
             from .flink_source import FlinkSavepointReader
 
             return FlinkSavepointReader(options, arrow_schema)
+        from .flink_source import check_not_declaring
+
+        check_not_declaring(options)
         if options.timers:
             from .timers import TimerReader
 

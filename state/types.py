@@ -229,6 +229,8 @@ def type_to_string(t: TypeInformation) -> str:
         return f"{t.kind}<{inner}>"
     if isinstance(t, ArrowTypeInfo):
         return f"ARROW<{t.arrow_type}>"
+    if type(t).__str__ is not TypeInformation.__str__:
+        return str(t)  # a type that names itself (e.g. a Flink SQL logical type)
     return type(t).__name__
 
 

@@ -4,14 +4,19 @@ tested), without Flink: see :func:`read_savepoint`."""
 from __future__ import annotations
 
 from .binary import FlinkFormatError, UnsupportedFlinkFeatureError, UnsupportedSerializerError
+from .declared import StateDeclaration, parse_type
+from .kryo import DeclaredTypeError
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
 
 __all__ = [
+    "DeclaredTypeError",
     "FlinkFormatError",
     "FlinkSavepoint",
     "FlinkState",
+    "StateDeclaration",
     "UnsupportedFlinkFeatureError",
     "UnsupportedSerializerError",
     "is_flink_savepoint",
+    "parse_type",
     "read_savepoint",
 ]

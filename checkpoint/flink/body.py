@@ -26,6 +26,8 @@ from flinkstate.state.serde_base import TypeSerializer
 from . import fast
 from .binary import Cursor, FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
+from .metadata import KeyedHandle
+from .operator import snappy_block
 
 _END_OF_GROUP = 0xFFFF
 _LIST_DELIMITER = 0x2C
@@ -75,8 +77,9 @@ class KeyGroupDecoder:
         wanted = set(states)
         self.rows = {s.state_id: StateRows(s) for s in header.states if s.name in wanted}
         key = header.key
-        if key.serializer is None:
-            raise FlinkFormatError(f"{where}: key serializer {key.describe()} cannot be decoded")
+        if key.serializer is None or not key.decodable:
+            # Raw key bytes cannot be told apart from the namespace that follows them.
+            raise UnsupportedSerializerError(f"{where}: key serializer {key.describe()} cannot be decoded")
         self.key_serializer = key.serializer
         self.key_fixed = key.fixed_width
         self.key_name = str(key.type_info)
@@ -256,3 +259,27 @@ class KeyGroupDecoder:
                 c.u8("void namespace")
             else:
                 self._read(c, children[1].serializer, "timer namespace")
+
+
+def decode_groups(
+    data: bytes,
+    handle: KeyedHandle,
+    header: KeyedHeader,
+    decoder: KeyGroupDecoder,
+    wanted: set[int] | None,
+    where: str,
+) -> None:
+    """Decode the wanted key groups of one canonical or heap-checkpoint state stream."""
+    starts = sorted({o for o in handle.offsets if o} | {len(data)})
+    for kg, offset in zip(handle.key_groups, handle.offsets, strict=True):
+        if not offset or (wanted is not None and kg not in wanted):
+            continue
+        if offset < header.end or offset >= len(data):
+            raise FlinkFormatError(f"{where}: key group {kg} offset {offset} is outside the state data")
+        if handle.kind == "heap_checkpoint":
+            decoder.heap_checkpoint(data, offset, kg)
+        elif header.compressed:
+            end = starts[starts.index(offset) + 1]
+            decoder.canonical(snappy_block(data, offset, end, where), 0, kg)
+        else:
+            decoder.canonical(data, offset, kg)

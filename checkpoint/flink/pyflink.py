@@ -4,8 +4,9 @@ PyFlink keeps a Python state ``name`` on the Java side as ``python-state-<name>`
 ListState (Value and List states) or MapState of byte arrays, keyed by a one-field Row.
 The bytes are PyFlink coder encodings, which the savepoint does not describe: LONG 8
 bytes, INT 4, SHORT 2, BYTE 1, BOOLEAN 1, DOUBLE 8, FLOAT 4 (big-endian), STRING an int32
-length and UTF-8, PICKLED_BYTE_ARRAY an int32 length and a pickle (loaded only with
-``allow_pickle``: a pickle runs code). One stored element may hold several values.
+length and UTF-8, ROW a null mask then its non-null fields, PICKLED_BYTE_ARRAY an int32
+length and a pickle (loaded only with ``allow_pickle``: a pickle runs code). One stored
+element may hold several values.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.state.types import BasicTypeInfo, PickledBytesTypeInfo, TypeInformation
+from flinkstate.state.types import BasicTypeInfo, PickledBytesTypeInfo, RowTypeInfo, TypeInformation
 
 from ..arrow_codec import to_arrow
 from .binary import FlinkFormatError, UnsupportedSerializerError
+from .declared import StateDeclaration, python_type
+from .kryo import DeclaredTypeError
 
 _FIXED = {
     "LONG": ">q",
@@ -44,6 +47,8 @@ def _reader(t: TypeInformation, allow_pickle: bool, where: str) -> Any:
             return buf[pos + 4 : pos + 4 + n].decode("utf-8"), pos + 4 + n
 
         return text
+    if isinstance(t, RowTypeInfo):
+        return _row([_reader(f, allow_pickle, where) for f in t.field_types])
     if isinstance(t, PickledBytesTypeInfo):
         if not allow_pickle:
             raise UnsupportedSerializerError(
@@ -57,7 +62,33 @@ def _reader(t: TypeInformation, allow_pickle: bool, where: str) -> Any:
             return pickle.loads(buf[pos + 4 : pos + 4 + n]), pos + 4 + n
 
         return pickled
-    raise UnsupportedSerializerError(f"{where}: PyFlink values of type {t} are not decoded")
+    raise DeclaredTypeError(
+        f"{where}: PyFlink values of type {t} are not decoded (declare BIGINT, INT, SMALLINT, TINYINT, "
+        "BOOLEAN, DOUBLE, FLOAT, STRING, a STRUCT of those (Types.ROW) or PICKLED)"
+    )
+
+
+def _row(fields: list[Any]) -> Any:
+    """PyFlink's RowCoder: a mask of 2 row-kind bits then one null bit per field (most
+    significant bit first), then the non-null fields."""
+    mask_bytes = (len(fields) + 2 + 7) // 8
+
+    def row(buf: bytes, pos: int) -> tuple[Any, int]:
+        mask = buf[pos : pos + mask_bytes]
+        if len(mask) != mask_bytes:
+            raise ValueError("truncated row null mask")
+        pos += mask_bytes
+        out: list[Any] = []
+        for i, read in enumerate(fields):
+            bit = i + 2
+            if mask[bit >> 3] & (0x80 >> (bit & 7)):
+                out.append(None)
+            else:
+                value, pos = read(buf, pos)
+                out.append(value)
+        return tuple(out), pos
+
+    return row
 
 
 def _all(read: Any, raw: bytes, where: str) -> list[Any]:
@@ -113,3 +144,23 @@ def python_table(
         raise FlinkFormatError(f"{where}: a key holds several values; read it as kind='list'")
     out["value"] = to_arrow(cols["value"], value_type)
     return pa.table(out)
+
+
+def declared_table(
+    raw: pa.Table, java_kind: str, declared: StateDeclaration, allow_pickle: bool, where: str
+) -> pa.Table:
+    """Python state read with a declaration; a type that does not fit its bytes is an
+    ``[INVALID_OPTION]`` error naming the state."""
+    kind = declared.kind or ("map" if java_kind == "MAP" else "value")
+    if kind not in ("value", "list", "map") or (kind == "map") != (java_kind == "MAP"):
+        raise DeclaredTypeError(f"{where}: declared kind {kind!r} does not fit its {java_kind} state")
+    if kind == "map" and declared.user_key is None:
+        raise DeclaredTypeError(f"{where}: a map state needs its map key type declared (userKeyType)")
+    value = python_type(declared.value)
+    user_key = python_type(declared.user_key) if declared.user_key is not None else None
+    try:
+        return python_table(raw, kind, value, user_key, allow_pickle, where)
+    except FlinkFormatError as exc:
+        if exc.code == "PICKLE_NOT_ALLOWED":
+            raise
+        raise DeclaredTypeError(f"the declared type does not fit: {exc.detail}") from exc

@@ -21,13 +21,16 @@ from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.types import TypeInformation
 
 from ..errors import CheckpointNotFoundError
-from .binary import FlinkFormatError
-from .body import KeyGroupDecoder, StateRows
+from .body import KeyGroupDecoder, StateRows, decode_groups
+from .declared import StateDeclaration, apply_declarations, declarations
 from .header import KeyedHeader, StateInfo, read_header
+from .kryo import DeclaredTypeError
 from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
 from .native import read_native
-from .operator import read_operator_header, read_operator_state, snappy_block
+from .operator import read_operator_header, read_operator_state
 from .tables import broadcast_table, keyed_schema, keyed_table, operator_table
+
+PYTHON_PREFIX = "python-state-"
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,15 @@ def is_flink_savepoint(path: str, storage: Mapping[str, Any] | None = None) -> b
         return False
 
 
-def read_savepoint(path: str, storage: Mapping[str, Any] | None = None) -> FlinkSavepoint:
+def read_savepoint(
+    path: str,
+    storage: Mapping[str, Any] | None = None,
+    types: Mapping[str, Any] | None = None,
+    allow_pickle: bool = False,
+) -> FlinkSavepoint:
     """Open the Flink savepoint or retained checkpoint at ``path`` (directory or ``_metadata``);
-    ``storage``: fsspec storage options."""
+    ``storage``: fsspec storage options; ``types``: declared types by state name (Kryo values,
+    PyFlink Python state; see :mod:`.declared`); ``allow_pickle``: load PyFlink pickles."""
     directory = _directory(path)
     fs, root = fsspec.core.url_to_fs(directory + "/_metadata", **dict(storage or {}))
     try:
@@ -73,18 +82,26 @@ def read_savepoint(path: str, storage: Mapping[str, Any] | None = None) -> Flink
             data = f.read()
     except FileNotFoundError as exc:
         raise CheckpointNotFoundError(f"no Flink _metadata in {directory}") from exc
-    return FlinkSavepoint(directory, parse_metadata(data, f"{directory}/_metadata"), storage)
+    meta = parse_metadata(data, f"{directory}/_metadata")
+    return FlinkSavepoint(directory, meta, storage, types, allow_pickle)
 
 
 class FlinkSavepoint:
     """The operators and states of one Flink savepoint or checkpoint."""
 
     def __init__(
-        self, directory: str, meta: CheckpointMeta, storage: Mapping[str, Any] | None = None
+        self,
+        directory: str,
+        meta: CheckpointMeta,
+        storage: Mapping[str, Any] | None = None,
+        types: Mapping[str, Any] | None = None,
+        allow_pickle: bool = False,
     ) -> None:
         self.directory = directory
         self.meta = meta
         self.storage = dict(storage or {})
+        self.types = declarations(types or {})
+        self.allow_pickle = allow_pickle
         self._headers: dict[tuple[str, int], KeyedHeader] = {}
 
     @property
@@ -119,7 +136,8 @@ class FlinkSavepoint:
         assert handle.stream is not None
         data = handle.stream.read(self.directory, self.storage)
         where = f"{self.directory}: operator {op.uid or op.operator_id}, {handle.stream.name}"
-        return data, read_header(data, where)
+        header = read_header(data, where)
+        return data, apply_declarations(header, self.types, where) if self.types else header
 
     def _header(self, op: OperatorMeta) -> KeyedHeader | None:
         for sub in op.subtasks:
@@ -177,12 +195,31 @@ class FlinkSavepoint:
         header = self._header(self.operator(operator))
         if header is None:
             return None
-        info = next((s for s in header.states if s.name == state and not s.is_timer), None)
-        return None if info is None else (header, info)
+        for name in (state, f"{PYTHON_PREFIX}{state}"):
+            info = next((s for s in header.states if s.name == name and not s.is_timer), None)
+            if info is not None:
+                return header, info
+        return None
+
+    def _python(self, operator: str, state: str) -> tuple[str, StateInfo] | None:
+        """The Java state behind PyFlink Python state ``state`` (None: ``state`` is not one)."""
+        found = self.keyed_info(operator, state)
+        if found is None or found[1].name == state:
+            return None
+        if state not in self.types:
+            raise DeclaredTypeError(
+                f"{self.directory}: operator {operator}, state {state} is PyFlink Python state: declare its "
+                "type (types={state: ...}; option valueType)"
+            )
+        return found[1].name, found[1]
 
     def schema(self, operator: str, state: str) -> pa.Schema:
         """The Arrow schema :meth:`state` gives, read from the state's meta info only."""
         found = self.keyed_info(operator, state)
+        python = self._python(operator, state)
+        if found is not None and python is not None:
+            raw = keyed_schema(StateRows(found[1]), found[0].key).empty_table()
+            return self._python_table(operator, state, raw, python[1]).schema
         if found is not None:
             return keyed_schema(StateRows(found[1]), found[0].key)
         info = next((i for i in self._operator_infos(self.operator(operator)) if i.name == state), None)
@@ -213,7 +250,7 @@ class FlinkSavepoint:
             if handle.kind == "incremental":
                 read_native(self.directory, self.storage, handle, decoder, wanted)
             else:
-                _decode_groups(data, handle, header, decoder, wanted, where)
+                decode_groups(data, handle, header, decoder, wanted, where)
             out.append((decoder.rows[info.state_id], header))
         if not out and wanted is None:
             raise CheckpointNotFoundError(f"operator {operator!r} holds no keyed state to read")
@@ -222,6 +259,10 @@ class FlinkSavepoint:
     def keyed_state(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> pa.Table:
         """A keyed state as a table; only the key groups in ``key_groups`` are read (all if None)."""
         wanted = None if key_groups is None else set(key_groups)
+        python = self._python(operator, state)
+        if python is not None:
+            raw = self.keyed_state(operator, python[0], key_groups)
+            return self._python_table(operator, state, raw, python[1])
         parts = self._decode(operator, state, wanted)
         if not parts:
             return self.schema(operator, state).empty_table()
@@ -236,12 +277,23 @@ class FlinkSavepoint:
         user_key_type: TypeInformation | None = None,
         allow_pickle: bool = False,
     ) -> pa.Table:
-        """PyFlink Python state ``name`` (``kind`` value, list or map) decoded with the declared types."""
-        from .pyflink import python_table
+        """PyFlink Python state ``name`` (``kind`` value, list or map) decoded with the declared types
+        (as ``read_savepoint(types={name: StateDeclaration(...)})`` does)."""
+        from .pyflink import declared_table
 
-        raw = self.keyed_state(operator, f"python-state-{name}")
+        found = self.keyed_info(operator, f"{PYTHON_PREFIX}{name}")
+        if found is None:
+            raise CheckpointNotFoundError(f"operator {operator!r} has no PyFlink Python state {name!r}")
+        raw = self.keyed_state(operator, found[1].name)
         where = f"{self.directory}: operator {operator}, Python state {name}"
-        return python_table(raw, kind, value_type, user_key_type, allow_pickle, where)
+        declared = declarations({name: StateDeclaration(value_type, user_key_type, kind)})[name]
+        return declared_table(raw, found[1].kind, declared, allow_pickle, where)
+
+    def _python_table(self, operator: str, state: str, raw: pa.Table, info: StateInfo) -> pa.Table:
+        from .pyflink import declared_table
+
+        where = f"{self.directory}: operator {operator}, Python state {state}"
+        return declared_table(raw, info.kind, self.types[state], self.allow_pickle, where)
 
     def decode_keyed(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> StateRows:
         """A keyed state's decoded Python values (for restoring into a backend)."""
@@ -326,26 +378,3 @@ class FlinkSavepoint:
         ):
             return self.operator_state(operator, state)
         return self.keyed_state(operator, state, key_groups)
-
-
-def _decode_groups(
-    data: bytes,
-    handle: KeyedHandle,
-    header: KeyedHeader,
-    decoder: KeyGroupDecoder,
-    wanted: set[int] | None,
-    where: str,
-) -> None:
-    starts = sorted({o for o in handle.offsets if o} | {len(data)})
-    for kg, offset in zip(handle.key_groups, handle.offsets, strict=True):
-        if not offset or (wanted is not None and kg not in wanted):
-            continue
-        if offset < header.end or offset >= len(data):
-            raise FlinkFormatError(f"{where}: key group {kg} offset {offset} is outside the state data")
-        if handle.kind == "heap_checkpoint":
-            decoder.heap_checkpoint(data, offset, kg)
-        elif header.compressed:
-            end = starts[starts.index(offset) + 1]
-            decoder.canonical(snappy_block(data, offset, end, where), 0, kg)
-        else:
-            decoder.canonical(data, offset, kg)

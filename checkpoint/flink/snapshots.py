@@ -17,6 +17,7 @@ from flinkstate.state.serializers import serializer_for
 from flinkstate.state.types import RowTypeInfo, TypeInformation, Types
 
 from .binary import Cursor, UnsupportedSerializerError
+from .rowdata import ROWDATA, read_rowdata_snapshot
 from .values import PojoSerializer, RawSerializer, TtlValueSerializer
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
@@ -125,6 +126,9 @@ def read_snapshot(c: Cursor, what: str) -> FlinkType:
         return _composite(c, name, what)
     if name == _POJO:
         return _pojo(c, what)
+    if name == ROWDATA:
+        found: FlinkType = read_rowdata_snapshot(c, what, read_snapshot)
+        return found
     if name == _KRYO:
         java_class = c.utf(f"{what} Kryo type class")
         for _ in range(3):

@@ -8,8 +8,7 @@ import pytest
 from flink_model import CANONICAL, FIXTURES
 
 from flinkstate.checkpoint.flink import fast, read_savepoint
-from flinkstate.checkpoint.flink.body import KeyGroupDecoder
-from flinkstate.checkpoint.flink.savepoint import _decode_groups
+from flinkstate.checkpoint.flink.body import KeyGroupDecoder, decode_groups
 from flinkstate.checkpoint.flink.tables import keyed_table
 from flinkstate.state.serializers import serializer_for
 from flinkstate.state.types import Types
@@ -28,7 +27,7 @@ def test_fast_equals_general(kind: str, state: str) -> None:
         header = sp._keyed_stream(op, handle)[1]
         decoder = KeyGroupDecoder(header, 128, "test", [state, "l_long"])  # two states: general path
         assert decoder.fast is None
-        _decode_groups(data, handle, header, decoder, None, "test")
+        decode_groups(data, handle, header, decoder, None, "test")
         info = next(s for s in header.states if s.name == state)
         general = keyed_table(decoder.rows[info.state_id], header.key)
         part = fast_table.filter(

@@ -9,6 +9,7 @@ from flink_model import FIXTURES
 
 from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.flink import read_savepoint
+from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.types import Types
 
 KEYS = range(10)
@@ -21,7 +22,9 @@ def sp():  # type: ignore[no-untyped-def]
 
 def test_raw_without_types_names_the_java_serializer(sp) -> None:  # type: ignore[no-untyped-def]
     states = {s.name: s for s in sp.states()}
-    assert set(states) == {f"python-state-py_{n}" for n in ("long", "string", "pickled", "list", "map")}
+    assert set(states) == {
+        f"python-state-py_{n}" for n in ("long", "string", "pickled", "list", "map", "row")
+    }
     assert states["python-state-py_long"].value_type == "PRIMITIVE_ARRAY<BYTE>"
 
 
@@ -49,5 +52,26 @@ def test_pickles_only_when_allowed(sp) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_wrong_declared_type_is_a_typed_error(sp) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(CheckpointError, match=r"\[FLINK_FORMAT\]"):
+    with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*Python state py_string"):
         sp.python_state("py-states", "py_string", Types.LONG())
+
+
+def _row(k: int) -> tuple[int, str | None, float]:
+    return (k * 7, None if k % 3 == 0 else f"r{k}\u00e9", k / 2)
+
+
+def test_rows_declared_as_types_row_or_ddl(sp) -> None:  # type: ignore[no-untyped-def]
+    row = Types.ROW_NAMED(["a", "b", "c"], [Types.LONG(), Types.STRING(), Types.DOUBLE()])
+    table = sp.python_state("py-states", "py_row", row)
+    assert {r["key"]: tuple(r["value"].values()) for r in table.to_pylist()} == {k: _row(k) for k in KEYS}
+    by_ddl = read_savepoint(
+        str(FIXTURES / "pyflink"), types={"py_row": "STRUCT<a: BIGINT, b: STRING, c: DOUBLE>"}
+    )
+    got = by_ddl.keyed_state("py-states", "py_row").to_pylist()
+    assert {r["key"]: (r["value"]["a"], r["value"]["b"], r["value"]["c"]) for r in got} == {
+        k: _row(k) for k in KEYS
+    }
+    with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*py_row"):
+        read_savepoint(
+            str(FIXTURES / "pyflink"), types={"py_row": "STRUCT<a: BIGINT, b: BIGINT>"}
+        ).keyed_state("py-states", "py_row")

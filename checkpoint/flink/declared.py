@@ -1,0 +1,221 @@
+"""Types the user declares where a savepoint cannot say: Kryo classes and PyFlink state.
+
+A declaration is a Spark DDL type string (``BIGINT``, ``STRING``, ``DECIMAL(10, 2)``,
+``ARRAY<INT>``, ``MAP<STRING, BIGINT>``, ``STRUCT<id: BIGINT NOT NULL, name: STRING>``;
+``PICKLED`` for PyFlink's pickled values), a ``pyarrow.DataType`` or our
+``TypeInformation``. Kryo classes are declared as structs: ``NOT NULL`` fields are Java
+primitives, nullable ones boxed or String. Declarations are keyed by state name (PyFlink
+Python state: its Python name); one for a state whose snapshot already gives its type is
+refused, never silently applied.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, TypeAlias
+
+import pyarrow as pa
+
+from flinkstate.state.typeinfo import ArrowTypeInfo
+from flinkstate.state.types import PickledBytesTypeInfo, TypeInformation, to_type_info
+
+from .header import KeyedHeader, StateInfo
+from .kryo import DeclaredTypeError, KryoReader
+from .snapshots import _KRYO, FlinkType
+from .values import TtlValueSerializer
+
+Declared: TypeAlias = "pa.DataType | TypeInformation"
+_TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
+_SIMPLE: dict[str, pa.DataType] = {
+    "BIGINT": pa.int64(), "LONG": pa.int64(), "INT": pa.int32(), "INTEGER": pa.int32(),
+    "SMALLINT": pa.int16(), "SHORT": pa.int16(), "TINYINT": pa.int8(), "BYTE": pa.int8(),
+    "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(), "FLOAT": pa.float32(), "REAL": pa.float32(),
+    "STRING": pa.string(), "VARCHAR": pa.string(), "BINARY": pa.binary(), "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"), "TIMESTAMP_NTZ": pa.timestamp("us"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StateDeclaration:
+    """The declared value (list element, map value) type, map key type and PyFlink state kind."""
+
+    value: Declared
+    user_key: Declared | None = None
+    kind: str | None = None  # PyFlink Python state: value | list | map
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[str] = []
+        pos = 0
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if m is None:
+                if text[pos:].strip():
+                    raise self.fail(f"unexpected {text[pos:].strip()[:10]!r}")
+                break
+            self.tokens.append(m.group(1))
+            pos = m.end()
+        self.i = 0
+
+    def fail(self, why: str) -> DeclaredTypeError:
+        return DeclaredTypeError(f"cannot parse the type {self.text!r}: {why}")
+
+    def peek(self) -> str:
+        return self.tokens[self.i] if self.i < len(self.tokens) else ""
+
+    def next(self) -> str:
+        token = self.peek()
+        if not token:
+            raise self.fail("it ends early")
+        self.i += 1
+        return token
+
+    def expect(self, token: str) -> None:
+        got = self.next()
+        if got != token:
+            raise self.fail(f"expected {token!r}, got {got!r}")
+
+    def number(self) -> int:
+        token = self.next()
+        if not token.isdigit():
+            raise self.fail(f"expected a number, got {token!r}")
+        return int(token)
+
+    def type(self) -> pa.DataType:
+        name = self.next().upper()
+        if name in ("DECIMAL", "DEC", "NUMERIC"):
+            precision, scale = 10, 0
+            if self.peek() == "(":
+                self.next()
+                precision = self.number()
+                if self.peek() == ",":
+                    self.next()
+                    scale = self.number()
+                self.expect(")")
+            if not 0 < precision <= 38 or scale > precision:
+                raise self.fail(f"DECIMAL({precision}, {scale}) is out of range")
+            return pa.decimal128(precision, scale)
+        if name in ("ARRAY", "MAP", "STRUCT"):
+            self.expect("<")
+            if name == "ARRAY":
+                out: pa.DataType = pa.list_(self.type())
+            elif name == "MAP":
+                key = self.type()
+                self.expect(",")
+                out = pa.map_(key, self.type())
+            else:
+                out = pa.struct(self.fields())
+            self.expect(">")
+            return out
+        if name in ("VARCHAR", "CHAR") and self.peek() == "(":
+            self.next()
+            self.number()
+            self.expect(")")
+            return pa.string()
+        if name not in _SIMPLE:
+            raise self.fail(f"unknown type {name}")
+        return _SIMPLE[name]
+
+    def fields(self) -> list[pa.Field]:
+        out = []
+        while True:
+            name = self.next()
+            if self.peek() == ":":
+                self.next()
+            t = self.type()
+            nullable = True
+            if self.peek().upper() == "NOT":
+                self.next()
+                if self.next().upper() != "NULL":
+                    raise self.fail("expected NOT NULL")
+                nullable = False
+            out.append(pa.field(name, t, nullable))
+            if self.peek() != ",":
+                return out
+            self.next()
+
+
+def parse_type(text: str) -> Declared:
+    """A Spark DDL type string as an Arrow type (``PICKLED``: PyFlink's pickled values)."""
+    if text.strip().upper() == "PICKLED":
+        return PickledBytesTypeInfo()
+    parser = _Parser(text)
+    out = parser.type()
+    if parser.peek():
+        raise parser.fail(f"unexpected {parser.peek()!r} after the type")
+    return out
+
+
+def as_declared(value: Any, what: str) -> Declared:
+    """A declaration given as a DDL string, a ``pyarrow.DataType`` or a ``TypeInformation``."""
+    if isinstance(value, str):
+        return parse_type(value)
+    if isinstance(value, pa.DataType | TypeInformation):
+        return value
+    raise DeclaredTypeError(
+        f"{what}: expected a DDL type string, pyarrow type or TypeInformation, got {value!r}"
+    )
+
+
+def declarations(types: Mapping[str, Any]) -> dict[str, StateDeclaration]:
+    """Declarations by state name from types or :class:`StateDeclaration` s."""
+    out = {}
+    for name, value in types.items():
+        what = f"declared type of state {name}"
+        d = value if isinstance(value, StateDeclaration) else StateDeclaration(value)
+        if d.kind not in (None, "value", "list", "map"):
+            raise DeclaredTypeError(f"{what}: kind must be value, list or map, not {d.kind!r}")
+        user_key = None if d.user_key is None else as_declared(d.user_key, what)
+        out[name] = StateDeclaration(as_declared(d.value, what), user_key, d.kind)
+    return out
+
+
+def python_type(value: Declared) -> TypeInformation:
+    """The type information a PyFlink coder decodes for a declaration."""
+    return value if isinstance(value, TypeInformation) else to_type_info(value)
+
+
+def _kryo(t: FlinkType, declared: Declared | None, where: str) -> FlinkType:
+    """``t`` decoded with ``declared`` when ``t`` is a Kryo type (or a TTL wrapper of one)."""
+    if declared is None:
+        return t
+    inner = t.inner if t.inner is not None else t
+    if inner.snapshot_class != _KRYO:
+        raise DeclaredTypeError(
+            f"{where}: its type {t.describe()} comes from the savepoint; types are declared only for "
+            "Kryo values and PyFlink Python state"
+        )
+    if not isinstance(declared, pa.DataType):
+        raise DeclaredTypeError(
+            f"{where}: declare the Kryo class {inner.java_class} as a STRUCT (a DDL string or pyarrow "
+            "struct), whose NOT NULL fields are Java primitives"
+        )
+    reader = KryoReader(declared, inner.java_class, where)
+    decoded = FlinkType(_KRYO, ArrowTypeInfo(declared), reader, java_class=inner.java_class)
+    if t.inner is None:
+        return decoded
+    return FlinkType(t.snapshot_class, decoded.type_info, TtlValueSerializer(decoded), inner=decoded)
+
+
+def apply_declarations(
+    header: KeyedHeader, declared: Mapping[str, StateDeclaration], where: str
+) -> KeyedHeader:
+    """``header`` with the Kryo types of declared states replaced by their declared readers."""
+    states: list[StateInfo] = []
+    for s in header.states:
+        d = declared.get(s.name)
+        if d is None or s.is_timer:
+            states.append(s)
+            continue
+        at = f"{where}: declared type of state {s.name}"
+        user_key = s.user_key
+        if s.kind == "MAP" and user_key is not None:
+            user_key = _kryo(user_key, d.user_key, f"{at} (map key)")
+        elif d.user_key is not None:
+            raise DeclaredTypeError(f"{at}: a map key type is declared but {s.name} is a {s.kind} state")
+        states.append(replace(s, value=_kryo(s.value, d.value, at), user_key=user_key))
+    return replace(header, states=tuple(states))

@@ -1,0 +1,227 @@
+"""Kryo-serialized values decoded with a struct type the user declares.
+
+Flink 2.3's ``KryoSerializer`` writes ``kryo.writeClassAndObject`` with Kryo 5 and
+references on: the class (a varint: 0 for a null object, 1 then a name for unregistered
+classes, else the registration id + 2), a reference marker (varint 1 for a new object),
+then ``FieldSerializer``'s fields, sorted by name (inherited ones included). Field layout:
+
+* ``long`` / ``int``: zigzag varint; ``short``: 2 bytes, ``float`` 4, ``double`` 8,
+  little-endian; ``byte``, ``boolean``: 1 byte. Declared ``NOT NULL``.
+* ``String`` and boxed ``Long``, ``Integer``, ``Short``, ``Byte``, ``Boolean``, ``Float``,
+  ``Double`` (nullable): a marker byte (0 null, 1 a value), then the value as above; a
+  String is Kryo's string (an ASCII run whose last byte has bit 7 set, or a flagged varint
+  of char count + 1 followed by the chars in Kryo's UTF-8).
+
+Only classes Kryo writes with ``FieldSerializer`` and fields of those types decode; a
+declared type that does not match the bytes raises :class:`DeclaredTypeError` naming the
+state and the byte offset. Kryo back references (one object reached twice) are refused.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from flinkstate.state.errors import FlinkStateError, SerializationError
+
+from .values import _ReadOnly
+
+
+class DeclaredTypeError(FlinkStateError):
+    """A declared type is malformed, applies to no such state, or does not fit its bytes."""
+
+    default_code = "INVALID_OPTION"
+
+
+Read = Callable[[bytes, int], tuple[Any, int]]
+_LE = {
+    "int16": struct.Struct("<h"),
+    "int8": struct.Struct("<b"),
+    "float": struct.Struct("<f"),
+    "double": struct.Struct("<d"),
+}
+
+
+def varint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Kryo's unsigned varint: 7 bits a byte, low first (the 9th byte of a long has 8 bits)."""
+    result, shift = 0, 0
+    for i in range(max_bytes):
+        b = buf[pos]
+        pos += 1
+        if i == 8:
+            return result | (b << 56), pos
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+    raise SerializationError("varint too long")
+
+
+def _zigzag(bits: int) -> Callable[[bytes, int], tuple[int, int]]:
+    width = 5 if bits == 32 else 9
+
+    def read(buf: bytes, pos: int) -> tuple[int, int]:
+        v, pos = varint(buf, pos, width)
+        v &= (1 << bits) - 1
+        return (v >> 1) ^ -(v & 1), pos
+
+    return read
+
+
+def kryo_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """Kryo 5 ``Output.writeString``: None, an ASCII run or a char count and Kryo UTF-8."""
+    b = buf[pos]
+    if not b & 0x80:
+        end = pos
+        while not buf[end] & 0x80:
+            end += 1
+        raw = bytes(buf[pos:end]) + bytes([buf[end] & 0x7F])
+        return raw.decode("ascii"), end + 1
+    count = b & 0x3F
+    pos += 1
+    if b & 0x40:
+        rest, pos = varint(buf, pos, 4)
+        count |= rest << 6
+    if count == 0:
+        return None, pos
+    units = []
+    for _ in range(count - 1):
+        c = buf[pos]
+        if c >> 4 < 8:
+            units.append(c)
+            pos += 1
+        elif c >> 4 in (12, 13):
+            units.append((c & 0x1F) << 6 | buf[pos + 1] & 0x3F)
+            pos += 2
+        elif c >> 4 == 14:
+            units.append((c & 0x0F) << 12 | (buf[pos + 1] & 0x3F) << 6 | buf[pos + 2] & 0x3F)
+            pos += 3
+        else:
+            raise SerializationError(f"bad Kryo UTF-8 byte {c:#x}")
+    text = struct.pack(f">{len(units)}H", *units).decode("utf-16-be", "surrogatepass")
+    return text, pos
+
+
+def _fixed(name: str) -> Read:
+    s = _LE[name]
+    return lambda buf, pos: (s.unpack_from(buf, pos)[0], pos + s.size)
+
+
+def _boolean(buf: bytes, pos: int) -> tuple[bool, int]:
+    if buf[pos] > 1:
+        raise SerializationError(f"boolean byte {buf[pos]}")
+    return buf[pos] == 1, pos + 1
+
+
+def _primitive(t: pa.DataType) -> Read | None:
+    if pa.types.is_int64(t):
+        return _zigzag(64)
+    if pa.types.is_int32(t):
+        return _zigzag(32)
+    if pa.types.is_int16(t):
+        return _fixed("int16")
+    if pa.types.is_int8(t):
+        return _fixed("int8")
+    if pa.types.is_boolean(t):
+        return _boolean
+    if pa.types.is_float32(t):
+        return _fixed("float")
+    if pa.types.is_float64(t):
+        return _fixed("double")
+    return None
+
+
+def _nullable(inner: Read) -> Read:
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        marker = buf[pos]
+        if marker == 0:
+            return None, pos + 1
+        if marker != 1:
+            raise SerializationError(f"null marker {marker} (a Kryo back reference is not supported)")
+        return inner(buf, pos + 1)
+
+    return read
+
+
+def _field_reader(field: pa.Field, what: str) -> Read:
+    t = field.type
+    if pa.types.is_string(t):
+        return _nullable(kryo_string)
+    primitive = _primitive(t)
+    if primitive is None:
+        raise DeclaredTypeError(
+            f"{what}: field {field.name} of type {t} cannot be read from Kryo bytes; declared Kryo "
+            "fields are BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE (NOT NULL: a primitive) "
+            "and STRING"
+        )
+    return primitive if not field.nullable else _nullable(primitive)
+
+
+class KryoReader(_ReadOnly):
+    """Reads one Kryo ``writeClassAndObject`` value as a dict of the declared fields."""
+
+    def __init__(self, declared: pa.DataType, java_class: str, what: str) -> None:
+        if not pa.types.is_struct(declared):
+            raise DeclaredTypeError(
+                f"{what}: a Kryo class ({java_class}) is declared as a STRUCT, not {declared}"
+            )
+        fields = [declared.field(i) for i in range(declared.num_fields)]
+        names = [f.name for f in fields]
+        if len(set(names)) != len(names):
+            raise DeclaredTypeError(f"{what}: duplicate field names in {declared}")
+        # Kryo writes fields sorted by name (Java String order: UTF-16 code units).
+        ordered = sorted(fields, key=lambda f: f.name.encode("utf-16-be"))
+        self.fields = [(f.name, _field_reader(f, what)) for f in ordered]
+        self.java_class = java_class
+        self.order = names
+        self.what = what
+        #: The registration id of the first value read: every value must carry it (another
+        #: id is another class, whose fields the declaration does not describe).
+        self.class_id: int | None = None
+
+    def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        start = pos
+        try:
+            return self._read(buf, pos)
+        except (SerializationError, IndexError, struct.error, UnicodeDecodeError) as exc:
+            raise DeclaredTypeError(
+                f"{self.what} does not fit the Kryo bytes of the value at byte {start}: {exc}"
+            ) from exc
+
+    def from_bytes(self, data: bytes | bytearray | memoryview) -> Any:
+        buf = bytes(data)
+        value, pos = self.read(buf, 0)
+        if pos != len(buf):
+            raise DeclaredTypeError(
+                f"{self.what} does not fit the Kryo bytes: {len(buf) - pos} of {len(buf)} bytes left over"
+            )
+        return value
+
+    def _read(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        class_id, pos = varint(buf, pos, 5)
+        if class_id == 0:
+            return None, pos
+        if class_id == 1:
+            name_id, pos = varint(buf, pos, 5)
+            name, pos = kryo_string(buf, pos)
+            if name != self.java_class:
+                raise SerializationError(f"Kryo class {name} (name id {name_id}), not {self.java_class}")
+        elif self.class_id is None:
+            self.class_id = class_id
+        elif class_id != self.class_id:
+            raise SerializationError(
+                f"Kryo class id {class_id - 2} where earlier values had {self.class_id - 2}"
+            )
+        marker, pos = varint(buf, pos, 5)
+        if marker != 1:
+            raise SerializationError(f"reference marker {marker} (a Kryo back reference is not supported)")
+        out: dict[str, Any] = {}
+        for name, read in self.fields:
+            out[name], pos = read(buf, pos)
+        return {n: out[n] for n in self.order}, pos
+
+    def __repr__(self) -> str:
+        return f"KryoReader({self.java_class})"

@@ -1,0 +1,78 @@
+"""A second implementation of the Kryo 5 bytes Flink's KryoSerializer writes (FieldSerializer,
+references on), written from Kryo's rules, to check the reader against random values."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pyarrow as pa
+
+
+def uvarint(v: int, max_bytes: int) -> bytes:
+    out = bytearray()
+    for i in range(max_bytes):
+        if i == 8:
+            out.append(v & 0xFF)
+            return bytes(out)
+        if v < 0x80:
+            out.append(v)
+            return bytes(out)
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    raise ValueError("too large")
+
+
+def zigzag(v: int, bits: int) -> bytes:
+    z = ((v << 1) ^ (v >> (bits - 1))) & ((1 << bits) - 1)
+    return uvarint(z, 5 if bits == 32 else 9)
+
+
+def string(s: str | None) -> bytes:
+    if s is None:
+        return b"\x80"
+    if not s:
+        return b"\x81"
+    if 1 < len(s) <= 32 and all(ord(c) < 128 for c in s):
+        raw = bytearray(s.encode("ascii"))
+        raw[-1] |= 0x80
+        return bytes(raw)
+    units = struct.unpack(f">{len(s.encode('utf-16-be')) // 2}H", s.encode("utf-16-be", "surrogatepass"))
+    n = len(units) + 1
+    head = bytearray([0x80 | (n & 0x3F) | (0x40 if n > 0x3F else 0)])
+    if n > 0x3F:
+        head += uvarint(n >> 6, 4)
+    for u in units:
+        if 0 < u < 0x80:
+            head.append(u)
+        elif u < 0x800:
+            head += bytes([0xC0 | u >> 6, 0x80 | u & 0x3F])
+        else:
+            head += bytes([0xE0 | u >> 12, 0x80 | u >> 6 & 0x3F, 0x80 | u & 0x3F])
+    return bytes(head)
+
+
+def _value(t: pa.DataType, v: Any) -> bytes:
+    if pa.types.is_int64(t):
+        return zigzag(v, 64)
+    if pa.types.is_int32(t):
+        return zigzag(v, 32)
+    if pa.types.is_string(t):
+        return string(v)
+    fmt = {pa.int16(): "<h", pa.int8(): "<b", pa.bool_(): "<?", pa.float32(): "<f", pa.float64(): "<d"}[t]
+    return struct.pack(fmt, v)
+
+
+def encode(struct_type: pa.StructType, value: dict[str, Any] | None, class_id: int = 85) -> bytes:
+    """``kryo.writeClassAndObject`` of a registered class holding ``value``'s fields."""
+    if value is None:
+        return b"\x00"
+    out = bytearray(uvarint(class_id + 2, 5) + b"\x01")
+    fields = sorted((struct_type.field(i) for i in range(struct_type.num_fields)), key=lambda f: f.name)
+    for f in fields:
+        v = value[f.name]
+        if f.nullable:
+            out += b"\x00" if v is None else b"\x01" + _value(f.type, v)
+        else:
+            out += _value(f.type, v)
+    return bytes(out)
