@@ -1,7 +1,9 @@
 """Routing rows to the subtasks that own their key groups, with Spark's own shuffle.
 
 A row's key group is computed over whole Arrow columns (the function the backends use),
-its subtask from the key group (Flink's ``kg * p // max_p``). Spark's
+or, for integral and boolean keys, by a native Spark expression spelling out Java's
+``hashCode`` and Flink's murmur hash in 64-bit arithmetic that cannot overflow (no Python
+pass over the rows); its subtask from the key group (Flink's ``kg * p // max_p``). Spark's
 ``repartition(p, col)`` puts a row in partition ``pmod(murmur3(col, 42), p)``, so each
 subtask gets a route value that Spark hashes to exactly its index: partition ``i`` then
 holds exactly subtask ``i``'s rows (the task checks this).
@@ -100,3 +102,68 @@ def route_udf(key_type: TypeInformation, parallelism: int, max_parallelism: int)
         return pa.array(routes[subtasks_of(groups, parallelism, max_parallelism)], pa.int32())
 
     return arrow_udf(route, IntegerType())
+
+
+_INTEGRAL_KEYS = ("BYTE", "SHORT", "INT", "LONG", "BOOLEAN")
+
+
+def _mul32(x: Any, constant: int) -> Any:
+    """``x * constant`` modulo 2**32 for ``0 <= x < 2**32``, in products below 2**49."""
+    lo, hi = constant & 0xFFFF, constant >> 16
+    return (x * lo + ((x * hi).bitwiseAND(0xFFFF) * (1 << 16))).bitwiseAND(_M32)
+
+
+def _rotl32(x: Any, r: int) -> Any:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    return F.shiftleft(x, r).bitwiseAND(_M32).bitwiseOR(F.shiftrightunsigned(x, 32 - r))
+
+
+def _mix(x: Any, shift: int) -> Any:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    return x.bitwiseXOR(F.shiftrightunsigned(x, shift))
+
+
+def native_key_group(column: Any, key_type: TypeInformation, max_parallelism: int) -> Any | None:
+    """Flink's key group of a BYTE/SHORT/INT/LONG/BOOLEAN key column as a Spark expression
+    (``None`` for other key types): Java's ``hashCode`` as an unsigned 32-bit value, then
+    Flink's ``MathUtils.murmurHash`` and ``% max_parallelism``. Nulls stay null."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    name = getattr(key_type, "name", None)
+    if name not in _INTEGRAL_KEYS:
+        return None
+    if name == "BOOLEAN":
+        h = F.when(column, F.lit(1231)).otherwise(F.lit(1237)).cast("bigint")
+    elif name == "LONG":
+        v = column.cast("bigint")
+        h = v.bitwiseXOR(F.shiftrightunsigned(v, 32)).bitwiseAND(_M32)
+    else:
+        h = column.cast("bigint").bitwiseAND(_M32)
+    h = _mul32(_rotl32(_mul32(h, 0xCC9E2D51), 15), 0x1B873593)
+    h = (_rotl32(h, 13) * 5 + 0xE6546B64).bitwiseAND(_M32).bitwiseXOR(4)
+    h = _mix(_mul32(_mix(_mul32(_mix(h, 16), 0x85EBCA6B), 13), 0xC2B2AE35), 16)
+    signed = F.when(h >= 1 << 31, h - (1 << 32)).otherwise(h)
+    code = F.when(signed >= 0, signed).when(signed != -(1 << 31), -signed).otherwise(F.lit(0).cast("bigint"))
+    return code % max_parallelism
+
+
+def route_column(
+    key_columns: Sequence[str], key_type: TypeInformation, parallelism: int, max_parallelism: int
+) -> Any:
+    """The route value of every row's key: a native expression for one integral or boolean
+    key column, else :func:`route_udf`. A null key fails the run (``INVALID_KEY``)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    if len(key_columns) == 1:
+        column = F.col(key_columns[0])
+        group = native_key_group(column, key_type, max_parallelism)
+        if group is not None:
+            subtask = F.floor(group * parallelism / max_parallelism).cast("int")  # exact: < 2**30
+            routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
+            message = f"ProcessError: [INVALID_KEY] key column {key_columns[0]!r} holds null; keys must not be null"
+            return F.when(column.isNull(), F.raise_error(F.lit(message))).otherwise(
+                F.element_at(routes, subtask + 1)
+            )
+    return route_udf(key_type, parallelism, max_parallelism)(*key_columns)
