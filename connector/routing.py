@@ -162,7 +162,9 @@ def route_column(
         if group is not None:
             subtask = F.floor(group * parallelism / max_parallelism).cast("int")  # exact: < 2**30
             routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
-            message = f"ProcessError: [INVALID_KEY] key column {key_columns[0]!r} holds null; keys must not be null"
+            message = (
+                f"ProcessError: [INVALID_KEY] key column {key_columns[0]!r} holds null; keys must not be null"
+            )
             return F.when(column.isNull(), F.raise_error(F.lit(message))).otherwise(
                 F.element_at(routes, subtask + 1)
             )

@@ -139,7 +139,10 @@ def _values(op: KeyedProcessOperator) -> dict[str, Any]:
     return out
 
 
-def _run(elements: list[tuple[Any, Any, int | None]], delay: int | None, bulk: bool, rnd: random.Random) -> Any:
+Elements = list[tuple[Any, Any, int | None]]
+
+
+def _run(elements: Elements, delay: int | None, bulk: bool, rnd: random.Random) -> Any:
     op = _operator(delay)
     clock = op.clock
     assert isinstance(clock, ManualTimeProvider)
@@ -154,7 +157,8 @@ def _run(elements: list[tuple[Any, Any, int | None]], delay: int | None, bulk: b
             values = [v for _, v, _ in chunk]
             stamps = [t for _, _, t in chunk]
             if bulk:
-                op.process_elements(keys, iter(values), stamps if any(s is not None for s in stamps) else None)
+                timed = any(s is not None for s in stamps)
+                op.process_elements(keys, iter(values), stamps if timed else None)
             else:
                 for key, value, ts in chunk:
                     model_process_element(op, key, value, ts)
