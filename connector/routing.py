@@ -105,6 +105,7 @@ def route_udf(key_type: TypeInformation, parallelism: int, max_parallelism: int)
 
 
 _INTEGRAL_KEYS = ("BYTE", "SHORT", "INT", "LONG", "BOOLEAN")
+_MIN_INT = -(1 << 31)
 
 
 def _mul32(x: Any, constant: int) -> Any:
@@ -125,47 +126,72 @@ def _mix(x: Any, shift: int) -> Any:
     return x.bitwiseXOR(F.shiftrightunsigned(x, shift))
 
 
-def native_key_group(column: Any, key_type: TypeInformation, max_parallelism: int) -> Any | None:
-    """Flink's key group of a BYTE/SHORT/INT/LONG/BOOLEAN key column as a Spark expression
-    (``None`` for other key types): Java's ``hashCode`` as an unsigned 32-bit value, then
-    Flink's ``MathUtils.murmurHash`` and ``% max_parallelism``. Nulls stay null."""
+def _java_hash(name: str, column: Any) -> Any:
+    """Java's ``hashCode`` of a key column as an unsigned 32-bit value (a bigint)."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    name = getattr(key_type, "name", None)
-    if name not in _INTEGRAL_KEYS:
-        return None
     if name == "BOOLEAN":
-        h = F.when(column, F.lit(1231)).otherwise(F.lit(1237)).cast("bigint")
-    elif name == "LONG":
-        v = column.cast("bigint")
-        h = v.bitwiseXOR(F.shiftrightunsigned(v, 32)).bitwiseAND(_M32)
-    else:
-        h = column.cast("bigint").bitwiseAND(_M32)
-    h = _mul32(_rotl32(_mul32(h, 0xCC9E2D51), 15), 0x1B873593)
-    h = (_rotl32(h, 13) * 5 + 0xE6546B64).bitwiseAND(_M32).bitwiseXOR(4)
-    h = _mix(_mul32(_mix(_mul32(_mix(h, 16), 0x85EBCA6B), 13), 0xC2B2AE35), 16)
-    signed = F.when(h >= 1 << 31, h - (1 << 32)).otherwise(h)
-    code = F.when(signed >= 0, signed).when(signed != -(1 << 31), -signed).otherwise(F.lit(0).cast("bigint"))
-    return code % max_parallelism
+        return F.when(column, F.lit(1231)).otherwise(F.lit(1237)).cast("bigint")
+    v = column.cast("bigint")
+    if name == "LONG":
+        return v.bitwiseXOR(F.shiftrightunsigned(v, 32)).bitwiseAND(_M32)
+    return v.bitwiseAND(_M32)
 
 
-def route_column(
-    key_columns: Sequence[str], key_type: TypeInformation, parallelism: int, max_parallelism: int
-) -> Any:
-    """The route value of every row's key: a native expression for one integral or boolean
-    key column, else :func:`route_udf`. A null key fails the run (``INVALID_KEY``)."""
+def with_key_group(
+    df: Any, key_column: str, key_type: TypeInformation, max_parallelism: int, name: str
+) -> Any | None:
+    """``df`` with column ``name``: Flink's key group of a BYTE/SHORT/INT/LONG/BOOLEAN key
+    column as native expressions (``None`` for other key types): Java's ``hashCode``, then
+    Flink's ``MathUtils.murmurHash`` and ``% max_parallelism``; a null key gives null.
+
+    One projection per step that reads its input twice: nested into one expression, the
+    tree would double at each of them."""
     from pyspark.sql import functions as F  # noqa: N812
 
+    kind = getattr(key_type, "name", None)
+    if kind not in _INTEGRAL_KEYS:
+        return None
+    steps = [
+        lambda x: _mul32(x, 0xCC9E2D51),
+        lambda x: _rotl32(x, 15),
+        lambda x: _mul32(x, 0x1B873593),
+        lambda x: (_rotl32(x, 13) * 5 + 0xE6546B64).bitwiseAND(_M32).bitwiseXOR(4),
+        lambda x: _mix(x, 16),
+        lambda x: _mul32(x, 0x85EBCA6B),
+        lambda x: _mix(x, 13),
+        lambda x: _mul32(x, 0xC2B2AE35),
+        lambda x: _mix(x, 16),
+        lambda x: F.when(x >= 1 << 31, x - (1 << 32)).otherwise(x),  # as Java's signed int
+        lambda x: F.when(x >= 0, x).when(x != _MIN_INT, -x).otherwise(F.lit(0).cast("bigint")),
+        lambda x: x % max_parallelism,
+    ]
+    df = df.withColumn(name, _java_hash(kind, F.col(key_column)))
+    for step in steps:
+        df = df.withColumn(name, step(F.col(name)))
+    return df
+
+
+def with_route(
+    df: Any,
+    key_columns: Sequence[str],
+    key_type: TypeInformation,
+    parallelism: int,
+    max_parallelism: int,
+    name: str,
+) -> Any:
+    """``df`` with column ``name``: the route value of every row's key, natively for one
+    integral or boolean key column, else by :func:`route_udf`. A null key fails the run
+    (``INVALID_KEY``)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    grouped = None
     if len(key_columns) == 1:
-        column = F.col(key_columns[0])
-        group = native_key_group(column, key_type, max_parallelism)
-        if group is not None:
-            subtask = F.floor(group * parallelism / max_parallelism).cast("int")  # exact: < 2**30
-            routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
-            message = (
-                f"ProcessError: [INVALID_KEY] key column {key_columns[0]!r} holds null; keys must not be null"
-            )
-            return F.when(column.isNull(), F.raise_error(F.lit(message))).otherwise(
-                F.element_at(routes, subtask + 1)
-            )
-    return route_udf(key_type, parallelism, max_parallelism)(*key_columns)
+        grouped = with_key_group(df, key_columns[0], key_type, max_parallelism, name)
+    if grouped is None:
+        return df.withColumn(name, route_udf(key_type, parallelism, max_parallelism)(*key_columns))
+    subtask = F.floor(F.col(name) * parallelism / max_parallelism).cast("int")  # exact: < 2**30
+    routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
+    message = f"ProcessError: [INVALID_KEY] key column {key_columns[0]!r} holds null; keys must not be null"
+    route = F.when(F.col(key_columns[0]).isNull(), F.raise_error(F.lit(message)))
+    return grouped.withColumn(name, route.otherwise(F.element_at(routes, subtask + 1)))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flinkstate.connector import ProcessError, process
-from flinkstate.connector.routing import key_type_of, native_key_group, route_column, route_values
+from flinkstate.connector.routing import key_type_of, route_values, with_key_group, with_route
 from flinkstate.state import assign_to_key_group
 
 from process_functions import WordCount
@@ -26,7 +26,6 @@ def _values(rnd: random.Random, bits: int) -> list[int]:
 
 @pytest.mark.parametrize("sql_type", [*BOUNDS, "boolean"])
 def test_native_key_groups_equal_flinks(spark: Any, sql_type: str) -> None:
-    from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.pandas.types import to_arrow_schema
 
     rnd = random.Random(sql_type)
@@ -34,11 +33,9 @@ def test_native_key_groups_equal_flinks(spark: Any, sql_type: str) -> None:
     df = spark.createDataFrame([(v,) for v in values], f"k {sql_type}")
     key_type = key_type_of(list(to_arrow_schema(df.schema).types), ["k"])
     for max_p, p in ((128, 3), (32768, 7), (1, 1)):
-        routed = df.select(
-            "k",
-            native_key_group(F.col("k"), key_type, max_p).alias("kg"),
-            route_column(["k"], key_type, p, max_p).alias("route"),
-        ).collect()
+        grouped = with_key_group(df, "k", key_type, max_p, "kg")
+        assert grouped is not None
+        routed = with_route(grouped, ["k"], key_type, p, max_p, "route").collect()
         routes = route_values(p)
         for k, kg, route in routed:
             expected = assign_to_key_group(k, max_p, key_type)
@@ -49,7 +46,8 @@ def test_native_key_groups_equal_flinks(spark: Any, sql_type: str) -> None:
 def test_other_key_types_use_the_udf(spark: Any) -> None:
     from flinkstate.state import Types
 
-    assert native_key_group(None, Types.STRING(), 128) is None
+    df = spark.createDataFrame([("a",)], "k string")
+    assert with_key_group(df, "k", Types.STRING(), 128, "kg") is None
 
 
 def test_a_null_key_fails_the_run(spark: Any, tmp_path: Path) -> None:
