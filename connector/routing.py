@@ -11,7 +11,7 @@ holds exactly subtask ``i``'s rows (the task checks this).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -152,7 +152,7 @@ def with_key_group(
     kind = getattr(key_type, "name", None)
     if kind not in _INTEGRAL_KEYS:
         return None
-    steps = [
+    steps: list[Callable[[Any], Any]] = [
         lambda x: _mul32(x, 0xCC9E2D51),
         lambda x: _rotl32(x, 15),
         lambda x: _mul32(x, 0x1B873593),
