@@ -33,7 +33,7 @@ from flinkstate.state.ttl.time import LONG_MIN
 
 from .output import OutputSchema
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
-from .routing import ProcessError, key_type_of, route_udf, route_values
+from .routing import ProcessError, key_type_of, route_values, with_route
 from .stream import BATCH_ID
 
 WATERMARK = "flinkstate.process.watermark"
@@ -316,8 +316,13 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         elements,
         job.output,
     )
-    routed = df.select("*", F.monotonically_increasing_id().alias(SEQ)).withColumn(
-        ROUTE, route_udf(key_type, p, job.max_parallelism)(*job.key_columns)
+    routed = with_route(
+        df.select("*", F.monotonically_increasing_id().alias(SEQ)),
+        job.key_columns,
+        key_type,
+        p,
+        job.max_parallelism,
+        ROUTE,
     )
     # one marker row per subtask (sequence -1), so every range runs even without rows
     routes = F.array(*[F.lit(v) for v in route_values(p)])

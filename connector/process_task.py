@@ -166,7 +166,6 @@ def _feed(
     make_row = partial(tuple.__new__, type("Row", (Row,), {"__fields__": list(plan.value_columns)}))
     route = route_values(plan.parallelism)[subtask]
     rows = 0
-    process = operator.process_element
     for batch in batches:
         seq = batch.column(SEQ)
         if batch.num_rows and pc.min(seq).as_py() < 0:  # the range's marker row
@@ -181,18 +180,13 @@ def _feed(
                 code="ROUTING_FAILED",
             )
         columns = [batch.column(name).to_pylist() for name in plan.value_columns]
-        values = list(map(make_row, zip(*columns, strict=True)))
+        values = map(make_row, zip(*columns, strict=True))  # built as consumed: rows die young
         if len(plan.key_columns) == 1:
             keys = columns[plan.value_columns.index(plan.key_columns[0])]
         else:
             keys = list(zip(*(columns[plan.value_columns.index(k)] for k in plan.key_columns), strict=True))
-        if plan.event_time is None:
-            for key, value in zip(keys, values, strict=True):
-                process(key, value)
-        else:
-            stamps = batch.column(plan.event_time).to_pylist()
-            for key, value, ts in zip(keys, values, stamps, strict=True):
-                process(key, value, ts)
+        stamps = None if plan.event_time is None else batch.column(plan.event_time).to_pylist()
+        operator.process_elements(keys, values, stamps)
         rows += batch.num_rows
         sink.extend(operator.drain())
     return rows

@@ -1,7 +1,9 @@
 """Routing rows to the subtasks that own their key groups, with Spark's own shuffle.
 
 A row's key group is computed over whole Arrow columns (the function the backends use),
-its subtask from the key group (Flink's ``kg * p // max_p``). Spark's
+or, for integral and boolean keys, by a native Spark expression spelling out Java's
+``hashCode`` and Flink's murmur hash in 64-bit arithmetic that cannot overflow (no Python
+pass over the rows); its subtask from the key group (Flink's ``kg * p // max_p``). Spark's
 ``repartition(p, col)`` puts a row in partition ``pmod(murmur3(col, 42), p)``, so each
 subtask gets a route value that Spark hashes to exactly its index: partition ``i`` then
 holds exactly subtask ``i``'s rows (the task checks this).
@@ -9,7 +11,7 @@ holds exactly subtask ``i``'s rows (the task checks this).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -100,3 +102,96 @@ def route_udf(key_type: TypeInformation, parallelism: int, max_parallelism: int)
         return pa.array(routes[subtasks_of(groups, parallelism, max_parallelism)], pa.int32())
 
     return arrow_udf(route, IntegerType())
+
+
+_INTEGRAL_KEYS = ("BYTE", "SHORT", "INT", "LONG", "BOOLEAN")
+_MIN_INT = -(1 << 31)
+
+
+def _mul32(x: Any, constant: int) -> Any:
+    """``x * constant`` modulo 2**32 for ``0 <= x < 2**32``, in products below 2**49."""
+    lo, hi = constant & 0xFFFF, constant >> 16
+    return (x * lo + ((x * hi).bitwiseAND(0xFFFF) * (1 << 16))).bitwiseAND(_M32)
+
+
+def _rotl32(x: Any, r: int) -> Any:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    return F.shiftleft(x, r).bitwiseAND(_M32).bitwiseOR(F.shiftrightunsigned(x, 32 - r))
+
+
+def _mix(x: Any, shift: int) -> Any:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    return x.bitwiseXOR(F.shiftrightunsigned(x, shift))
+
+
+def _java_hash(name: str, column: Any) -> Any:
+    """Java's ``hashCode`` of a key column as an unsigned 32-bit value (a bigint)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    if name == "BOOLEAN":
+        return F.when(column, F.lit(1231)).otherwise(F.lit(1237)).cast("bigint")
+    v = column.cast("bigint")
+    if name == "LONG":
+        return v.bitwiseXOR(F.shiftrightunsigned(v, 32)).bitwiseAND(_M32)
+    return v.bitwiseAND(_M32)
+
+
+def with_key_group(
+    df: Any, key_column: str, key_type: TypeInformation, max_parallelism: int, name: str
+) -> Any | None:
+    """``df`` with column ``name``: Flink's key group of a BYTE/SHORT/INT/LONG/BOOLEAN key
+    column as native expressions (``None`` for other key types): Java's ``hashCode``, then
+    Flink's ``MathUtils.murmurHash`` and ``% max_parallelism``; a null key gives null.
+
+    One projection per step that reads its input twice: nested into one expression, the
+    tree would double at each of them."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    kind = getattr(key_type, "name", None)
+    if kind not in _INTEGRAL_KEYS:
+        return None
+    steps: list[Callable[[Any], Any]] = [
+        lambda x: _mul32(x, 0xCC9E2D51),
+        lambda x: _rotl32(x, 15),
+        lambda x: _mul32(x, 0x1B873593),
+        lambda x: (_rotl32(x, 13) * 5 + 0xE6546B64).bitwiseAND(_M32).bitwiseXOR(4),
+        lambda x: _mix(x, 16),
+        lambda x: _mul32(x, 0x85EBCA6B),
+        lambda x: _mix(x, 13),
+        lambda x: _mul32(x, 0xC2B2AE35),
+        lambda x: _mix(x, 16),
+        lambda x: F.when(x >= 1 << 31, x - (1 << 32)).otherwise(x),  # as Java's signed int
+        lambda x: F.when(x >= 0, x).when(x != _MIN_INT, -x).otherwise(F.lit(0).cast("bigint")),
+        lambda x: x % max_parallelism,
+    ]
+    df = df.withColumn(name, _java_hash(kind, F.col(key_column)))
+    for step in steps:
+        df = df.withColumn(name, step(F.col(name)))
+    return df
+
+
+def with_route(
+    df: Any,
+    key_columns: Sequence[str],
+    key_type: TypeInformation,
+    parallelism: int,
+    max_parallelism: int,
+    name: str,
+) -> Any:
+    """``df`` with column ``name``: the route value of every row's key, natively for one
+    integral or boolean key column, else by :func:`route_udf`. A null key fails the run
+    (``INVALID_KEY``)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    grouped = None
+    if len(key_columns) == 1:
+        grouped = with_key_group(df, key_columns[0], key_type, max_parallelism, name)
+    if grouped is None:
+        return df.withColumn(name, route_udf(key_type, parallelism, max_parallelism)(*key_columns))
+    subtask = F.floor(F.col(name) * parallelism / max_parallelism).cast("int")  # exact: < 2**30
+    routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
+    message = f"ProcessError: [INVALID_KEY] key column {key_columns[0]!r} holds null; keys must not be null"
+    route = F.when(F.col(key_columns[0]).isNull(), F.raise_error(F.lit(message)))
+    return grouped.withColumn(name, route.otherwise(F.element_at(routes, subtask + 1)))

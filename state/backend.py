@@ -184,6 +184,12 @@ class AbstractKeyedStateBackend(ABC):
         """The current key, ``None`` before the first :meth:`set_current_key`."""
         return self._ctx.key
 
+    @property
+    def key_context(self) -> KeyContext:
+        """The live holder of the current key (read it, never write it): what the states
+        of this backend read, and the cheapest way to read the current key per record."""
+        return self._ctx
+
     def get_current_key_group(self) -> int | None:
         kgi = self._ctx.kgi
         return None if kgi < 0 else kgi + self._kg_start

@@ -12,7 +12,8 @@ becomes a :class:`ProcessFunctionError` naming the key and the subtask.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 from ..backend import AbstractKeyedStateBackend
@@ -47,6 +48,8 @@ LONG_MAX = (1 << 63) - 1
 class _Timers(TimerService):
     def __init__(self, op: KeyedProcessOperator) -> None:
         self._op = op
+        self._processing = op.processing_timers
+        self._event = op.event_timers
 
     def current_processing_time(self) -> int:
         return self._op.clock.current_timestamp()
@@ -55,16 +58,16 @@ class _Timers(TimerService):
         return self._op.backend.current_watermark
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        self._op.processing_timers.register(timestamp)
+        self._processing.register(timestamp)
 
     def register_event_time_timer(self, timestamp: int) -> None:
-        self._op.event_timers.register(timestamp)
+        self._event.register(timestamp)
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._op.processing_timers.delete(timestamp)
+        self._processing.delete(timestamp)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._op.event_timers.delete(timestamp)
+        self._event.delete(timestamp)
 
 
 class _Runtime(RuntimeContext):
@@ -126,12 +129,13 @@ class _ElementContext(ReadOnlyContext, OnTimerContext):
 
     def __init__(self, op: KeyedProcessOperator) -> None:
         self._op = op
+        self._key = op.backend.key_context
         self._timers = _Timers(op)
         self.ts: int | None = None
         self.domain = TimeDomain.EVENT_TIME
 
     def get_current_key(self) -> Any:
-        return self._op.backend.get_current_key()
+        return self._key.key
 
     def timestamp(self) -> int | None:
         return self.ts
@@ -238,17 +242,36 @@ class KeyedProcessOperator:
 
     def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:
         """One keyed element; output rows are appended to ``output``."""
-        if timestamp is not None and self._watermark_delay is not None:
-            watermark = timestamp - self._watermark_delay - 1
-            if watermark > self.backend.current_watermark:
-                self.advance_watermark(watermark)
-        self.backend.set_current_key(key)
+        self.process_elements((key,), (value,), (timestamp,))
+
+    def process_elements(
+        self, keys: Sequence[Any], values: Iterable[Any], timestamps: Iterable[int | None] | None = None
+    ) -> None:
+        """:meth:`process_element` of ``(keys[i], values[i], timestamps[i])`` for every ``i``,
+        in order: the per-record loop, with the per-call lookups hoisted out of it. ``values``
+        may be an iterator: elements built as they are consumed die young (no GC cost)."""
+        backend = self.backend
+        set_key = backend.set_current_key
+        function = self.function.process_element
         ctx = self._ctx
-        ctx.ts = timestamp
-        try:
-            self._emit(self.function.process_element(value, ctx))
-        except Exception as exc:
-            raise self._fail("process_element", exc) from exc
+        output = self.output  # the list timers fired on the way append to as well
+        delay = self._watermark_delay
+        watermark = backend.current_watermark  # only advance_watermark below moves it
+        stamps = repeat(None, len(keys)) if timestamps is None else timestamps
+        for key, value, timestamp in zip(keys, values, stamps, strict=True):
+            if timestamp is not None and delay is not None:
+                due = timestamp - delay - 1
+                if due > watermark:
+                    self.advance_watermark(due)
+                    watermark = backend.current_watermark
+            set_key(key)
+            ctx.ts = timestamp
+            try:
+                result = function(value, ctx)
+                if result is not None:
+                    output.extend(result)
+            except Exception as exc:
+                raise self._fail("process_element", exc) from exc
 
     def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
         """One broadcast element (the function must be a KeyedBroadcastProcessFunction)."""

@@ -39,6 +39,7 @@ TIMER_STATES = {
 """The keyed state holding each domain's timers (Flink's timer queue names)."""
 
 _COMPACT_MIN = 1024
+_MIN_TIME, _MAX_TIME = -(1 << 63), (1 << 63) - 1
 
 
 def timer_descriptor(domain: TimeDomain) -> MapStateDescriptor:
@@ -51,6 +52,7 @@ class TimerQueue:
     def __init__(self, backend: AbstractKeyedStateBackend, domain: TimeDomain) -> None:
         self.domain = domain
         self._backend = backend
+        self._key = backend.key_context
         self._desc = timer_descriptor(domain)
         self._heap: list[tuple[int, int, Any]] = []
         self._live: set[tuple[int, Any]] = set()
@@ -79,20 +81,22 @@ class TimerQueue:
         self._live.add((timestamp, key))
         heapq.heappush(self._heap, (timestamp, next(self._seq), key))
 
-    def _current_key(self) -> Any:
-        key = self._backend.get_current_key()
-        if key is None:
-            raise StateAccessError(
-                "timers are keyed: register or delete them while a key is current "
-                "(process_element or on_timer, not process_broadcast_element)",
-                code="NO_CURRENT_KEY",
-            )
-        return key
+    @staticmethod
+    def _no_key() -> StateAccessError:
+        return StateAccessError(
+            "timers are keyed: register or delete them while a key is current "
+            "(process_element or on_timer, not process_broadcast_element)",
+            code="NO_CURRENT_KEY",
+        )
 
     def register(self, timestamp: int) -> None:
         """A timer at ``timestamp`` for the current key (registering it twice keeps one)."""
-        timestamp = _check_time(timestamp)
-        key = self._current_key()
+        # the per-record path: a plain int in range skips the checks' calls
+        if type(timestamp) is not int or not _MIN_TIME <= timestamp <= _MAX_TIME:
+            timestamp = _check_time(timestamp)
+        key = self._key.key
+        if key is None:
+            raise self._no_key()
         if (timestamp, key) in self._live:
             return
         self._timers().put(timestamp, True)
@@ -100,8 +104,11 @@ class TimerQueue:
 
     def delete(self, timestamp: int) -> None:
         """Drop the current key's timer at ``timestamp`` (no timer there: nothing happens)."""
-        timestamp = _check_time(timestamp)
-        key = self._current_key()
+        if type(timestamp) is not int or not _MIN_TIME <= timestamp <= _MAX_TIME:
+            timestamp = _check_time(timestamp)
+        key = self._key.key
+        if key is None:
+            raise self._no_key()
         if (timestamp, key) not in self._live:
             return
         self._timers().remove(timestamp)
@@ -143,6 +150,6 @@ def _check_time(timestamp: Any) -> int:
     if isinstance(timestamp, bool) or not hasattr(timestamp, "__index__"):
         raise StateTypeError(f"a timer time is epoch milliseconds (int), got {timestamp!r}")
     value = int(timestamp)
-    if not -(1 << 63) <= value < 1 << 63:
+    if not _MIN_TIME <= value <= _MAX_TIME:
         raise StateTypeError(f"a timer time must fit a LONG, got {value}")
     return value
