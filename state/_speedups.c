@@ -4,7 +4,8 @@
  * Computes Java hashCode() semantics (String over UTF-16 code units, Integer,
  * Long) and Flink's murmur finalizer, then the key group. The pure-Python
  * functions in keygroups.py define the semantics; tests check both agree.
- * Also reads int keys and values out of dict buckets into int64 buffers (snapshots).
+ * Also reads int keys and values out of dict buckets into int64 buffers (snapshots), and
+ * looks ids up in a table of dict buckets (a snapshot's changed entries).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -335,7 +336,93 @@ py_int64_items(PyObject *self, PyObject *tables)
     return out;
 }
 
+/* Looks ids up in one table of buckets (a list of dicts or None), as Python does:
+ * bucket ``table[hash(id) % len(table)]``, then the bucket's get. Returns (found ids,
+ * their states, missing ids) in the order of `ids`; a state of None counts as missing. */
+static PyObject *
+py_resolve_in_table(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "expected (table: list, ids: list)");
+        return NULL;
+    }
+    PyObject *table = args[0];
+    PyObject *ids = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(table);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "empty bucket table");
+        return NULL;
+    }
+    PyObject *found = PyList_New(0);
+    PyObject *states = PyList_New(0);
+    PyObject *missing = PyList_New(0);
+    if (found == NULL || states == NULL || missing == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
+        PyObject *id = PyList_GET_ITEM(ids, i);
+        Py_INCREF(id);
+        Py_hash_t h = PyObject_Hash(id);
+        if (h == -1) {
+            Py_DECREF(id);
+            goto fail;
+        }
+        if (PyList_GET_SIZE(table) != n) {
+            Py_DECREF(id);
+            PyErr_SetString(PyExc_RuntimeError, "bucket table changed size during lookup");
+            goto fail;
+        }
+        Py_ssize_t slot = (Py_ssize_t)(h % n);
+        if (slot < 0) {
+            slot += n;
+        }
+        PyObject *bucket = PyList_GET_ITEM(table, slot);
+        PyObject *state = NULL;
+        if (bucket != Py_None) {
+            if (!PyDict_Check(bucket)) {
+                Py_DECREF(id);
+                PyErr_SetString(PyExc_TypeError, "a bucket is neither a dict nor None");
+                goto fail;
+            }
+            Py_INCREF(bucket);
+            state = PyDict_GetItemWithError(bucket, id);
+            Py_XINCREF(state);
+            Py_DECREF(bucket);
+            if (state == NULL && PyErr_Occurred()) {
+                Py_DECREF(id);
+                goto fail;
+            }
+        }
+        int err;
+        if (state == NULL || state == Py_None) {
+            err = PyList_Append(missing, id);
+        } else {
+            err = PyList_Append(found, id);
+            if (err == 0) {
+                err = PyList_Append(states, state);
+            }
+        }
+        Py_XDECREF(state);
+        Py_DECREF(id);
+        if (err < 0) {
+            goto fail;
+        }
+    }
+    PyObject *out = PyTuple_Pack(3, found, states, missing);
+    Py_DECREF(found);
+    Py_DECREF(states);
+    Py_DECREF(missing);
+    return out;
+fail:
+    Py_XDECREF(found);
+    Py_XDECREF(states);
+    Py_XDECREF(missing);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"resolve_in_table", (PyCFunction)(void (*)(void))py_resolve_in_table, METH_FASTCALL,
+     "(found ids, states, missing ids) of ids looked up in one table of dict buckets."},
     {"int64_items", py_int64_items, METH_O,
      "Keys and values of lists of dict buckets as native int64 bytes, or None."},
     {"key_groups_of_longs", (PyCFunction)(void (*)(void))py_key_groups_of_longs, METH_FASTCALL,

@@ -22,7 +22,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose, int64_items
+from .state_map import (
+    Buckets,
+    CopyFn,
+    Entry,
+    MapCursor,
+    StateMap,
+    StateMapSnapshot,
+    compose,
+    decompose,
+    int64_items,
+    resolve_in_table,
+)
 
 # Bucket table sizes: primes just below powers of two, so strided int keys spread well.
 _SIZES = (
@@ -32,9 +43,6 @@ _SIZES = (
 )  # fmt: skip
 BUCKET_LOAD = 128
 """Average entries per bucket at which the table grows."""
-
-Buckets = list[dict[Any, Any] | None]
-
 
 def _next_size(n: int) -> int:
     for size in _SIZES:
@@ -247,9 +255,6 @@ def _entries(tables: list[Buckets]) -> Iterator[Entry]:
                     yield key, ns, state
 
 
-_EMPTY: dict[Any, Any] = {}
-
-
 def _lookup(tables: list[Buckets], ck: Any) -> Any:
     h = hash(ck)
     for table in tables:
@@ -289,12 +294,9 @@ class _CowSnapshot(StateMapSnapshot):
     def resolve(self, cks: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
         ids = list(cks)
         tables = self._tables
-        if len(tables) == 1:  # no rehash under way: one bucket lookup per id, the gets at C speed
-            table, n = tables[0], len(tables[0])
-            buckets = [table[hash(ck) % n] or _EMPTY for ck in ids]
-            got = list(map(dict.get, buckets, ids))
-        else:  # an entry is in exactly one of the tables (moved ones leave)
-            got = [_lookup(tables, ck) for ck in ids]
+        if len(tables) == 1:  # no rehash under way: one bucket lookup per id
+            return resolve_in_table(tables[0], ids)
+        got = [_lookup(tables, ck) for ck in ids]  # an entry is in exactly one of the tables
         missing = [ck for ck, state in zip(ids, got, strict=True) if state is None]
         if not missing:
             return ids, got, []

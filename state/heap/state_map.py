@@ -24,11 +24,37 @@ def decompose(ck: Any) -> tuple[Any, Any]:
     return (ck[0], ck[1]) if type(ck) is tuple else (ck, None)
 
 
+_EMPTY: dict[Any, Any] = {}
+Buckets = list[dict[Any, Any] | None]
+Resolved = tuple[list[Any], list[Any], list[Any]]
+
+
 def int64_items(tables: list[list[dict[Any, Any] | None]]) -> tuple[bytes, bytes] | None:
     """The keys and values of dict buckets as native int64 buffers, in iteration order, by
     the C accelerator; ``None`` when it is not built or an entry is not a plain int in
     int64 range."""
     return None if _speedups is None else _speedups.int64_items(tables)
+
+
+def resolve_in_table(table: Buckets, ids: list[Any]) -> Resolved:
+    """(ids found, their states, ids missing) in the order of ``ids``, each looked up in its
+    bucket ``table[hash(id) % len(table)]``; a stored ``None`` counts as missing. The C
+    accelerator does the lookups when it is built."""
+    if _speedups is not None:
+        resolved: Resolved = _speedups.resolve_in_table(table, ids)
+        return resolved
+    return resolve_in_table_py(table, ids)
+
+
+def resolve_in_table_py(table: Buckets, ids: list[Any]) -> Resolved:
+    """:func:`resolve_in_table` in Python (the fallback, and the model of the C version)."""
+    n = len(table)
+    got = list(map(dict.get, [table[hash(ck) % n] or _EMPTY for ck in ids], ids))
+    missing = [ck for ck, state in zip(ids, got, strict=True) if state is None]
+    if not missing:
+        return ids, got, []
+    found = [ck for ck, state in zip(ids, got, strict=True) if state is not None]
+    return found, [state for state in got if state is not None], missing
 
 
 class StateMapSnapshot(ABC):

@@ -1,0 +1,151 @@
+"""Looking changed ids up in one table of dict buckets (the copy-on-write snapshot's
+``resolve`` when no rehash is under way): the C accelerator and the Python fallback must
+both give what a plain per-id lookup gives, in order, with the same errors."""
+
+from __future__ import annotations
+
+import random
+from collections import namedtuple
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from flinkstate.state.hashing import _speedups
+from flinkstate.state.heap import state_map
+from flinkstate.state.heap.cow_map import CopyOnWriteStateMap
+from flinkstate.state.heap.state_map import resolve_in_table_py
+
+Table = list[dict[Any, Any] | None]
+Resolve = Callable[[Table, list[Any]], tuple[list[Any], list[Any], list[Any]]]
+IMPLS: list[Any] = [
+    pytest.param(resolve_in_table_py, id="python"),
+    pytest.param(
+        None if _speedups is None else _speedups.resolve_in_table,
+        id="c",
+        marks=pytest.mark.skipif(_speedups is None, reason="C accelerator not built"),
+    ),
+]
+Point = namedtuple("Point", "x y")
+
+
+class Collide:
+    """Equal by name; every instance hashes alike (one bucket, dict probing on equality)."""
+
+    def __init__(self, name: str, h: int = -7) -> None:
+        self.name, self.h = name, h
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Collide) and other.name == self.name
+
+
+def _model(table: Table, ids: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    found, states, missing = [], [], []
+    for ck in ids:
+        bucket = table[hash(ck) % len(table)]
+        state = None if bucket is None else bucket.get(ck)
+        if state is None:
+            missing.append(ck)
+        else:
+            found.append(ck)
+            states.append(state)
+    return found, states, missing
+
+
+def _table(size: int, entries: dict[Any, Any], none_buckets: bool = True) -> Table:
+    table: Table = [None if none_buckets else {} for _ in range(size)]
+    for ck, state in entries.items():
+        slot = hash(ck) % size
+        bucket = table[slot]
+        if bucket is None:
+            bucket = table[slot] = {}
+        bucket[ck] = state
+    return table
+
+
+def _ids(rng: random.Random) -> list[Any]:
+    return [
+        *(rng.randrange(-(2**70), 2**70) for _ in range(40)),
+        *(rng.randrange(-50, 50) for _ in range(40)),
+        -1, -2, 2**61 - 1, -(2**61), 2**63, 1.0, True,
+        "", "ключ", "键🔑", "a\x00b",
+        (1, None), (-1, "é"), ("x", 7), ((1, "t"), None), Point(1, 2), (Point(-3, 4), "ns"),
+        Collide("a"), Collide("b"), Collide("c"), Collide("a", -1), Collide("z", 2**62),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("resolve", IMPLS)
+@pytest.mark.parametrize("size", [1, 3, 13, 509])
+@pytest.mark.parametrize("none_buckets", [True, False])
+def test_resolve_is_the_model(resolve: Resolve, size: int, none_buckets: bool) -> None:
+    rng = random.Random(size)
+    for _ in range(20):
+        ids = _ids(rng)
+        stored = {ck: rng.choice([[ck], "state", 0, None, ("s", ck)]) for ck in ids if rng.random() < 0.6}
+        table = _table(size, stored, none_buckets)
+        query = ids + rng.sample(ids, 10)  # duplicates keep their places
+        rng.shuffle(query)
+        got = resolve(table, query)
+        want = _model(table, query)
+        assert got == want
+        assert all(a is b for a, b in zip(got[1], want[1], strict=True))  # the states themselves
+    assert resolve(_table(size, {}), []) == ([], [], [])
+
+
+@pytest.mark.parametrize("resolve", IMPLS)
+def test_lookup_errors_propagate(resolve: Resolve) -> None:
+    class BadEq(Collide):
+        __hash__ = Collide.__hash__
+
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("eq")
+
+    table = _table(3, {Collide("a"): 1})
+    with pytest.raises(TypeError):
+        resolve(table, [1, ["unhashable"]])
+    with pytest.raises(ValueError, match="eq"):
+        resolve(table, [BadEq("a")])
+
+
+@pytest.mark.skipif(_speedups is None, reason="C accelerator not built")
+def test_c_rejects_what_is_not_a_table() -> None:
+    assert _speedups is not None
+    with pytest.raises(TypeError):
+        _speedups.resolve_in_table([[1]], [0])
+    with pytest.raises(TypeError):
+        _speedups.resolve_in_table(({},), [0])
+    with pytest.raises(ValueError):
+        _speedups.resolve_in_table([], [0])
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+@pytest.mark.parametrize("rehashing", [False, True])
+def test_snapshot_resolve_with_and_without_c(
+    monkeypatch: pytest.MonkeyPatch, accelerated: bool, rehashing: bool
+) -> None:
+    """The snapshot's resolve, through the C path or the fallback, during a rehash or not,
+    gives the snapshot's view of each id."""
+    if not accelerated:
+        monkeypatch.setattr(state_map, "_speedups", None)
+    elif _speedups is None:
+        pytest.skip("C accelerator not built")
+    rng = random.Random(7)
+    m = CopyOnWriteStateMap()
+    model: dict[Any, Any] = {}
+    while len(model) < 1000 or m.is_rehashing != rehashing:
+        key = rng.choice([rng.randrange(-(2**63), 2**63), f"k{rng.random()}é", (rng.randrange(99), "n")])
+        ns = None if type(key) is tuple else rng.choice([None, None, "ns"])
+        m.put(key, ns, [key])
+        model[key if ns is None and type(key) is not tuple else (key, ns)] = [key]
+    snap = m.snapshot()
+    ids = [*list(model)[::3], -1, "absent", (5, "n"), (12345, None)]
+    for ck in list(model)[::2]:
+        m.remove(*(ck if type(ck) is tuple else (ck, None)))
+    found, states, missing = snap.resolve(ids)
+    assert found == [ck for ck in ids if ck in model]
+    assert states == [model[ck] for ck in found]
+    assert missing == [ck for ck in ids if ck not in model]
+    snap.release()
