@@ -44,6 +44,7 @@ _SIZES = (
 BUCKET_LOAD = 128
 """Average entries per bucket at which the table grows."""
 
+
 def _next_size(n: int) -> int:
     for size in _SIZES:
         if size > n:
