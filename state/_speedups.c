@@ -336,9 +336,34 @@ py_int64_items(PyObject *self, PyObject *tables)
     return out;
 }
 
+/* Ids looked up ahead of the current one: their buckets' keys tables are fetched into the
+ * cache early, so the memory latency of many lookups overlaps (a large map is not cached). */
+#define PREFETCH_AHEAD 8
+
+static PyObject *
+bucket_at(PyObject *table, Py_ssize_t n, Py_hash_t h)
+{
+    Py_ssize_t slot = (Py_ssize_t)(h % n);
+    if (slot < 0) {
+        slot += n;
+    }
+    return PyList_GET_ITEM(table, slot);
+}
+
+static void
+prefetch_bucket(PyObject *bucket)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    if (bucket != Py_None && PyDict_CheckExact(bucket)) {
+        __builtin_prefetch(((PyDictObject *)bucket)->ma_keys);
+    }
+#endif
+}
+
 /* Looks ids up in one table of buckets (a list of dicts or None), as Python does:
  * bucket ``table[hash(id) % len(table)]``, then the bucket's get. Returns (found ids,
- * their states, missing ids) in the order of `ids`; a state of None counts as missing. */
+ * their states, missing ids) in the order of `ids`; a state of None counts as missing.
+ * All hashes are taken first, then the lookups run with buckets fetched ahead. */
 static PyObject *
 py_resolve_in_table(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -347,40 +372,45 @@ py_resolve_in_table(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *table = args[0];
-    PyObject *ids = args[1];
-    Py_ssize_t n = PyList_GET_SIZE(table);
-    if (n == 0) {
-        PyErr_SetString(PyExc_ValueError, "empty bucket table");
+    PyObject *ids = PySequence_List(args[1]); /* a private copy: the ids stay put */
+    if (ids == NULL) {
         return NULL;
     }
+    Py_ssize_t n = PyList_GET_SIZE(table);
+    Py_ssize_t count = PyList_GET_SIZE(ids);
+    Py_hash_t *hashes = PyMem_Malloc((size_t)(count > 0 ? count : 1) * sizeof(Py_hash_t));
     PyObject *found = PyList_New(0);
     PyObject *states = PyList_New(0);
     PyObject *missing = PyList_New(0);
-    if (found == NULL || states == NULL || missing == NULL) {
+    if (hashes == NULL || found == NULL || states == NULL || missing == NULL) {
+        if (hashes == NULL) {
+            PyErr_NoMemory();
+        }
         goto fail;
     }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
-        PyObject *id = PyList_GET_ITEM(ids, i);
-        Py_INCREF(id);
-        Py_hash_t h = PyObject_Hash(id);
-        if (h == -1) {
-            Py_DECREF(id);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "empty bucket table");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        hashes[i] = PyObject_Hash(PyList_GET_ITEM(ids, i));
+        if (hashes[i] == -1) {
             goto fail;
         }
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
         if (PyList_GET_SIZE(table) != n) {
-            Py_DECREF(id);
             PyErr_SetString(PyExc_RuntimeError, "bucket table changed size during lookup");
             goto fail;
         }
-        Py_ssize_t slot = (Py_ssize_t)(h % n);
-        if (slot < 0) {
-            slot += n;
+        if (i + PREFETCH_AHEAD < count) {
+            prefetch_bucket(bucket_at(table, n, hashes[i + PREFETCH_AHEAD]));
         }
-        PyObject *bucket = PyList_GET_ITEM(table, slot);
+        PyObject *id = PyList_GET_ITEM(ids, i);
+        PyObject *bucket = bucket_at(table, n, hashes[i]);
         PyObject *state = NULL;
         if (bucket != Py_None) {
             if (!PyDict_Check(bucket)) {
-                Py_DECREF(id);
                 PyErr_SetString(PyExc_TypeError, "a bucket is neither a dict nor None");
                 goto fail;
             }
@@ -389,7 +419,6 @@ py_resolve_in_table(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_XINCREF(state);
             Py_DECREF(bucket);
             if (state == NULL && PyErr_Occurred()) {
-                Py_DECREF(id);
                 goto fail;
             }
         }
@@ -403,17 +432,20 @@ py_resolve_in_table(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         Py_XDECREF(state);
-        Py_DECREF(id);
         if (err < 0) {
             goto fail;
         }
     }
+    PyMem_Free(hashes);
+    Py_DECREF(ids);
     PyObject *out = PyTuple_Pack(3, found, states, missing);
     Py_DECREF(found);
     Py_DECREF(states);
     Py_DECREF(missing);
     return out;
 fail:
+    PyMem_Free(hashes);
+    Py_DECREF(ids);
     Py_XDECREF(found);
     Py_XDECREF(states);
     Py_XDECREF(missing);
