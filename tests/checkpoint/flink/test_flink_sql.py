@@ -106,19 +106,23 @@ def test_keys_rebuilt_by_the_model_hash_to_their_key_groups(
         assert key_group_of(tuple(fields), values, 128) == row["key_group"]
 
 
+BASIC_ROOTS = [
+    "BIGINT",
+    "INTEGER",
+    "SMALLINT",
+    "TINYINT",
+    "BOOLEAN",
+    "FLOAT",
+    "DOUBLE",
+    "VARCHAR",
+    "VARBINARY",
+    "DATE",
+]
+"""The SQL types both the decoder and the model encode."""
+
+
 def test_key_rows_written_as_the_model_writes_them() -> None:
-    roots = [
-        "BIGINT",
-        "INTEGER",
-        "SMALLINT",
-        "TINYINT",
-        "BOOLEAN",
-        "FLOAT",
-        "DOUBLE",
-        "VARCHAR",
-        "VARBINARY",
-        "DATE",
-    ]
+    roots = BASIC_ROOTS
     rng = random.Random(5)
     for arity in (1, 3, 57, 70):
         fields = tuple(SqlTypeInfo(rng.choice(roots)) for _ in range(arity))
@@ -170,18 +174,7 @@ def _random_value(rng: random.Random, t: SqlTypeInfo) -> Any:
 
 
 def test_binary_rows_against_the_model() -> None:
-    roots = [
-        "BIGINT",
-        "INTEGER",
-        "SMALLINT",
-        "TINYINT",
-        "BOOLEAN",
-        "FLOAT",
-        "DOUBLE",
-        "VARCHAR",
-        "VARBINARY",
-        "DATE",
-    ]
+    roots = BASIC_ROOTS
     kinds = [SqlTypeInfo(r) for r in roots] + [
         SqlTypeInfo("DECIMAL", 10, 2),
         SqlTypeInfo("DECIMAL", 38, 18),
