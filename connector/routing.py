@@ -11,7 +11,7 @@ holds exactly subtask ``i``'s rows (the task checks this).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -105,71 +105,47 @@ def route_udf(key_type: TypeInformation, parallelism: int, max_parallelism: int)
 
 
 _INTEGRAL_KEYS = ("BYTE", "SHORT", "INT", "LONG", "BOOLEAN")
-_MIN_INT = -(1 << 31)
+_SEED_ZERO = -1693959553
+"""The int whose Murmur3 hash with Spark's seed (42) is 0: Spark's ``hash(_SEED_ZERO, c)``
+is Murmur3 of int ``c`` with seed 0, which is Flink's ``MathUtils.murmurHash(c)`` before its
+absolute value."""
 
 
-def _mul32(x: Any, constant: int) -> Any:
-    """``x * constant`` modulo 2**32 for ``0 <= x < 2**32``, in products below 2**49."""
-    lo, hi = constant & 0xFFFF, constant >> 16
-    return (x * lo + ((x * hi).bitwiseAND(0xFFFF) * (1 << 16))).bitwiseAND(_M32)
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
-def _rotl32(x: Any, r: int) -> Any:
-    from pyspark.sql import functions as F  # noqa: N812
+def _java_hash(kind: str, column: str) -> str:
+    """Java's ``hashCode`` of a key column (an int)."""
+    if kind == "BOOLEAN":
+        return f"CASE WHEN {column} THEN 1231 ELSE 1237 END"
+    if kind != "LONG":
+        return f"CAST({column} AS INT)"
+    v = f"CAST({column} AS BIGINT)"
+    unsigned = f"(({v} ^ shiftrightunsigned({v}, 32)) & {_M32})"  # (int)(v ^ (v >>> 32))
+    return f"CAST(CASE WHEN {unsigned} >= {1 << 31} THEN {unsigned} - {1 << 32} ELSE {unsigned} END AS INT)"
 
-    return F.shiftleft(x, r).bitwiseAND(_M32).bitwiseOR(F.shiftrightunsigned(x, 32 - r))
 
-
-def _mix(x: Any, shift: int) -> Any:
-    from pyspark.sql import functions as F  # noqa: N812
-
-    return x.bitwiseXOR(F.shiftrightunsigned(x, shift))
-
-
-def _java_hash(name: str, column: Any) -> Any:
-    """Java's ``hashCode`` of a key column as an unsigned 32-bit value (a bigint)."""
-    from pyspark.sql import functions as F  # noqa: N812
-
-    if name == "BOOLEAN":
-        return F.when(column, F.lit(1231)).otherwise(F.lit(1237)).cast("bigint")
-    v = column.cast("bigint")
-    if name == "LONG":
-        return v.bitwiseXOR(F.shiftrightunsigned(v, 32)).bitwiseAND(_M32)
-    return v.bitwiseAND(_M32)
+def _key_group(kind: str, column: str, max_parallelism: int) -> str:
+    """Flink's key group of ``column`` as a Spark SQL expression (null for a null key)."""
+    murmur = f"hash(CAST({_SEED_ZERO} AS INT), {_java_hash(kind, column)})"
+    positive = f"CASE WHEN {murmur} = {-(1 << 31)} THEN 0L ELSE abs(CAST({murmur} AS BIGINT)) END"
+    return f"CASE WHEN {column} IS NULL THEN NULL ELSE {positive} % {max_parallelism} END"
 
 
 def with_key_group(
     df: Any, key_column: str, key_type: TypeInformation, max_parallelism: int, name: str
 ) -> Any | None:
     """``df`` with column ``name``: Flink's key group of a BYTE/SHORT/INT/LONG/BOOLEAN key
-    column as native expressions (``None`` for other key types): Java's ``hashCode``, then
-    Flink's ``MathUtils.murmurHash`` and ``% max_parallelism``; a null key gives null.
-
-    One projection per step that reads its input twice: nested into one expression, the
-    tree would double at each of them."""
+    column as one native expression (``None`` for other key types): Java's ``hashCode``,
+    then Flink's ``MathUtils.murmurHash`` (Spark's Murmur3 at seed 0) and
+    ``% max_parallelism``; a null key gives null."""
     from pyspark.sql import functions as F  # noqa: N812
 
     kind = getattr(key_type, "name", None)
     if kind not in _INTEGRAL_KEYS:
         return None
-    steps: list[Callable[[Any], Any]] = [
-        lambda x: _mul32(x, 0xCC9E2D51),
-        lambda x: _rotl32(x, 15),
-        lambda x: _mul32(x, 0x1B873593),
-        lambda x: (_rotl32(x, 13) * 5 + 0xE6546B64).bitwiseAND(_M32).bitwiseXOR(4),
-        lambda x: _mix(x, 16),
-        lambda x: _mul32(x, 0x85EBCA6B),
-        lambda x: _mix(x, 13),
-        lambda x: _mul32(x, 0xC2B2AE35),
-        lambda x: _mix(x, 16),
-        lambda x: F.when(x >= 1 << 31, x - (1 << 32)).otherwise(x),  # as Java's signed int
-        lambda x: F.when(x >= 0, x).when(x != _MIN_INT, -x).otherwise(F.lit(0).cast("bigint")),
-        lambda x: x % max_parallelism,
-    ]
-    df = df.withColumn(name, _java_hash(kind, F.col(key_column)))
-    for step in steps:
-        df = df.withColumn(name, step(F.col(name)))
-    return df
+    return df.withColumn(name, F.expr(_key_group(kind, _quote(key_column), max_parallelism)))
 
 
 def with_route(
@@ -185,13 +161,21 @@ def with_route(
     (``INVALID_KEY``)."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    grouped = None
-    if len(key_columns) == 1:
-        grouped = with_key_group(df, key_columns[0], key_type, max_parallelism, name)
-    if grouped is None:
+    kind = getattr(key_type, "name", None)
+    if len(key_columns) != 1 or kind not in _INTEGRAL_KEYS:
         return df.withColumn(name, route_udf(key_type, parallelism, max_parallelism)(*key_columns))
-    subtask = F.floor(F.col(name) * parallelism / max_parallelism).cast("int")  # exact: < 2**30
-    routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
-    message = f"ProcessError: [INVALID_KEY] key column {key_columns[0]!r} holds null; keys must not be null"
-    route = F.when(F.col(key_columns[0]).isNull(), F.raise_error(F.lit(message)))
-    return grouped.withColumn(name, route.otherwise(F.element_at(routes, subtask + 1)))
+    column = _quote(key_columns[0])
+    routes = ", ".join(str(v) for v in route_values(parallelism))
+    message = _sql_string(
+        f"ProcessError: [INVALID_KEY] key column {key_columns[0]!r} holds null; keys must not be null"
+    )
+    group = _key_group(kind, column, max_parallelism)
+    subtask = f"CAST(FLOOR(({group}) * {parallelism} / {max_parallelism}) AS INT)"  # exact: < 2**30
+    routed = f"element_at(array({routes}), {subtask} + 1)"
+    return df.withColumn(
+        name, F.expr(f"CASE WHEN {column} IS NULL THEN raise_error({message}) ELSE {routed} END")
+    )
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
