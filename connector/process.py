@@ -33,7 +33,7 @@ from flinkstate.state.ttl.time import LONG_MIN
 
 from .output import OutputSchema
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
-from .routing import ProcessError, key_type_of, route_values, with_route
+from .routing import ProcessError, key_type_of, route_column, route_values
 from .stream import BATCH_ID
 
 WATERMARK = "flinkstate.process.watermark"
@@ -108,7 +108,7 @@ def _job(
             code="INVALID_FUNCTION",
         )
     if isinstance(output_schema, str):
-        output_schema = df.sparkSession.createDataFrame([], output_schema).schema
+        output_schema = _parse_schema(df.sparkSession, output_schema)
     if not isinstance(output_schema, StructType):
         raise ProcessError(f"output_schema must be a StructType or a DDL string, got {output_schema!r}")
     event_time = options.get("event_time")
@@ -159,6 +159,18 @@ def _job(
         ints["retain"],
         incremental,
     )
+
+
+_SCHEMAS: dict[str, Any] = {}
+"""DDL output schemas already parsed (a micro-batch each would parse its own again)."""
+
+
+def _parse_schema(spark: Any, ddl: str) -> Any:
+    if ddl not in _SCHEMAS:
+        if len(_SCHEMAS) >= 64:
+            _SCHEMAS.clear()
+        _SCHEMAS[ddl] = spark.createDataFrame([], ddl).schema
+    return _SCHEMAS[ddl]
 
 
 def process(
@@ -252,6 +264,7 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     """One run; ``None`` when ``batch_id`` was committed before the last committed one."""
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
 
     spark = df.sparkSession
     storage = CheckpointStorage(
@@ -276,7 +289,8 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
                 code="UNSUPPORTED_FORMAT",
             )
         seed = opened
-    arrow = to_arrow_schema(df.select(*job.key_columns).schema, timezone="UTC")
+    keys = StructType([df.schema[k] for k in job.key_columns])
+    arrow = to_arrow_schema(keys, timezone="UTC")
     key_type = key_type_of(list(arrow.types), job.key_columns)
     op = _check_base(seed, job, key_type, own=seed is base)
     p = job.parallelism or (op.parallelism if op is not None else spark.sparkContext.defaultParallelism)
@@ -316,22 +330,9 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         elements,
         job.output,
     )
-    routed = with_route(
-        df.select("*", F.monotonically_increasing_id().alias(SEQ)),
-        job.key_columns,
-        key_type,
-        p,
-        job.max_parallelism,
-        ROUTE,
-    )
-    # one marker row per subtask (sequence -1), so every range runs even without rows
-    routes = F.array(*[F.lit(v) for v in route_values(p)])
-    markers = spark.range(p).select(
-        *[F.lit(None).cast(f.dataType).alias(f.name) for f in df.schema.fields],
-        F.lit(-1).cast("bigint").alias(SEQ),
-        F.element_at(routes, (F.col("id") + 1).cast("int")).alias(ROUTE),
-    )
-    routed = routed.unionByName(markers)
+    route = route_column(job.key_columns, key_type, p, job.max_parallelism)
+    routed = df.select("*", F.monotonically_increasing_id().alias(SEQ), route.alias(ROUTE))
+    routed = routed.unionByName(_markers(spark, df.schema, p))
     order = [job.event_time, SEQ] if job.event_time is not None else [SEQ]
     ranges = routed.repartition(p, ROUTE).sortWithinPartitions(*order)
     try:
@@ -359,6 +360,18 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         properties[BATCH_ID] = str(batch_id)
     committed = pending.commit(properties)
     return _output_frame(spark, committed, job)
+
+
+def _markers(spark: Any, schema: Any, parallelism: int) -> Any:
+    """One marker row per subtask (sequence -1), so every range runs even without rows."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
+    return spark.range(parallelism).select(
+        *[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields],
+        F.lit(-1).cast("bigint").alias(SEQ),
+        F.element_at(routes, (F.col("id") + 1).cast("int")).alias(ROUTE),
+    )
 
 
 _OUR_ERROR = re.compile(r"(\w+Error): \[([A-Z_]+)\] ([^\n]*)")

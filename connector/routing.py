@@ -133,37 +133,29 @@ def _key_group(kind: str, column: str, max_parallelism: int) -> str:
     return f"CASE WHEN {column} IS NULL THEN NULL ELSE {positive} % {max_parallelism} END"
 
 
-def with_key_group(
-    df: Any, key_column: str, key_type: TypeInformation, max_parallelism: int, name: str
-) -> Any | None:
-    """``df`` with column ``name``: Flink's key group of a BYTE/SHORT/INT/LONG/BOOLEAN key
-    column as one native expression (``None`` for other key types): Java's ``hashCode``,
-    then Flink's ``MathUtils.murmurHash`` (Spark's Murmur3 at seed 0) and
-    ``% max_parallelism``; a null key gives null."""
+def key_group_column(key_column: str, key_type: TypeInformation, max_parallelism: int) -> Any | None:
+    """Flink's key group of a BYTE/SHORT/INT/LONG/BOOLEAN key column as one native Spark
+    expression (``None`` for other key types): Java's ``hashCode``, then Flink's
+    ``MathUtils.murmurHash`` (Spark's Murmur3 at seed 0) and ``% max_parallelism``; a null
+    key gives null."""
     from pyspark.sql import functions as F  # noqa: N812
 
     kind = getattr(key_type, "name", None)
     if kind not in _INTEGRAL_KEYS:
         return None
-    return df.withColumn(name, F.expr(_key_group(kind, _quote(key_column), max_parallelism)))
+    return F.expr(_key_group(kind, _quote(key_column), max_parallelism))
 
 
-def with_route(
-    df: Any,
-    key_columns: Sequence[str],
-    key_type: TypeInformation,
-    parallelism: int,
-    max_parallelism: int,
-    name: str,
+def route_column(
+    key_columns: Sequence[str], key_type: TypeInformation, parallelism: int, max_parallelism: int
 ) -> Any:
-    """``df`` with column ``name``: the route value of every row's key, natively for one
-    integral or boolean key column, else by :func:`route_udf`. A null key fails the run
-    (``INVALID_KEY``)."""
+    """The route value of every row's key: natively for one integral or boolean key column,
+    else by :func:`route_udf`. A null key fails the run (``INVALID_KEY``)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     kind = getattr(key_type, "name", None)
     if len(key_columns) != 1 or kind not in _INTEGRAL_KEYS:
-        return df.withColumn(name, route_udf(key_type, parallelism, max_parallelism)(*key_columns))
+        return route_udf(key_type, parallelism, max_parallelism)(*key_columns)
     column = _quote(key_columns[0])
     routes = ", ".join(str(v) for v in route_values(parallelism))
     message = _sql_string(
@@ -172,9 +164,7 @@ def with_route(
     group = _key_group(kind, column, max_parallelism)
     subtask = f"CAST(FLOOR(({group}) * {parallelism} / {max_parallelism}) AS INT)"  # exact: < 2**30
     routed = f"element_at(array({routes}), {subtask} + 1)"
-    return df.withColumn(
-        name, F.expr(f"CASE WHEN {column} IS NULL THEN raise_error({message}) ELSE {routed} END")
-    )
+    return F.expr(f"CASE WHEN {column} IS NULL THEN raise_error({message}) ELSE {routed} END")
 
 
 def _sql_string(text: str) -> str:

@@ -7,16 +7,17 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from flinkstate.connector import ProcessError, process
 from flinkstate.connector.routing import (
     _SEED_ZERO,
+    key_group_column,
     key_type_of,
+    route_column,
     route_values,
     spark_hash_int,
-    with_key_group,
-    with_route,
 )
 from flinkstate.state import assign_to_key_group
 
@@ -38,19 +39,16 @@ def test_native_key_groups_equal_flinks(spark: Any, sql_type: str) -> None:
     rnd = random.Random(sql_type)
     values: list[Any] = [True, False] if sql_type == "boolean" else _values(rnd, BOUNDS[sql_type])
     name = "k`ey 'ß'"  # quoted as a SQL identifier
-    df = spark.createDataFrame(
-        [(v, 0) for v in values], f"`{name.replace('`', '``')}` {sql_type}, __flinkstate_h3 int"
-    )
-    key_type = key_type_of(list(to_arrow_schema(df.schema).types)[:1], [name])
+    df = spark.createDataFrame([(v,) for v in values], f"`{name.replace('`', '``')}` {sql_type}")
+    key_type = key_type_of(list(to_arrow_schema(df.schema).types), [name])
     for max_p, p in ((128, 3), (32768, 7), (1, 1)):
-        grouped = with_key_group(df, name, key_type, max_p, "kg")
-        assert grouped is not None
-        routed = with_route(grouped, [name], key_type, p, max_p, "route")
-        assert routed.columns == [name, "__flinkstate_h3", "kg", "route"]
+        group = key_group_column(name, key_type, max_p)
+        assert group is not None
+        routed = df.select("*", group.alias("kg"), route_column([name], key_type, p, max_p).alias("route"))
         routes = route_values(p)
-        for k, h3, kg, route in routed.collect():
+        for k, kg, route in routed.collect():
             expected = assign_to_key_group(k, max_p, key_type)
-            assert (k, h3, kg) == (k, 0, expected)
+            assert (k, kg) == (k, expected)
             assert route == routes[expected * p // max_p]
 
 
@@ -62,8 +60,12 @@ def test_seed_zero_hashes_to_zero() -> None:
 def test_other_key_types_use_the_udf(spark: Any) -> None:
     from flinkstate.state import Types
 
-    df = spark.createDataFrame([("a",)], "k string")
-    assert with_key_group(df, "k", Types.STRING(), 128, "kg") is None
+    words = ["a", "ü", "", "日本", *(f"w{i}" for i in range(50))]
+    df = spark.createDataFrame([(w,) for w in words], "k string")
+    assert key_group_column("k", Types.STRING(), 128) is None
+    routes = route_values(3)
+    routed = df.select("k", route_column(["k"], Types.STRING(), 3, 128).alias("route")).collect()
+    assert {k: r for k, r in routed} == {w: routes[assign_to_key_group(w, 128) * 3 // 128] for w in words}
 
 
 def test_a_null_key_fails_the_run(spark: Any, tmp_path: Path) -> None:
@@ -72,6 +74,4 @@ def test_a_null_key_fails_the_run(spark: Any, tmp_path: Path) -> None:
         process(df, "word", WordCount(), "word bigint, count bigint", str(tmp_path), "wc", parallelism=2)
     quoted = spark.createDataFrame([(None,)], "`it's` int")
     with pytest.raises(Exception, match=r"\[INVALID_KEY\] key column \"it's\" holds null"):
-        with_route(
-            quoted, ["it's"], key_type_of([__import__("pyarrow").int32()], ["it's"]), 2, 128, "r"
-        ).collect()
+        quoted.select(route_column(["it's"], key_type_of([pa.int32()], ["it's"]), 2, 128)).collect()
