@@ -367,7 +367,7 @@ def _markers(spark: Any, schema: Any, parallelism: int) -> Any:
     from pyspark.sql import functions as F  # noqa: N812
 
     routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
-    return spark.range(parallelism).select(
+    return spark.range(0, parallelism, 1, 1).select(
         *[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields],
         F.lit(-1).cast("bigint").alias(SEQ),
         F.element_at(routes, (F.col("id") + 1).cast("int")).alias(ROUTE),
