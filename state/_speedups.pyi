@@ -1,3 +1,4 @@
+from collections.abc import Callable, Iterable
 from typing import Any
 
 def murmur_hash(code: int, /) -> int: ...
@@ -10,3 +11,18 @@ def int64_items(tables: list[list[dict[Any, Any] | None]], /) -> tuple[bytes, by
 def resolve_in_table(
     table: list[dict[Any, Any] | None], ids: list[Any], /
 ) -> tuple[list[Any], list[Any], list[Any]]: ...
+def process_keyed(
+    spec: list[Any],
+    set_key: Callable[[Any], None],
+    keys: Iterable[Any],
+    values: Iterable[Any],
+    stamps: Iterable[int | None] | None,
+    function: Callable[[Any, Any], Iterable[Any] | None],
+    ctx: Any,
+    output: list[Any],
+    fail: Callable[[Exception], BaseException],
+    delay: int | None,
+    watermark: int,
+    advance: Callable[[int], int],
+    /,
+) -> None: ...
