@@ -1,5 +1,7 @@
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+_T = TypeVar("_T", bound=tuple[Any, ...])
 
 def murmur_hash(code: int, /) -> int: ...
 def java_string_hash(value: str, /) -> int: ...
@@ -26,3 +28,4 @@ def process_keyed(
     advance: Callable[[int], int],
     /,
 ) -> None: ...
+def rows(cls: type[_T], columns: Sequence[list[Any]], /) -> Iterator[_T]: ...

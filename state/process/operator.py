@@ -12,10 +12,10 @@ becomes a :class:`ProcessFunctionError` naming the key and the subtask.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from itertools import repeat
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..backend import AbstractKeyedStateBackend
 from ..descriptors import (
@@ -45,7 +45,18 @@ from .functions import (
 from .timers import TimeDomain, TimerQueue
 
 LONG_MAX = (1 << 63) - 1
+T = TypeVar("T", bound=tuple[Any, ...])
 _process_keyed = None if _speedups is None else _speedups.process_keyed
+_rows = None if _speedups is None else _speedups.rows
+
+
+def element_rows(cls: type[T], columns: Sequence[list[Any]]) -> Iterator[T]:
+    """Rows of ``cls`` (a tuple subclass, e.g. a ``Row`` class) from equally long
+    ``columns``, built as :meth:`KeyedProcessOperator.process_elements` consumes them
+    (rows die young: no GC cost); by ``tuple.__new__``, so no per-row ``__init__`` runs."""
+    if _rows is not None:
+        return cast("Iterator[T]", _rows(cls, columns))
+    return map(partial(tuple.__new__, cls), zip(*columns, strict=True))
 
 
 class _Timers(TimerService):
@@ -365,4 +376,4 @@ class KeyedProcessOperator:
                 raise self._fail("close", exc, keyed=False) from exc
 
 
-__all__ = ["LONG_MAX", "LONG_MIN", "KeyedProcessOperator"]
+__all__ = ["LONG_MAX", "LONG_MIN", "KeyedProcessOperator", "element_rows"]
