@@ -145,8 +145,11 @@ class AbstractKeyedStateBackend(ABC):
         """What :meth:`set_current_key` does for a key of the backend's Python type, for a
         C loop to do it per record: ``[python key type, key-group function, max
         parallelism, range start, range count, key context, key listeners]``, kept up to
-        date in place (read it per record). ``None`` when a subclass changes the setter."""
-        if type(self).set_current_key is not AbstractKeyedStateBackend.set_current_key:
+        date in place (read it per record). ``None`` when a subclass or the instance
+        replaces the setter."""
+        if type(
+            self
+        ).set_current_key is not AbstractKeyedStateBackend.set_current_key or "set_current_key" in vars(self):
             return None
         return self._key_spec
 

@@ -372,3 +372,21 @@ def test_a_subclass_setter_is_respected() -> None:
     op.process_elements([4, 5], iter([(0, "tuple"), (1, "none")]))
     assert backend.log == [4, 5]
     assert op.drain() == [(4, 1, None)]
+
+
+def test_an_instance_setter_is_respected() -> None:
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=8)
+    log: list[Any] = []
+    setter = backend.set_current_key
+
+    def logged(key: Any) -> None:
+        log.append(key)
+        setter(key)
+
+    backend.set_current_key = logged  # type: ignore[method-assign]
+    assert backend.key_setter_spec is None
+    op = KeyedProcessOperator(Mixed(False), backend)
+    op.open()
+    op.process_elements([4, 5], iter([(0, "tuple"), (1, "none")]))
+    assert log == [4, 5]
+    assert op.drain() == [(4, 1, None)]
