@@ -33,7 +33,7 @@ from flinkstate.state.errors import SerializationError
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
-from flinkstate.state.process import KeyedProcessOperator
+from flinkstate.state.process import KeyedProcessOperator, element_rows
 from flinkstate.state.process.functions import ProcessFunction
 from flinkstate.state.ttl.time import LONG_MIN
 from flinkstate.state.types import TypeInformation
@@ -162,8 +162,8 @@ def _feed(
     """Feed the range's rows to ``operator``; return how many."""
     from pyspark.sql import Row
 
-    # a Row class per input schema: rows are built with tuple.__new__ (no per-row setattr)
-    make_row = partial(tuple.__new__, type("Row", (Row,), {"__fields__": list(plan.value_columns)}))
+    # a Row class per input schema: rows are built as tuples of it (no per-row setattr)
+    row_class: type[Row] = type("Row", (Row,), {"__fields__": list(plan.value_columns)})
     route = route_values(plan.parallelism)[subtask]
     rows = 0
     for batch in batches:
@@ -180,7 +180,7 @@ def _feed(
                 code="ROUTING_FAILED",
             )
         columns = [batch.column(name).to_pylist() for name in plan.value_columns]
-        values = map(make_row, zip(*columns, strict=True))  # built as consumed: rows die young
+        values = element_rows(row_class, columns)  # built as consumed: rows die young
         if len(plan.key_columns) == 1:
             keys = columns[plan.value_columns.index(plan.key_columns[0])]
         else:

@@ -96,13 +96,15 @@ class AbstractKeyedStateBackend(ABC):
         self._key_type: TypeInformation | None = None
         self._key_pytype: type = _NoKey
         self._kg_fn: Callable[[Any, int], int] = lambda key, max_p: 0
+        self._key_listeners: list[Callable[[], None]] = []
+        self._key_spec: list[Any] = []
+        self._describe_key_setter()
         if key_type is not None:
             self._set_key_type(to_type_info(key_type))
         self._states: dict[str, InternalKvState] = {}
         self._metas: dict[str, StateMetaInfo] = {}
         self._last_desc: StateDescriptor | None = None
         self._last_state: Any = None
-        self._key_listeners: list[Callable[[], None]] = []
         self._closed = False
         if time_provider is not None and not callable(getattr(time_provider, "current_timestamp", None)):
             raise StateTypeError(f"a time provider needs current_timestamp() -> int, got {time_provider!r}")
@@ -125,6 +127,31 @@ class AbstractKeyedStateBackend(ABC):
         self._key_type = key_type
         self._key_pytype = key_type.python_type
         self._kg_fn = key_group_assigner(key_type)
+        self._describe_key_setter()
+
+    def _describe_key_setter(self) -> None:
+        self._key_spec[:] = (
+            self._key_pytype,
+            self._kg_fn,
+            self._max_p,
+            self._kg_start,
+            self._kg_count,
+            self._ctx,
+            self._key_listeners,
+        )
+
+    @property
+    def key_setter_spec(self) -> list[Any] | None:
+        """What :meth:`set_current_key` does for a key of the backend's Python type, for a
+        C loop to do it per record: ``[python key type, key-group function, max
+        parallelism, range start, range count, key context, key listeners]``, kept up to
+        date in place (read it per record). ``None`` when a subclass or the instance
+        replaces the setter."""
+        if type(
+            self
+        ).set_current_key is not AbstractKeyedStateBackend.set_current_key or "set_current_key" in vars(self):
+            return None
+        return self._key_spec
 
     def set_current_key(self, key: Any) -> None:
         """Make ``key`` the key that every state of this backend reads and writes."""
@@ -441,6 +468,7 @@ class AbstractKeyedStateBackend(ABC):
         """Release the backend; later use is an error."""
         self._closed = True
         self._key_pytype = _NoKey
+        self._describe_key_setter()
         self._ctx.kgi = -1
         self._ctx.key = None
         self._last_desc = self._last_state = None

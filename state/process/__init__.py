@@ -18,7 +18,7 @@ from .harness import (
     restore_backend,
     take_snapshot,
 )
-from .operator import KeyedProcessOperator
+from .operator import KeyedProcessOperator, element_rows
 from .timers import TIMER_STATES, TimeDomain, TimerQueue
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "TimeDomain",
     "TimerQueue",
     "TimerService",
+    "element_rows",
     "restore_backend",
     "take_snapshot",
 ]

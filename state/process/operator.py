@@ -12,9 +12,10 @@ becomes a :class:`ProcessFunctionError` naming the key and the subtask.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from itertools import repeat
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..backend import AbstractKeyedStateBackend
 from ..descriptors import (
@@ -26,6 +27,7 @@ from ..descriptors import (
     ValueStateDescriptor,
 )
 from ..errors import InvalidArgumentError, ProcessFunctionError
+from ..hashing import _speedups
 from ..interfaces import AggregatingState, ListState, MapState, ReducingState, ValueState
 from ..operator import BroadcastState, OperatorStateBackend
 from ..ttl.time import LONG_MIN, TtlTimeProvider, WallClockTimeProvider
@@ -43,6 +45,18 @@ from .functions import (
 from .timers import TimeDomain, TimerQueue
 
 LONG_MAX = (1 << 63) - 1
+T = TypeVar("T", bound=tuple[Any, ...])
+_process_keyed = None if _speedups is None else _speedups.process_keyed
+_rows = None if _speedups is None else _speedups.rows
+
+
+def element_rows(cls: type[T], columns: Sequence[list[Any]]) -> Iterator[T]:
+    """Rows of ``cls`` (a tuple subclass, e.g. a ``Row`` class) from equally long
+    ``columns``, built as :meth:`KeyedProcessOperator.process_elements` consumes them
+    (rows die young: no GC cost); by ``tuple.__new__``, so no per-row ``__init__`` runs."""
+    if _rows is not None:
+        return cast("Iterator[T]", _rows(cls, columns))
+    return map(partial(tuple.__new__, cls), zip(*columns, strict=True))
 
 
 class _Timers(TimerService):
@@ -249,8 +263,27 @@ class KeyedProcessOperator:
     ) -> None:
         """:meth:`process_element` of ``(keys[i], values[i], timestamps[i])`` for every ``i``,
         in order: the per-record loop, with the per-call lookups hoisted out of it. ``values``
-        may be an iterator: elements built as they are consumed die young (no GC cost)."""
+        may be an iterator: elements built as they are consumed die young (no GC cost).
+        The C accelerator runs the same loop (its key setter per the backend's
+        ``key_setter_spec``); this Python loop is its model and its fallback."""
         backend = self.backend
+        spec = backend.key_setter_spec
+        if _process_keyed is not None and spec is not None:
+            _process_keyed(
+                spec,
+                backend.set_current_key,
+                keys,
+                values,
+                timestamps,
+                self.function.process_element,
+                self._ctx,
+                self.output,
+                partial(self._fail, "process_element"),
+                self._watermark_delay,
+                backend.current_watermark,
+                self._advance_for,
+            )
+            return
         set_key = backend.set_current_key
         function = self.function.process_element
         ctx = self._ctx
@@ -300,6 +333,11 @@ class KeyedProcessOperator:
                 raise self._fail("on_timer", exc) from exc
         return fired
 
+    def _advance_for(self, due: int) -> int:
+        """An element moved the watermark to ``due``: advance it, return where it is."""
+        self.advance_watermark(due)
+        return self.backend.current_watermark
+
     def advance_watermark(self, watermark: int) -> int:
         """Event time moves to ``watermark`` (never back): event-time TTL follows it and
         every event-time timer at or before it fires. Returns the number fired."""
@@ -338,4 +376,4 @@ class KeyedProcessOperator:
                 raise self._fail("close", exc, keyed=False) from exc
 
 
-__all__ = ["LONG_MAX", "LONG_MIN", "KeyedProcessOperator"]
+__all__ = ["LONG_MAX", "LONG_MIN", "KeyedProcessOperator", "element_rows"]
