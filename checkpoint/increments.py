@@ -16,6 +16,7 @@ the delta is then kept beside the full file for the change feed only).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
@@ -113,13 +114,13 @@ def _key_groups(groups: list[int], counts: list[int]) -> pa.Array:
 
 def _joined(parts: list[StateColumns]) -> StateColumns:
     """The columns of several key groups, one after another."""
-    keys = [k for p in parts for k in p.keys]
-    values = [v for p in parts for v in p.values]
+    keys = list(itertools.chain.from_iterable(p.keys for p in parts))
+    values = list(itertools.chain.from_iterable(p.values for p in parts))
     namespaces = timestamps = None
     if any(p.namespaces is not None for p in parts):
-        namespaces = [n for p in parts for n in (p.namespaces or [None] * len(p))]
+        namespaces = list(itertools.chain.from_iterable(p.namespaces or [None] * len(p) for p in parts))
     if any(p.timestamps is not None for p in parts):
-        timestamps = [t for p in parts for t in (p.timestamps or [None] * len(p))]
+        timestamps = list(itertools.chain.from_iterable(p.timestamps or [None] * len(p) for p in parts))
     return StateColumns(keys, namespaces, values, timestamps)
 
 
