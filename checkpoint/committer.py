@@ -153,8 +153,10 @@ def publish_manifest(
                     directory.delete(name)
             raise
     if root is not None:
+        version = manifest.checkpoint_id  # when ``directory`` is its chk-<id>, no need to read it back
+        same = directory.root == root.path(f"chk-{version}") and directory.fs is root.fs
         try:
-            collect_garbage(root, retain)
+            collect_garbage(root, retain, known={version: manifest} if same else None)
         except (OSError, CheckpointError) as exc:  # committed all the same; the next commit retries
             _log.warning(
                 "retention under %r failed after checkpoint %d: %s", root, manifest.checkpoint_id, exc

@@ -16,15 +16,25 @@ the delta is then kept beside the full file for the change feed only).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 
 from flinkstate.state.changes import ChangeSet
-from flinkstate.state.snapshot import ChangedEntries, KeyedStateSnapshot, StateMetaInfo, StateSnapshot
+from flinkstate.state.descriptors import StateKind
+from flinkstate.state.snapshot import (
+    ChangedEntries,
+    KeyedStateSnapshot,
+    StateColumns,
+    StateMetaInfo,
+    StateSnapshot,
+)
 from flinkstate.state.types import TypeInformation
 
+from .arrow_codec import to_arrow
 from .errors import CheckpointError
 from .format import WrittenFile, keyed_schema, storage_table, write_keyed, write_row_groups
 from .manifest import FileRef, Files, OperatorEntry, SubtaskEntry
@@ -97,43 +107,86 @@ def load_base(root: Storage | None, base_id: int | None, uid: str, new_dir: str)
     return BaseChain(base_id, moved.operators[0])
 
 
-def _delete_table(
-    schema: pa.Schema, meta: StateMetaInfo, key_type: TypeInformation, kg: int, ce: ChangedEntries
-) -> pa.Table:
-    from .arrow_codec import to_arrow
+def _key_groups(groups: list[int], counts: list[int]) -> pa.Array:
+    """The ``key_group`` column: each of ``groups`` repeated its count of times."""
+    return pa.array(np.repeat(np.asarray(groups, np.int32), counts), pa.int32())
 
-    n = len(ce.deletes)
+
+def _joined(parts: list[StateColumns]) -> StateColumns:
+    """The columns of several key groups, one after another."""
+    keys = list(itertools.chain.from_iterable(p.keys for p in parts))
+    values = list(itertools.chain.from_iterable(p.values for p in parts))
+    namespaces = timestamps = None
+    if any(p.namespaces is not None for p in parts):
+        namespaces = list(itertools.chain.from_iterable(p.namespaces or [None] * len(p) for p in parts))
+    if any(p.timestamps is not None for p in parts):
+        timestamps = list(itertools.chain.from_iterable(p.timestamps or [None] * len(p) for p in parts))
+    return StateColumns(keys, namespaces, values, timestamps)
+
+
+def _deletes_table(schema: pa.Schema, meta: StateMetaInfo, key_type: TypeInformation,
+                   groups: list[tuple[int, ChangedEntries]]) -> pa.Table:  # fmt: skip
+    """Every key group's delete rows (``op = 1``: key, namespace; nulls elsewhere), in order."""
+    deletes = _joined([ce.deletes for _, ce in groups])
+    n = len(deletes)
     arrays: dict[str, pa.Array] = {
-        "key_group": pa.repeat(pa.scalar(kg, pa.int32()), n),
-        "key": to_arrow(ce.deletes.keys, key_type),
+        "key_group": _key_groups([kg for kg, _ in groups], [len(ce.deletes) for _, ce in groups]),
+        "key": to_arrow(deletes.keys, key_type),
         "op": pa.repeat(pa.scalar(1, pa.int8()), n),
     }
     if meta.namespace_type is not None:
-        arrays["namespace"] = to_arrow(ce.deletes.namespaces or [None] * n, meta.namespace_type)
-    columns = [arrays.get(f.name, pa.nulls(n, f.type)) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
+        arrays["namespace"] = to_arrow(deletes.namespaces or [None] * n, meta.namespace_type)
+    return pa.Table.from_arrays([arrays.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
 
 
-def _changes_table(schemas: tuple[pa.Schema, pa.Schema], meta: StateMetaInfo, key_type: TypeInformation,
-                   kg: int, ce: ChangedEntries) -> pa.Table:  # fmt: skip
+def _upserts_table(schemas: tuple[pa.Schema, pa.Schema], meta: StateMetaInfo, key_type: TypeInformation,
+                   groups: list[tuple[int, ChangedEntries]]) -> tuple[pa.Table, list[int]]:  # fmt: skip
+    """Every key group's upsert rows (``op = 0``), in order, and how many rows each takes
+    (a MAP entry takes one per user key)."""
     stored, schema = schemas
-    parts = []
-    if len(ce.deletes):
-        parts.append(_delete_table(schema, meta, key_type, kg, ce))
-    if len(ce.upserts):
-        up = storage_table(meta, key_type, kg, ce.upserts, stored)
-        up = up.append_column(OP, pa.repeat(pa.scalar(0, pa.int8()), up.num_rows))
-        parts.append(pa.Table.from_arrays(up.columns, schema=schema))
-    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    parts = [ce.upserts for _, ce in groups]
+    if not any(map(len, parts)):  # no columns to join (a TTL state's would have no timestamps)
+        return schema.empty_table(), [0] * len(parts)
+    per_entry = meta.kind is StateKind.MAP
+    rows = [sum(map(len, p.values)) if per_entry else len(p) for p in parts]
+    table = storage_table(meta, key_type, 0, _joined(parts), stored)
+    columns = [_key_groups([kg for kg, _ in groups], rows), *table.columns[1:]]
+    columns.append(pa.repeat(pa.scalar(0, pa.int8()), table.num_rows))
+    return pa.Table.from_arrays(columns, schema=schema), rows
+
+
+def changes_tables(
+    meta: StateMetaInfo, key_type: TypeInformation, groups: Iterable[tuple[int, ChangedEntries]]
+) -> tuple[pa.Schema, Iterator[tuple[int, pa.Table]]]:
+    """A delta file's schema and its row groups: per key group with changes, its deletes then
+    its upserts. The columns of all key groups are built at once; each row group is slices
+    of them (no copy)."""
+    stored = keyed_schema(meta, key_type)
+    schema = stored.append(OP)
+    changed = [(kg, ce) for kg, ce in groups if len(ce)]
+    upserts, rows = _upserts_table((stored, schema), meta, key_type, changed)
+    deletes = _deletes_table(schema, meta, key_type, changed)
+
+    def row_groups() -> Iterator[tuple[int, pa.Table]]:
+        at_delete = at_upsert = 0
+        for (kg, ce), n in zip(changed, rows, strict=True):
+            parts = []
+            if len(ce.deletes):
+                parts.append(deletes.slice(at_delete, len(ce.deletes)))
+                at_delete += len(ce.deletes)
+            if n:
+                parts.append(upserts.slice(at_upsert, n))
+                at_upsert += n
+            yield kg, parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    return schema, row_groups()
 
 
 def write_changes(
     meta: StateMetaInfo, key_type: TypeInformation, groups: Iterable[tuple[int, ChangedEntries]]
 ) -> WrittenFile:
     """A delta file: per key group, deletes then upserts, with the ``op`` column."""
-    stored = keyed_schema(meta, key_type)
-    schema = stored.append(OP)
-    tables = [(kg, _changes_table((stored, schema), meta, key_type, kg, ce)) for kg, ce in groups if len(ce)]
+    schema, tables = changes_tables(meta, key_type, groups)
     return write_row_groups(schema, tables, pipelined=False)  # small row groups: a thread costs more
 
 

@@ -22,6 +22,7 @@ from flinkstate.state.ttl import StateTtlConfig
 from flinkstate.state.types import TypeInformation, type_from_json
 
 from .errors import CheckpointCorruptError
+from .jsontext import dumps_indented
 
 FORMAT = "flinkstate-checkpoint"
 VERSION = 1
@@ -148,7 +149,7 @@ class Manifest:
     def to_bytes(self) -> bytes:
         body = _manifest_json(self)
         digest = hashlib.sha256(_canonical(body)).hexdigest()
-        return json.dumps({**body, "checksum": digest}, indent=1, ensure_ascii=True).encode()
+        return dumps_indented({**body, "checksum": digest}).encode()
 
     @staticmethod
     def from_bytes(data: bytes, name: str = METADATA) -> Manifest:

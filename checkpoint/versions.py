@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, SubtaskEntry
@@ -59,13 +60,16 @@ def referenced(manifest: Manifest, directory: str) -> set[str]:
     return {posixpath.normpath(posixpath.join(directory, f.path)) for f in manifest.files()}
 
 
-def collect_garbage(root: Storage, retain: int | None, dry_run: bool = False) -> list[str]:
+def collect_garbage(
+    root: Storage, retain: int | None, dry_run: bool = False, known: Mapping[int, Manifest] | None = None
+) -> list[str]:
     """Keep the last ``retain`` completed versions (all when ``None``) and what they use.
 
     Deleted: older versions, abandoned attempts older than the newest completed version,
     and files (in version directories or ``_data``) that no kept version references.
     Nothing newer than the newest completed version is touched (it may be in progress).
     Returns the files deleted; with ``dry_run``, the files that would be, deleting nothing.
+    ``known``: manifests of versions already in hand (just published), not read again.
     """
     done = completed_ids(root)
     if not done:
@@ -73,7 +77,8 @@ def collect_garbage(root: Storage, retain: int | None, dry_run: bool = False) ->
     keep = done if retain is None else done[-retain:]
     used: set[str] = set()
     for i in keep:
-        used |= referenced(load_version(root, i), f"chk-{i}")
+        manifest = known.get(i) if known else None
+        used |= referenced(manifest or load_version(root, i), f"chk-{i}")
     deleted: list[str] = []
     for i in version_ids(root):
         if i > keep[-1]:

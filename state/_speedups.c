@@ -336,9 +336,9 @@ py_int64_items(PyObject *self, PyObject *tables)
     return out;
 }
 
-/* Ids looked up ahead of the current one: their buckets' keys tables are fetched into the
- * cache early, so the memory latency of many lookups overlaps (a large map is not cached). */
-#define PREFETCH_AHEAD 8
+/* Ids looked up ahead of the current one: the memory their lookups will touch is fetched
+ * into the cache early, so the latency of many lookups overlaps (a large map is not cached). */
+#define PREFETCH_AHEAD 3
 
 static PyObject *
 bucket_at(PyObject *table, Py_ssize_t n, Py_hash_t h)
@@ -350,20 +350,143 @@ bucket_at(PyObject *table, Py_ssize_t n, Py_hash_t h)
     return PyList_GET_ITEM(table, slot);
 }
 
-static void
-prefetch_bucket(PyObject *bucket)
+#if (defined(__GNUC__) || defined(__clang__)) && PY_VERSION_HEX >= 0x030B0000 && \
+    PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+/* A dict's keys object as CPython 3.11 to 3.13 lay it out (Include/internal/pycore_dict.h),
+ * read only to know which index slot and entry a lookup probes first, so they can be
+ * prefetched stage by stage (keys header, index slot, entry, then the entry's key and value
+ * objects). Every read is checked against the object's own sizes; what is read never
+ * decides a result, only what is prefetched. */
+typedef struct {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    uint8_t dk_log2_index_bytes;
+    uint8_t dk_kind; /* 0: entries of (hash, key, value); else (key, value) */
+    uint32_t dk_version;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[];
+} KeysLayout;
+#define PREFETCH_STAGES 6
+
+static KeysLayout *
+keys_of(PyObject *bucket)
 {
-#if defined(__GNUC__) || defined(__clang__)
+    if (bucket == Py_None || !PyDict_CheckExact(bucket) || ((PyDictObject *)bucket)->ma_values != NULL) {
+        return NULL;
+    }
+    return (KeysLayout *)((PyDictObject *)bucket)->ma_keys;
+}
+
+/* The byte offset of the first index slot probed for `h`, or -1 if the header looks wrong. */
+static Py_ssize_t
+index_offset(const KeysLayout *keys, Py_hash_t h, int *width)
+{
+    int log2 = keys->dk_log2_size;
+    int w = log2 < 8 ? 0 : log2 < 16 ? 1 : log2 < 32 ? 2 : 3; /* log2 of the slot width */
+    if (log2 > 48 || keys->dk_log2_index_bytes != log2 + w) {
+        return -1;
+    }
+    *width = w;
+    return (Py_ssize_t)(((size_t)h & (((size_t)1 << log2) - 1)) << w);
+}
+
+/* The entry probed first for `h` (NULL when the slot is empty or the header looks wrong). */
+static const char *
+first_entry(const KeysLayout *keys, Py_hash_t h)
+{
+    int w;
+    Py_ssize_t at = index_offset(keys, h, &w);
+    if (at < 0) {
+        return NULL;
+    }
+    const char *slot = keys->dk_indices + at;
+    int64_t ix = w == 0 ? *(const int8_t *)slot : w == 1 ? *(const int16_t *)slot
+               : w == 2 ? *(const int32_t *)slot : *(const int64_t *)slot;
+    if (ix < 0 || ix >= keys->dk_nentries) {
+        return NULL;
+    }
+    size_t size = keys->dk_kind == 0 ? 3 * sizeof(void *) : 2 * sizeof(void *);
+    return keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes) + (size_t)ix * size;
+}
+
+/* Stage 0 fetches the bucket's slot of the table, 1 the bucket, 2 its keys header, 3 the
+ * index slot, 4 the entry, 5 the entry's key and value. Always inlined: GCC takes a function
+ * that only reads and prefetches for a pure one and drops its calls. */
+static inline __attribute__((always_inline)) void
+prefetch_lookup(PyObject *table, Py_ssize_t n, Py_hash_t h, int stage)
+{
+    if (stage == 0) {
+        Py_ssize_t slot = (Py_ssize_t)(h % n);
+        __builtin_prefetch(&PyList_GET_ITEM(table, slot < 0 ? slot + n : slot));
+        return;
+    }
+    PyObject *bucket = bucket_at(table, n, h);
+    if (stage == 1) {
+        __builtin_prefetch(bucket);
+        return;
+    }
+    KeysLayout *keys = keys_of(bucket);
+    if (keys == NULL) {
+        return;
+    }
+    if (stage == 2) {
+        __builtin_prefetch(keys);
+        return;
+    }
+    if (stage == 3) {
+        int w;
+        Py_ssize_t at = index_offset(keys, h, &w);
+        if (at >= 0) {
+            __builtin_prefetch(keys->dk_indices + at);
+        }
+        return;
+    }
+    const char *entry = first_entry(keys, h);
+    if (entry == NULL) {
+        return;
+    }
+    if (stage == 4) {
+        __builtin_prefetch(entry);
+        return;
+    }
+    PyObject *const *pair = (PyObject *const *)(keys->dk_kind == 0 ? entry + sizeof(void *) : entry);
+    if (pair[0] != NULL) {
+        __builtin_prefetch(pair[0]);
+    }
+    if (pair[1] != NULL) {
+        __builtin_prefetch(pair[1]);
+    }
+}
+#elif defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_STAGES 1
+
+static inline __attribute__((always_inline)) void
+prefetch_lookup(PyObject *table, Py_ssize_t n, Py_hash_t h, int stage)
+{
+    PyObject *bucket = bucket_at(table, n, h);
+    (void)stage;
     if (bucket != Py_None && PyDict_CheckExact(bucket)) {
         __builtin_prefetch(((PyDictObject *)bucket)->ma_keys);
     }
-#endif
 }
+#else
+#define PREFETCH_STAGES 0
+
+static void
+prefetch_lookup(PyObject *table, Py_ssize_t n, Py_hash_t h, int stage)
+{
+    (void)table;
+    (void)n;
+    (void)h;
+    (void)stage;
+}
+#endif
 
 /* Looks ids up in one table of buckets (a list of dicts or None), as Python does:
  * bucket ``table[hash(id) % len(table)]``, then the bucket's get. Returns (found ids,
  * their states, missing ids) in the order of `ids`; a state of None counts as missing.
- * All hashes are taken first, then the lookups run with buckets fetched ahead. */
+ * All hashes are taken first, then the lookups run with their memory fetched ahead. */
 static PyObject *
 py_resolve_in_table(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -403,8 +526,11 @@ py_resolve_in_table(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_RuntimeError, "bucket table changed size during lookup");
             goto fail;
         }
-        if (i + PREFETCH_AHEAD < count) {
-            prefetch_bucket(bucket_at(table, n, hashes[i + PREFETCH_AHEAD]));
+        for (int stage = 0; stage < PREFETCH_STAGES; stage++) {
+            Py_ssize_t ahead = i + (Py_ssize_t)(PREFETCH_STAGES - stage) * PREFETCH_AHEAD;
+            if (ahead < count) {
+                prefetch_lookup(table, n, hashes[ahead], stage);
+            }
         }
         PyObject *id = PyList_GET_ITEM(ids, i);
         PyObject *bucket = bucket_at(table, n, hashes[i]);

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..interfaces import InternalMergingState
-from .state_table import COMPACT_MASK, StateTable, compact
+from .state_table import COMPACT_AT, StateTable, compact
 
 
 class AbstractHeapState(InternalMergingState):
@@ -17,7 +17,7 @@ class AbstractHeapState(InternalMergingState):
     :attr:`StateTable.changes`): one list append.
     """
 
-    __slots__ = ("_changes", "_ctx", "_maps", "_ns", "_table")
+    __slots__ = ("_changes", "_compact_at", "_ctx", "_maps", "_ns", "_table")
 
     def __init__(self, table: StateTable, ctx: Any) -> None:
         self._table = table
@@ -25,6 +25,7 @@ class AbstractHeapState(InternalMergingState):
         self._changes = table.changes
         self._ctx = ctx
         self._ns: Any = None
+        self._compact_at = COMPACT_AT
 
     def _changed(self) -> None:
         """Note that the current scope changed (when recording)."""
@@ -33,8 +34,8 @@ class AbstractHeapState(InternalMergingState):
             key, ns = ctx.key, self._ns
             changed = self._changes[ctx.kgi]
             changed.append(key if ns is None and type(key) is not tuple else (key, ns))
-            if not len(changed) & COMPACT_MASK:
-                compact(changed)
+            if len(changed) > self._compact_at:
+                self._compact_at = compact(changed)
 
     def set_current_namespace(self, namespace: Any) -> None:
         if namespace is not None:

@@ -22,13 +22,16 @@ from ..snapshot import (
 from ..types import TypeInformation, infer_type
 from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose
 
-COMPACT_MASK = (1 << 16) - 1
-"""A change list drops its repeats whenever its length is a multiple of this plus one."""
+COMPACT_AT = 1 << 16
+"""A change list drops its repeats when it grows past this (or past twice what it kept)."""
 
 
-def compact(changed: list[Any]) -> None:
-    """Drop the repeats of a change list, in place."""
+def compact(changed: list[Any]) -> int:
+    """Drop the repeats of a change list, in place; return the length past which to do it
+    again (at least twice what is left, so a list of many distinct ids is not compacted on
+    every append). Tested with a length compare (no int is made, unlike a mask test)."""
     changed[:] = dict.fromkeys(changed)
+    return max(COMPACT_AT, 2 * len(changed))
 
 
 class _GuardMap(StateMap):
@@ -94,8 +97,9 @@ class StateTable:
         self.changes: list[list[Any]] = []
         """Empty when not recording; else one list of changed composite keys per key-group
         index, plus one for the guard (the list object stays, its lists are replaced). A
-        write appends (cheaper than a set insert: no probing); every ``COMPACT_EVERY``
-        appends a list drops its repeats, so hot keys cost no memory."""
+        write appends (cheaper than a set insert: no probing); a list past ``compact_at``
+        drops its repeats (see :func:`compact`), so hot keys cost no memory."""
+        self.compact_at = COMPACT_AT
 
     def record_changes(self) -> Changed | None:
         """Start a new epoch: return the lists recorded so far (``None`` if not recording)."""
@@ -108,8 +112,8 @@ class StateTable:
         if self.changes:
             changed = self.changes[kgi]
             changed.append(compose(key, namespace))
-            if not len(changed) & COMPACT_MASK:
-                compact(changed)
+            if len(changed) > self.compact_at:
+                self.compact_at = compact(changed)
 
     def set_namespace_type(self, namespace_type: TypeInformation | None) -> None:
         """Adopt a restored namespace type."""

@@ -42,8 +42,8 @@ class HeapValueState(AbstractHeapState, ValueState[Any]):
                 if changes:
                     changed = changes[kgi]
                     changed.append(key)
-                    if not len(changed) & 0xFFFF:  # COMPACT_MASK, inlined
-                        compact(changed)
+                    if len(changed) > self._compact_at:
+                        self._compact_at = compact(changed)
                 return
         state_map.put(key, self._ns, value)
         self._changed()

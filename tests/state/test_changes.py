@@ -157,3 +157,38 @@ def test_heap_change_lists_drop_repeats() -> None:
     assert len(changed) < 1 << 16
     with backend.snapshot_for_checkpoint(2) as snap:
         assert changes(snap, "value") == ({(1, None): 199_999}, set())
+
+
+def test_heap_change_lists_stay_bounded_and_exact() -> None:
+    """Hot keys: a change list drops its repeats past COMPACT_AT. Many distinct ids in one key
+    group: compaction moves its threshold up (not on every append); the record stays exact,
+    through every write path (value fast path, the general path, lists and maps)."""
+    from flinkstate.state import HeapKeyedStateBackend
+    from flinkstate.state.heap.state_table import COMPACT_AT
+
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=1)  # one key group
+    value, items = backend.get_state(VALUE), backend.get_list_state(LIST)
+    n = COMPACT_AT + COMPACT_AT // 2
+    for k in range(n):
+        backend.set_current_key(k)
+        value.update(k)
+    backend.snapshot_for_checkpoint(1).changes.confirm(1)  # type: ignore[union-attr]
+    table = backend.table("value")
+    backend.set_current_key(7)
+    for i in range(2 * COMPACT_AT + 5):  # one hot key, through the fast path
+        value.update(i)
+        assert len(table.changes[0]) <= COMPACT_AT
+    for _ in range(2):  # every key, twice: more distinct ids than COMPACT_AT
+        for k in range(n):
+            backend.set_current_key(k)
+            value.update(-k if k % 3 else None)  # None: removes, through the general path
+            items.add(str(k))
+        assert len(table.changes[0]) <= 2 * n
+    assert len(backend.table("list").changes[0]) <= 2 * n
+    with backend.snapshot_for_checkpoint(2) as snap:
+        upserts, deletes = changes(snap, "value")
+        assert upserts == {(k, None): -k for k in range(n) if k % 3}
+        assert deletes == {(k, None) for k in range(n) if not k % 3}
+        list_upserts, _ = changes(snap, "list")
+        assert list_upserts == {(k, None): [str(k), str(k)] for k in range(n)}
+    backend.close()

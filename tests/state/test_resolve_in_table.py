@@ -97,6 +97,49 @@ def test_resolve_is_the_model(resolve: Resolve, size: int, none_buckets: bool) -
     assert resolve(_table(size, {}), []) == ([], [], [])
 
 
+class Holder:
+    """An instance whose ``__dict__`` may be a split-table dict (keys shared by the class)."""
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+@pytest.mark.parametrize("resolve", IMPLS)
+@pytest.mark.parametrize("bucket_entries", [5, 300, 70_000])
+def test_buckets_of_every_shape_are_the_model(resolve: Resolve, bucket_entries: int) -> None:
+    """Buckets whose index slots are 1, 2 and 4 bytes wide, with deleted entries, string-only
+    keys, a dict subclass and an instance's (split) ``__dict__``; more ids than the lookups
+    the C version fetches ahead: the same as a plain lookup, state objects included."""
+    rng = random.Random(bucket_entries)
+    size = 7
+    table = _table(size, {})
+    ints = [rng.randrange(-(2**62), 2**62) for _ in range(bucket_entries * 2)]
+    strings = [f"s{i}é" for i in range(bucket_entries)]
+    for i, ck in enumerate(ints):
+        slot = hash(ck) % size
+        if slot in (0, 1, 2):
+            bucket = table[slot] = table[slot] or {}
+            bucket[ck] = [i]
+    for ck in ints[::3]:  # deleted entries leave dummies behind
+        bucket = table[hash(ck) % size]
+        if bucket is not None:
+            bucket.pop(ck, None)
+    unicode_slot = next(s for s in range(3, size) if any(hash(k) % size == s for k in strings))
+    table[unicode_slot] = {k: k.upper() for k in strings if hash(k) % size == unicode_slot}
+    holder = Holder(1, 2)
+    class_dict = type("Bucket", (dict,), {})()
+    for slot in range(3, size):
+        if slot != unicode_slot:
+            table[slot] = holder.__dict__ if slot % 2 else class_dict
+    class_dict.update({k: ("sub", k) for k in ints[:50]})
+    ids = ints[: bucket_entries + 20] + strings[::2] + ["a", "b", "zz"] + list(range(-30, 30))
+    rng.shuffle(ids)
+    got = resolve(table, ids)
+    want = _model(table, ids)
+    assert got == want
+    assert all(a is b for a, b in zip(got[1], want[1], strict=True))
+
+
 @pytest.mark.parametrize("resolve", IMPLS)
 def test_lookup_errors_propagate(resolve: Resolve) -> None:
     class BadEq(Collide):
