@@ -362,16 +362,29 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     return _output_frame(spark, committed, job)
 
 
+_MARKERS: dict[tuple[int, str, int], tuple[Any, Any]] = {}
+"""Marker frames already built: (session id, input schema, parallelism) -> (session, frame)."""
+
+
 def _markers(spark: Any, schema: Any, parallelism: int) -> Any:
-    """One marker row per subtask (sequence -1), so every range runs even without rows."""
+    """One marker row per subtask (sequence -1), so every range runs even without rows;
+    built once per session, input schema and parallelism (each micro-batch reuses it)."""
     from pyspark.sql import functions as F  # noqa: N812
 
+    key = (id(spark), schema.json(), parallelism)
+    cached = _MARKERS.get(key)
+    if cached is not None and cached[0] is spark:
+        return cached[1]
     routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
-    return spark.range(0, parallelism, 1, 1).select(
+    frame = spark.range(0, parallelism, 1, 1).select(
         *[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields],
         F.lit(-1).cast("bigint").alias(SEQ),
         F.element_at(routes, (F.col("id") + 1).cast("int")).alias(ROUTE),
     )
+    if len(_MARKERS) >= 16:
+        _MARKERS.clear()
+    _MARKERS[key] = (spark, frame)
+    return frame
 
 
 _OUR_ERROR = re.compile(r"(\w+Error): \[([A-Z_]+)\] ([^\n]*)")
