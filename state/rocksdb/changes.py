@@ -2,8 +2,10 @@
 
 A recording :class:`~.column.StateColumn` appends the RocksDB key of every entry it
 writes or deletes to one list (one append on the per-record path, no key-group lookup);
-every ``COMPACT_MASK + 1`` appends the list is folded into a set of scope prefixes
-(``key group | key | namespace``), so hot keys and long lists cost bounded memory. Taking
+when the list grows past ``FOLD_AT`` entries, or past twice the scopes kept, it is folded
+into a set of scope prefixes (``key group | key | namespace``), so hot keys and long
+lists cost bounded memory, and most keys of a run of distinct ones are only deduplicated
+by the checkpoint's asynchronous part. Taking
 the record hands both over as a :class:`ColumnChanges`, which sorts the prefixes into
 key groups only when the checkpoint's asynchronous part first asks; there each prefix is
 looked up in the snapshot's pinned iterator (:func:`resolve`): found, it is an upsert of
@@ -13,21 +15,23 @@ the scope's state as of the snapshot; gone, a delete.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, overload
 
-COMPACT_MASK = (1 << 16) - 1
-"""The raw key list of a column is folded whenever its length is a multiple of this plus one."""
+FOLD_AT = 1 << 16
+"""The raw key list of a column is folded when it grows past this (or past twice the scopes kept)."""
 
 PrefixLen = Callable[[bytes], int]
 ScopesOf = Callable[[Iterable[bytes]], Iterable[bytes]]
 """The scope prefixes of entry keys (see :meth:`.layout.Layout.scopes`)."""
 
 
-def fold(raw: list[bytes], scopes: set[bytes], scopes_of: ScopesOf) -> None:
-    """Move the entry keys of ``raw`` into ``scopes`` as scope prefixes; empty ``raw``."""
+def fold(raw: list[bytes], scopes: set[bytes], scopes_of: ScopesOf) -> int:
+    """Move the entry keys of ``raw`` into ``scopes`` as scope prefixes; empty ``raw``.
+    Return the length of ``raw`` past which to fold again."""
     scopes.update(scopes_of(raw))
     raw.clear()
+    return max(FOLD_AT, 2 * len(scopes))
 
 
 class ColumnChanges(Sequence[set[bytes]]):
@@ -72,7 +76,7 @@ class ColumnChanges(Sequence[set[bytes]]):
 Found = list[tuple[bytes, list[tuple[bytes, bytes]]]]
 
 
-def resolve(iterator: Any, prefixes: set[bytes], single: bool) -> tuple[Found, list[bytes]]:
+def resolve(iterator: Any, prefixes: Collection[bytes], single: bool) -> tuple[Found, list[bytes]]:
     """(every prefix found in ``iterator`` with its entries, the prefixes not found), in key
     order. ``single``: a scope is one entry, its key the prefix itself."""
     found: Found = []

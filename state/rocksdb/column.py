@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..descriptors import StateKind
 from ..snapshot import ColumnTransform, StateMetaInfo, plain_columns
-from .changes import COMPACT_MASK, ColumnChanges, fold, range_scopes
+from .changes import FOLD_AT, ColumnChanges, fold, range_scopes
 from .codec import KeyCodec, NamespaceCodec, ValueCodec, value_dumps
 from .layout import Layout, layout_for
 
@@ -103,6 +103,7 @@ class StateColumn:
         self.changed: list[bytes] | None = None
         """When recording changes: the keys written since the last take (see :mod:`.changes`)."""
         self._scopes: set[bytes] = set()
+        self._fold_at = FOLD_AT
         self._prefix_len = partial(self.layout.prefix_len, self)
         self._scopes_of = partial(self.layout.scopes, self)
 
@@ -111,17 +112,17 @@ class StateColumn:
     def record_changes(self, kg_start: int, kg_count: int) -> ColumnChanges | None:
         """Start a new epoch of recording; return the epoch that ends (``None``: was not recording)."""
         raw, scopes = self.changed, self._scopes
-        self.changed, self._scopes = [], set()
+        self.changed, self._scopes, self._fold_at = [], set(), FOLD_AT
         if raw is None:
             return None
         return ColumnChanges(raw, scopes, self._scopes_of, self.keys.width, kg_start, kg_count)
 
     def stop_recording(self) -> None:
-        self.changed, self._scopes = None, set()
+        self.changed, self._scopes, self._fold_at = None, set(), FOLD_AT
 
     def take_over_changes(self, old: StateColumn) -> None:
         """Continue ``old``'s epoch (this column replaces it, with the same scopes)."""
-        self.changed, self._scopes = old.changed, old._scopes
+        self.changed, self._scopes, self._fold_at = old.changed, old._scopes, old._fold_at
         old.stop_recording()
 
     # -- writes: the funnel -------------------------------------------------------
@@ -138,8 +139,8 @@ class StateColumn:
         changed = self.changed
         if changed is not None:
             changed.append(key)
-            if not len(changed) & COMPACT_MASK:
-                fold(changed, self._scopes, self._scopes_of)
+            if len(changed) > self._fold_at:
+                self._fold_at = fold(changed, self._scopes, self._scopes_of)
         if self.on_write is not None:
             self.on_write()
 
@@ -151,8 +152,8 @@ class StateColumn:
         changed = self.changed
         if changed is not None:
             changed.append(key)
-            if not len(changed) & COMPACT_MASK:
-                fold(changed, self._scopes, self._scopes_of)
+            if len(changed) > self._fold_at:
+                self._fold_at = fold(changed, self._scopes, self._scopes_of)
 
     def write(self, puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes] = ()) -> None:
         """Apply deletes, then puts, atomically (in order, within a write_batch block)."""
@@ -160,8 +161,8 @@ class StateColumn:
         if changed is not None:
             changed.extend(deletes)
             changed.extend([key for key, _ in puts])
-            if len(changed) > COMPACT_MASK:
-                fold(changed, self._scopes, self._scopes_of)
+            if len(changed) > self._fold_at:
+                self._fold_at = fold(changed, self._scopes, self._scopes_of)
         buffer = self.buffer
         if buffer is not None:
             for key in deletes:

@@ -18,6 +18,7 @@ from flinkstate.state import (
     ValueStateDescriptor,
     assign_to_key_group,
 )
+from flinkstate.state.rocksdb.changes import FOLD_AT
 from flinkstate.state.serializers import serializer_for
 from flinkstate.state.ttl import ManualTimeProvider
 
@@ -110,6 +111,30 @@ def test_list_appends_fold_into_one_scope(tmp_path: Path) -> None:
         assert col.changed is not None and len(col.changed) < 1 << 16 and len(col._scopes) == 1
         with b.snapshot_for_checkpoint(2) as snap:
             assert changes(snap, "l") == ({("k", None): [-1, *range(150_000)]}, {("k", None)})
+
+
+def test_distinct_keys_fold_less_often_with_bounded_memory(tmp_path: Path) -> None:
+    """A run of distinct keys is folded only when the raw list outgrows twice the scopes
+    kept (so most are deduplicated by the checkpoint, not by update()); the list stays
+    within that bound, and the record is exact: every key once, repeats included."""
+    n = 300_000
+    with RocksDBKeyedStateBackend(tmp_path / "db") as b:
+        state = b.get_state(VALUE)
+        _confirmed(b, 1)
+        col = b._columns["v"]
+        longest = 0
+        for k in range(n):
+            b.set_current_key(k % 250_000)  # the last 50,000 repeat earlier keys
+            state.update(k)
+            assert col.changed is not None
+            longest = max(longest, len(col.changed))
+            assert len(col.changed) <= max(FOLD_AT, 2 * len(col._scopes)) + 1
+        assert len(col._scopes) < 250_000  # the tail is still raw, unfolded
+        assert longest > FOLD_AT + 1  # a fold waited for twice the scopes
+        with b.snapshot_for_checkpoint(2) as snap:
+            expected = {(k, None): k for k in range(n - 250_000, 250_000)}
+            expected.update({(k % 250_000, None): k for k in range(250_000, n)})
+            assert changes(snap, "v") == (expected, set())
 
 
 def test_two_byte_key_groups_of_a_range(tmp_path: Path) -> None:
