@@ -1145,6 +1145,98 @@ py_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return (PyObject *)it;
 }
 
+/* ---- a heap change record split into known and unknown states --------------------- */
+
+/* (ids recorded with a state, those states, ids recorded with `unknown`) of a dict of
+ * id -> state, in the dict's order: the model is state_map.split_known_py. */
+static PyObject *
+py_split_known(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "expected (recorded: dict, unknown)");
+        return NULL;
+    }
+    PyObject *recorded = args[0], *unknown = args[1];
+    Py_ssize_t pos = 0;
+    PyObject *id, *state;
+    int any_unknown = 0;
+    while (PyDict_Next(recorded, &pos, &id, &state)) {
+        if (state == unknown) {
+            any_unknown = 1;
+            break;
+        }
+    }
+    PyObject *found = NULL, *states = NULL, *others = NULL;
+    if (!any_unknown) {
+        found = PyDict_Keys(recorded);
+        states = PyDict_Values(recorded);
+        others = PyList_New(0);
+    } else {
+        found = PyList_New(0);
+        states = PyList_New(0);
+        others = PyList_New(0);
+        if (found != NULL && states != NULL && others != NULL) {
+            pos = 0;
+            while (PyDict_Next(recorded, &pos, &id, &state)) {
+                int err = state == unknown ? PyList_Append(others, id)
+                          : PyList_Append(found, id) < 0 ? -1 : PyList_Append(states, state);
+                if (err < 0) {
+                    goto fail;
+                }
+            }
+        }
+    }
+    if (found == NULL || states == NULL || others == NULL) {
+        goto fail;
+    }
+    PyObject *out = PyTuple_Pack(3, found, states, others);
+    Py_DECREF(found);
+    Py_DECREF(states);
+    Py_DECREF(others);
+    return out;
+fail:
+    Py_XDECREF(found);
+    Py_XDECREF(states);
+    Py_XDECREF(others);
+    return NULL;
+}
+
+/* A change list of id, state pairs as a dict of id -> its last state (the model is
+ * state_table.recorded_py). The ids and states lie wherever they were allocated: each is
+ * fetched some pairs ahead (the checkpoint converts the states next). */
+#define RECORDED_AHEAD 8
+static PyObject *
+py_recorded_pairs(PyObject *self, PyObject *changed)
+{
+    if (!PyList_Check(changed) || PyList_GET_SIZE(changed) % 2) {
+        PyErr_SetString(PyExc_TypeError, "expected a list of id, state pairs");
+        return NULL;
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i + 1 < PyList_GET_SIZE(changed); i += 2) {
+#if defined(__GNUC__) || defined(__clang__)
+        if (i + 2 * RECORDED_AHEAD + 1 < PyList_GET_SIZE(changed)) { /* hashing reads the id */
+            __builtin_prefetch(PyList_GET_ITEM(changed, i + 2 * RECORDED_AHEAD));
+            __builtin_prefetch(PyList_GET_ITEM(changed, i + 2 * RECORDED_AHEAD + 1));
+        }
+#endif
+        PyObject *id = PyList_GET_ITEM(changed, i), *state = PyList_GET_ITEM(changed, i + 1);
+        Py_INCREF(id);
+        Py_INCREF(state);
+        int err = PyDict_SetItem(out, id, state); /* may run __hash__/__eq__: refs held */
+        Py_DECREF(id);
+        Py_DECREF(state);
+        if (err < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"resolve_in_table", (PyCFunction)(void (*)(void))py_resolve_in_table, METH_FASTCALL,
      "(found ids, states, missing ids) of ids looked up in one table of dict buckets."},
@@ -1168,6 +1260,10 @@ static PyMethodDef methods[] = {
      "The per-record loop of KeyedProcessOperator.process_elements."},
     {"rows", (PyCFunction)(void (*)(void))py_rows, METH_FASTCALL,
      "Rows of a tuple (sub)class from columns (lists), one per index, built as consumed."},
+    {"recorded_pairs", py_recorded_pairs, METH_O,
+     "A change list of id, state pairs as a dict of id -> its last state."},
+    {"split_known", (PyCFunction)(void (*)(void))py_split_known, METH_FASTCALL,
+     "(ids with a recorded state, the states, ids recorded as unknown) of a change record."},
     {NULL, NULL, 0, NULL},
 };
 

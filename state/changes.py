@@ -23,7 +23,7 @@ from typing import Any
 
 Changed = Sequence[Collection[Any]]
 """One state's changed entry ids, one collection per key-group index of the backend's range
-(ids may repeat: a heap backend appends one per write, deduplicated when read)."""
+(a heap backend's are dicts: id -> the state written, when the write carried it)."""
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,18 @@ class ChangeSet:
     epochs: tuple[Mapping[str, Changed], ...]
     log: ChangeLog = field(repr=False, compare=False)
 
-    def changed(self, state: str, kgi: int) -> set[Any]:
-        """The ids of ``state``'s entries in key-group index ``kgi`` that changed since the base."""
-        return set().union(*[e[state][kgi] for e in self.epochs if state in e])
+    def changed(self, state: str, kgi: int) -> Collection[Any]:
+        """The ids of ``state``'s entries in key-group index ``kgi`` that changed since the
+        base (a dict when every epoch's is: the later epoch's states win)."""
+        parts = [e[state][kgi] for e in self.epochs if state in e]
+        if len(parts) == 1:
+            return parts[0]
+        if parts and all(type(p) is dict for p in parts):
+            merged: dict[Any, Any] = {}
+            for part in parts:
+                merged.update(part)
+            return merged
+        return set().union(*parts)
 
     def confirm(self, checkpoint_id: int) -> None:
         """The checkpoint written from this change set has committed as ``checkpoint_id``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -134,7 +134,7 @@ class StateSnapshot(ABC):
         """The entries of ``key_group`` one by one."""
         return self.columns(key_group).entries()
 
-    def changed_entries(self, key_group: int, ids: set[Any]) -> ChangedEntries:
+    def changed_entries(self, key_group: int, ids: Collection[Any]) -> ChangedEntries:
         """The entries of ``key_group`` whose ids (from a :class:`~.changes.ChangeSet`) are
         ``ids``, as of the snapshot. Only backends that record changes are asked."""
         raise StateAccessError(

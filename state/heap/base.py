@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..interfaces import InternalMergingState
-from .state_table import COMPACT_AT, StateTable, compact
+from .state_table import COMPACT_AT, UNKNOWN, StateTable, compact
 
 
 class AbstractHeapState(InternalMergingState):
@@ -14,7 +14,8 @@ class AbstractHeapState(InternalMergingState):
 
     Subclasses spell out their kind's rules; merging kinds define :meth:`_merge`. Every
     write notes its scope in ``_changes`` when the backend records changes (see
-    :attr:`StateTable.changes`): one list append.
+    :attr:`StateTable.changes`): two list appends, the id and the state written, or
+    :data:`UNKNOWN` where the path does not have it at hand.
     """
 
     __slots__ = ("_changes", "_compact_at", "_ctx", "_maps", "_ns", "_table")
@@ -34,6 +35,7 @@ class AbstractHeapState(InternalMergingState):
             key, ns = ctx.key, self._ns
             changed = self._changes[ctx.kgi]
             changed.append(key if ns is None and type(key) is not tuple else (key, ns))
+            changed.append(UNKNOWN)
             if len(changed) > self._compact_at:
                 self._compact_at = compact(changed)
 

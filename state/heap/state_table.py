@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from itertools import chain, islice
+from typing import Any, overload
 
 from ..changes import Changed
 from ..errors import StateAccessError, StateTypeError
+from ..hashing import _speedups
 from ..interfaces import StateIncrementalVisitor
 from ..keygroups import KeyGroupRange
 from ..snapshot import (
@@ -20,18 +22,67 @@ from ..snapshot import (
     plain_columns,
 )
 from ..types import TypeInformation, infer_type
-from .state_map import CopyFn, Entry, MapCursor, StateMap, StateMapSnapshot, compose, decompose
+from .state_map import (
+    CopyFn,
+    Entry,
+    MapCursor,
+    StateMap,
+    StateMapSnapshot,
+    compose,
+    decompose,
+    split_known,
+)
 
 COMPACT_AT = 1 << 16
 """A change list drops its repeats when it grows past this (or past twice what it kept)."""
 
+UNKNOWN: Any = type("Unknown", (), {"__repr__": lambda self: "UNKNOWN", "__slots__": ()})()
+"""The state recorded for a write whose state the record does not carry: the checkpoint
+looks it up in its snapshot."""
+
 
 def compact(changed: list[Any]) -> int:
-    """Drop the repeats of a change list, in place; return the length past which to do it
-    again (at least twice what is left, so a list of many distinct ids is not compacted on
-    every append). Tested with a length compare (no int is made, unlike a mask test)."""
-    changed[:] = dict.fromkeys(changed)
+    """Drop the repeats of a change list of ``id, state`` pairs, in place, keeping each id's
+    last state; return the length past which to do it again (at least twice what is left,
+    so a list of many distinct ids is not compacted on every write). Tested with a length
+    compare (no int is made, unlike a mask test)."""
+    changed[:] = chain.from_iterable(recorded(changed).items())
     return max(COMPACT_AT, 2 * len(changed))
+
+
+def recorded(changed: list[Any]) -> dict[Any, Any]:
+    """A change list of ``id, state`` pairs as id -> its last recorded state (by the C
+    accelerator when it is built)."""
+    if _speedups is not None:
+        pairs: dict[Any, Any] = _speedups.recorded_pairs(changed)
+        return pairs
+    return recorded_py(changed)
+
+
+def recorded_py(changed: list[Any]) -> dict[Any, Any]:
+    """:func:`recorded` in Python (the fallback, and the model of the C version)."""
+    return dict(zip(islice(changed, 0, None, 2), islice(changed, 1, None, 2), strict=True))
+
+
+class RecordedChanges(Sequence[dict[Any, Any]]):
+    """One epoch of a table's record: per key-group index, id -> the state it was written
+    with (:data:`UNKNOWN` when the write path did not carry it), built when asked."""
+
+    def __init__(self, lists: list[list[Any]]) -> None:
+        self._lists = lists
+
+    def __len__(self) -> int:
+        return len(self._lists)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[Any, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[dict[Any, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[Any, Any] | Sequence[dict[Any, Any]]:
+        if isinstance(index, slice):
+            return [recorded(changed) for changed in self._lists[index]]
+        return recorded(self._lists[index])
 
 
 class _GuardMap(StateMap):
@@ -95,15 +146,17 @@ class StateTable:
         self._ns_pytype: type | None = None
         self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns
         self.changes: list[list[Any]] = []
-        """Empty when not recording; else one list of changed composite keys per key-group
-        index, plus one for the guard (the list object stays, its lists are replaced). A
-        write appends (cheaper than a set insert: no probing); a list past ``compact_at``
-        drops its repeats (see :func:`compact`), so hot keys cost no memory."""
+        """Empty when not recording; else one list per key-group index, plus one for the
+        guard (the list object stays, its lists are replaced), of changed composite keys,
+        each followed by the state written (or :data:`UNKNOWN`). A write appends (cheaper
+        than a dict or set insert: no probing, no growing table); a list past
+        ``compact_at`` drops its repeats (see :func:`compact`), so hot keys cost no memory.
+        A checkpoint uses the states recorded as they are, and looks up only the others."""
         self.compact_at = COMPACT_AT
 
     def record_changes(self) -> Changed | None:
-        """Start a new epoch: return the lists recorded so far (``None`` if not recording)."""
-        taken: Changed | None = list(self.changes[:-1]) if self.changes else None
+        """Start a new epoch: return what was recorded so far (``None`` if not recording)."""
+        taken: Changed | None = RecordedChanges(self.changes[:-1]) if self.changes else None
         self.changes[:] = [[] for _ in range(len(self.maps) + 1)]
         return taken
 
@@ -112,6 +165,7 @@ class StateTable:
         if self.changes:
             changed = self.changes[kgi]
             changed.append(compose(key, namespace))
+            changed.append(UNKNOWN)
             if len(changed) > self.compact_at:
                 self.compact_at = compact(changed)
 
@@ -187,10 +241,20 @@ class HeapStateSnapshot(StateSnapshot):
         items = self._snapshots[key_group - self._range.start].int64_items()
         return None if items is None else Int64Columns(*items)
 
-    def changed_entries(self, key_group: int, ids: set[Any]) -> ChangedEntries:
+    def changed_entries(self, key_group: int, ids: Collection[Any]) -> ChangedEntries:
         if not self._snapshots:
             raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
-        found, states, missing = self._snapshots[key_group - self._range.start].resolve(ids)
+        snapshot = self._snapshots[key_group - self._range.start]
+        if isinstance(ids, dict):  # states recorded with the ids: look up only the others
+            found, states, unknown = split_known(ids, UNKNOWN)
+            if unknown:
+                more, more_states, missing = snapshot.resolve(unknown)
+                found += more
+                states += more_states
+            else:
+                missing = []
+        else:
+            found, states, missing = snapshot.resolve(ids)
         if self._composite:
             pairs = [decompose(ck) for ck in found]
             keys, namespaces = [p[0] for p in pairs], [p[1] for p in pairs]

@@ -42,6 +42,7 @@ class HeapValueState(AbstractHeapState, ValueState[Any]):
                 if changes:
                     changed = changes[kgi]
                     changed.append(key)
+                    changed.append(value)  # the state stored: the checkpoint needs no lookup
                     if len(changed) > self._compact_at:
                         self._compact_at = compact(changed)
                 return

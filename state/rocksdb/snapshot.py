@@ -11,7 +11,7 @@ needs before it can close.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
@@ -71,7 +71,7 @@ class RocksDBStateSnapshot(StateSnapshot):
         typed = self.meta.namespace_type is not None
         return self._transform(keys, namespaces if typed else None, states)
 
-    def changed_entries(self, key_group: int, ids: set[Any]) -> ChangedEntries:
+    def changed_entries(self, key_group: int, ids: Collection[Any]) -> ChangedEntries:
         """``ids`` are scope prefixes (see :mod:`.changes`): each is looked up in the snapshot."""
         col = self._col
         with self._lock:

@@ -162,7 +162,8 @@ def test_heap_change_lists_drop_repeats() -> None:
 def test_heap_change_lists_stay_bounded_and_exact() -> None:
     """Hot keys: a change list drops its repeats past COMPACT_AT. Many distinct ids in one key
     group: compaction moves its threshold up (not on every append); the record stays exact,
-    through every write path (value fast path, the general path, lists and maps)."""
+    through every write path (value fast path, the general path, lists and maps), whether
+    it carries the state written or not."""
     from flinkstate.state import HeapKeyedStateBackend
     from flinkstate.state.heap.state_table import COMPACT_AT
 
@@ -183,12 +184,54 @@ def test_heap_change_lists_stay_bounded_and_exact() -> None:
             backend.set_current_key(k)
             value.update(-k if k % 3 else None)  # None: removes, through the general path
             items.add(str(k))
-        assert len(table.changes[0]) <= 2 * n
-    assert len(backend.table("list").changes[0]) <= 2 * n
+        assert len(table.changes[0]) <= 2 * 2 * n  # two list items (id, state) per write
+    assert len(backend.table("list").changes[0]) <= 2 * 2 * n
     with backend.snapshot_for_checkpoint(2) as snap:
         upserts, deletes = changes(snap, "value")
         assert upserts == {(k, None): -k for k in range(n) if k % 3}
         assert deletes == {(k, None) for k in range(n) if not k % 3}
         list_upserts, _ = changes(snap, "list")
         assert list_upserts == {(k, None): [str(k), str(k)] for k in range(n)}
+    backend.close()
+
+
+def test_heap_record_carries_states_and_the_latest_write_wins() -> None:
+    """The value fast path records the state it stores; paths that do not have it at hand
+    (a write while a snapshot is held, a removal) record UNKNOWN, looked up by the
+    checkpoint. Across an epoch whose checkpoint failed, the later record of an id wins,
+    known or not, and the result is what a lookup of every id would give."""
+    from flinkstate.state import HeapKeyedStateBackend
+    from flinkstate.state.heap.state_table import UNKNOWN
+
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=1)
+    value = backend.get_state(VALUE)
+    for k in range(10):
+        backend.set_current_key(k)
+        value.update(k)
+    with backend.snapshot_for_checkpoint(1) as first:
+        first.changes.confirm(1)  # type: ignore[union-attr]
+    for k in range(6):  # the fast path: no snapshot is held
+        backend.set_current_key(k)
+        value.update(100 + k)
+    failed = backend.snapshot_for_checkpoint(2)  # never confirmed
+    assert failed.changes is not None
+    assert failed.changes.changed("value", 0) == {k: 100 + k for k in range(6)}
+    for k in (0, 1):  # a snapshot is held: the general path
+        backend.set_current_key(k)
+        value.update(200 + k)
+    backend.set_current_key(2)
+    value.update(None)
+    failed.release()
+    for k in (0, 3):  # the fast path again
+        backend.set_current_key(k)
+        value.update(300 + k)
+    with backend.snapshot_for_checkpoint(3) as snap:
+        assert snap.changes is not None
+        assert snap.changes.changed("value", 0) == {
+            0: 300, 1: UNKNOWN, 2: UNKNOWN, 3: 303, 4: 104, 5: 105
+        }  # fmt: skip
+        assert changes(snap, "value") == (
+            {(0, None): 300, (1, None): 201, (3, None): 303, (4, None): 104, (5, None): 105},
+            {(2, None)},
+        )
     backend.close()

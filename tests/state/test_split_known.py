@@ -1,0 +1,111 @@
+"""Splitting a heap change record (id -> the state written, or UNKNOWN) into the ids whose
+state the record carries and those the checkpoint must look up: the C accelerator and the
+Python fallback against a plain loop, in the record's order, with the ids users pass."""
+
+from __future__ import annotations
+
+import random
+from collections import namedtuple
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from flinkstate.state.hashing import _speedups
+from flinkstate.state.heap.state_map import split_known_py
+from flinkstate.state.heap.state_table import UNKNOWN, recorded_py
+
+NO_C = "the C accelerator is not built here (no compiler at install): its Python fallback is tested"
+
+Split = Callable[[dict[Any, Any], Any], tuple[list[Any], list[Any], list[Any]]]
+IMPLS: list[Any] = [
+    pytest.param(split_known_py, id="python"),
+    pytest.param(
+        None if _speedups is None else _speedups.split_known,
+        id="c",
+        marks=pytest.mark.skipif(_speedups is None, reason=NO_C),
+    ),
+]
+Point = namedtuple("Point", "x y")
+
+
+def _model(record: dict[Any, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    found, states, others = [], [], []
+    for ck, state in record.items():
+        if state is UNKNOWN:
+            others.append(ck)
+        else:
+            found.append(ck)
+            states.append(state)
+    return found, states, others
+
+
+def _ids(rng: random.Random, n: int) -> list[Any]:
+    kinds = [
+        lambda i: i,
+        lambda i: f"ключ-{i}-🔑",
+        lambda i: (i, f"ns{i % 3}"),
+        lambda i: Point(i, None),
+        lambda i: -(2**63) + i,
+    ]
+    return [kinds[i % len(kinds)](i) for i in rng.sample(range(10 * n), n)]
+
+
+@pytest.mark.parametrize("split", IMPLS)
+@pytest.mark.parametrize("unknown_share", [0.0, 0.3, 1.0])
+def test_split_is_the_plain_loop(split: Split, unknown_share: float) -> None:
+    rng = random.Random(11)
+    ids = _ids(rng, 2_000)
+    states: list[Any] = [[1], {"v": 2}, "s", 0, False, b"", (None,)]
+    record = {ck: UNKNOWN if rng.random() < unknown_share else rng.choice(states) for ck in ids}
+    got = split(record, UNKNOWN)
+    assert got == _model(record)
+    for a, b in zip(got[1], _model(record)[1], strict=True):
+        assert a is b  # the recorded objects themselves
+
+
+@pytest.mark.parametrize("split", IMPLS)
+def test_empty_record(split: Split) -> None:
+    assert split({}, UNKNOWN) == ([], [], [])
+
+
+@pytest.mark.skipif(_speedups is None, reason=NO_C)
+def test_c_refuses_what_is_not_a_dict() -> None:
+    with pytest.raises(TypeError):
+        _speedups.split_known([(1, 2)], UNKNOWN)  # type: ignore[arg-type]
+
+
+RECORDED: list[Any] = [
+    pytest.param(recorded_py, id="python"),
+    pytest.param(
+        None if _speedups is None else _speedups.recorded_pairs,
+        id="c",
+        marks=pytest.mark.skipif(_speedups is None, reason=NO_C),
+    ),
+]
+
+
+@pytest.mark.parametrize("recorded", RECORDED)
+def test_recorded_keeps_each_ids_last_state(recorded: Callable[[list[Any]], dict[Any, Any]]) -> None:
+    """A change list of (id, state) pairs: repeats collapse onto the last state written,
+    in the order ids were first written; the states are the recorded objects."""
+    changed = [1, "a", 2, UNKNOWN, 1, UNKNOWN, 3, "c", 2, "b", "ключ", None, Point(1, 2), [1]]
+    got = recorded(changed)
+    assert got == {1: UNKNOWN, 2: "b", 3: "c", "ключ": None, Point(1, 2): [1]}
+    assert list(got) == [1, 2, 3, "ключ", Point(1, 2)]
+    assert got[Point(1, 2)] is changed[-1]
+    rng = random.Random(5)
+    ids = _ids(rng, 500)
+    pairs = [x for _ in range(3000) for x in (rng.choice(ids), rng.random())]
+    assert recorded(pairs) == dict(zip(pairs[::2], pairs[1::2], strict=True))
+    assert recorded([]) == {}
+
+
+@pytest.mark.skipif(_speedups is None, reason=NO_C)
+def test_c_recorded_refuses_what_is_not_pairs() -> None:
+    with pytest.raises(TypeError):
+        _speedups.recorded_pairs([1, 2, 3])
+    with pytest.raises(TypeError):
+        _speedups.recorded_pairs((1, 2))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _speedups.recorded_pairs([[1], 2])  # an unhashable id
