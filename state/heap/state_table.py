@@ -36,7 +36,15 @@ from .state_map import (
 COMPACT_AT = 1 << 16
 """A change list drops its repeats when it grows past this (or past twice what it kept)."""
 
-UNKNOWN: Any = type("Unknown", (), {"__repr__": lambda self: "UNKNOWN", "__slots__": ()})()
+
+class _Unknown:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Any = _Unknown()
 """The state recorded for a write whose state the record does not carry: the checkpoint
 looks it up in its snapshot."""
 
