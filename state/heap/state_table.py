@@ -149,6 +149,9 @@ class StateTable:
         self.meta = meta
         self.key_group_range = key_group_range
         self.maps = [create_map(copy_state) for _ in key_group_range]
+        self.immutable = copy_state is None
+        """States are never mutated in place (no copy function): a recorded state stays the
+        state the map holds until the next write, so increments may use it as it is."""
         self.lookup = [*self.maps, guard]
         self.namespace_type: TypeInformation | None = None
         self._ns_pytype: type | None = None
@@ -185,6 +188,7 @@ class StateTable:
     def set_copy_state(self, copy_state: CopyFn | None) -> None:
         for state_map in self.maps:
             state_map.set_copy_state(copy_state)
+        self.immutable = copy_state is None
 
     def check_namespace(self, namespace: Any) -> None:
         """Fix the namespace type at the first non-void namespace; refuse others after."""
@@ -213,7 +217,9 @@ class StateTable:
         meta = replace(self.meta, namespace_type=self.namespace_type)
         snapshots = [m.snapshot() for m in self.maps]
         composite = key_is_tuple or self.namespace_type is not None
-        return HeapStateSnapshot(meta, self.key_group_range, snapshots, self.transform_factory(), composite)
+        return HeapStateSnapshot(
+            meta, self.key_group_range, snapshots, self.transform_factory(), composite, self.immutable
+        )
 
 
 class HeapStateSnapshot(StateSnapshot):
@@ -226,12 +232,14 @@ class HeapStateSnapshot(StateSnapshot):
         snapshots: list[StateMapSnapshot],
         transform: ColumnTransform,
         composite: bool,
+        immutable: bool = False,
     ) -> None:
         self.meta = meta
         self._range = key_group_range
         self._snapshots = snapshots
         self._transform = transform
         self._composite = composite
+        self._immutable = immutable
 
     def columns(self, key_group: int) -> StateColumns:
         if key_group not in self._range:
@@ -253,7 +261,10 @@ class HeapStateSnapshot(StateSnapshot):
         if not self._snapshots:
             raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
         snapshot = self._snapshots[key_group - self._range.start]
-        if isinstance(ids, dict):  # states recorded with the ids: look up only the others
+        # States recorded with the ids are used as they are, and only the others looked up,
+        # when states are immutable: a mutable one may since have been copied (copy-on-write)
+        # and the copy mutated in place, and the lookup sees what a full checkpoint sees.
+        if isinstance(ids, dict) and self._immutable:
             found, states, unknown = split_known(ids, UNKNOWN)
             if unknown:
                 more, more_states, missing = snapshot.resolve(unknown)

@@ -235,3 +235,26 @@ def test_heap_record_carries_states_and_the_latest_write_wins() -> None:
             {(2, None)},
         )
     backend.close()
+
+
+def test_heap_record_of_mutable_states_is_looked_up() -> None:
+    """A mutable state is copied for a held snapshot when read, and a copy may be mutated
+    in place: an increment then looks every recorded id up, and writes what a full
+    checkpoint of the same moment holds (not the object the record kept)."""
+    from flinkstate.state import HeapKeyedStateBackend
+
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=1)
+    items = backend.get_state(ValueStateDescriptor("items", Types.LIST(Types.LONG())))
+    backend.set_current_key(1)
+    items.update([0])
+    with backend.snapshot_for_checkpoint(1) as first:
+        first.changes.confirm(1)  # type: ignore[union-attr]
+    items.update([1])  # the fast path: the record keeps this list
+    held = backend.snapshot()
+    items.value().append(2)  # copied for the held snapshot, then mutated in place
+    held.release()
+    with backend.snapshot_for_checkpoint(2) as snap:
+        full = {(e.key, e.namespace): e.value for e in snap.states["items"].entries(0)}
+        assert full == {(1, None): [1, 2]}
+        assert changes(snap, "items") == (full, set())
+    backend.close()
