@@ -17,15 +17,21 @@ from flinkstate.state.heap.state_table import UNKNOWN, recorded_py
 
 NO_C = "the C accelerator is not built here (no compiler at install): its Python fallback is tested"
 
+
+def _python_and_c(python: Callable[..., Any], name: str) -> list[Any]:
+    """The Python model and the accelerator's function ``name``, as test parameters."""
+    return [
+        pytest.param(python, id="python"),
+        pytest.param(
+            None if _speedups is None else getattr(_speedups, name),
+            id="c",
+            marks=pytest.mark.skipif(_speedups is None, reason=NO_C),
+        ),
+    ]
+
+
 Split = Callable[[dict[Any, Any], Any], tuple[list[Any], list[Any], list[Any]]]
-IMPLS: list[Any] = [
-    pytest.param(split_known_py, id="python"),
-    pytest.param(
-        None if _speedups is None else _speedups.split_known,
-        id="c",
-        marks=pytest.mark.skipif(_speedups is None, reason=NO_C),
-    ),
-]
+IMPLS = _python_and_c(split_known_py, "split_known")
 Point = namedtuple("Point", "x y")
 
 
@@ -75,14 +81,7 @@ def test_c_refuses_what_is_not_a_dict() -> None:
         _speedups.split_known([(1, 2)], UNKNOWN)  # type: ignore[arg-type]
 
 
-RECORDED: list[Any] = [
-    pytest.param(recorded_py, id="python"),
-    pytest.param(
-        None if _speedups is None else _speedups.recorded_pairs,
-        id="c",
-        marks=pytest.mark.skipif(_speedups is None, reason=NO_C),
-    ),
-]
+RECORDED = _python_and_c(recorded_py, "recorded_pairs")
 
 
 @pytest.mark.parametrize("recorded", RECORDED)
