@@ -14,9 +14,11 @@ are deleted.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
@@ -37,6 +39,49 @@ from .writer import SubtaskResult, SubtaskWriter
 
 if TYPE_CHECKING:
     from .flink import FlinkSavepoint
+
+
+class _Writers:
+    """The process's checkpoint-writing threads: started once, not per checkpoint, and
+    handed work through a queue (starting a thread, or an executor's bookkeeping, costs
+    more than a small increment's whole synchronous part)."""
+
+    def __init__(self, threads: int) -> None:
+        self.pid = os.getpid()
+        self._queue: SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = SimpleQueue()
+        for i in range(threads):
+            threading.Thread(target=self._loop, name=f"checkpoint-writer-{i}", daemon=True).start()
+
+    def submit(self, run: Callable[[], SubtaskResult]) -> Future[SubtaskResult]:
+        future: Future[SubtaskResult] = Future()
+        self._queue.put((future, run))
+        return future
+
+    def _loop(self) -> None:
+        while True:
+            future, run = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = run()
+            except BaseException as exc:  # delivered to whoever waits on the future
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            del future, run
+
+
+_WRITERS: _Writers | None = None
+
+
+def _writers() -> _Writers:
+    """The writer threads of this process (a forked child inherits the object, not its
+    threads: it starts its own)."""
+    global _WRITERS
+    writers = _WRITERS
+    if writers is None or writers.pid != os.getpid():
+        writers = _WRITERS = _Writers(threads=4)
+    return writers
 
 
 class PendingCheckpoint:
@@ -70,7 +115,6 @@ class PendingCheckpoint:
         self._lock = threading.Lock()
         self._results: list[SubtaskResult] = []
         self._futures: list[Future[SubtaskResult]] = []
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"chk-{checkpoint_id}")
         self._done = False
 
     @property
@@ -81,12 +125,19 @@ class PendingCheckpoint:
     def writer(self, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> SubtaskWriter:
         return self.target.writer(uid, subtask, parallelism, max_parallelism)
 
-    def snapshot(self, backend: AbstractKeyedStateBackend) -> KeyedStateSnapshot:
-        """The synchronous part: ``backend``'s snapshot (with its changes when recording);
-        its changes are confirmed when this checkpoint commits."""
+    def snapshot(
+        self,
+        backend: AbstractKeyedStateBackend,
+        uid: str | None = None,
+        subtask: int = 0,
+        parallelism: int = 1,
+    ) -> KeyedStateSnapshot:
+        """The synchronous part: ``backend``'s snapshot (with its changes when recording;
+        see :meth:`CheckpointTarget.snapshot`); its changes are confirmed when this
+        checkpoint commits."""
         if self._done:
             raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
-        snap = self.target.snapshot(backend)
+        snap = self.target.snapshot(backend, uid, subtask, parallelism)
         if snap.changes is not None:
             self._change_sets.append(snap.changes)
         return snap
@@ -103,11 +154,12 @@ class PendingCheckpoint:
         self, uid: str, backend: AbstractKeyedStateBackend, subtask: int = 0, parallelism: int = 1
     ) -> Future[SubtaskResult]:
         """Snapshot ``backend`` now (the synchronous part) and write it in the background."""
-        snapshot = self.snapshot(backend)
-        writer = self.writer(uid, subtask, parallelism, backend.max_parallelism)
+        snapshot = self.snapshot(backend, uid, subtask, parallelism)
+        max_parallelism = backend.max_parallelism
 
         def run() -> SubtaskResult:
             try:
+                writer = self.writer(uid, subtask, parallelism, max_parallelism)
                 return writer.write(keyed=snapshot, base=self.base_of(uid, snapshot))
             finally:
                 snapshot.release()
@@ -140,7 +192,7 @@ class PendingCheckpoint:
         key_group_range: KeyGroupRange | None = None,
     ) -> Future[SubtaskResult]:
         """Everything one subtask has: keyed, operator and raw state, in one result."""
-        snapshot = None if keyed is None else self.snapshot(keyed)
+        snapshot = None if keyed is None else self.snapshot(keyed, uid, subtask, parallelism)
         states = None if operator is None else operator.snapshot()
         raw_k = None if raw_keyed is None else dict(raw_keyed)
         raw_o = None if raw_operator is None else list(raw_operator)
@@ -159,7 +211,7 @@ class PendingCheckpoint:
     def _submit(self, run: Any) -> Future[SubtaskResult]:
         if self._done:
             raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
-        future = self._pool.submit(run)
+        future = _writers().submit(run)
         self._futures.append(future)
         return future
 
@@ -178,7 +230,6 @@ class PendingCheckpoint:
             self.abort()
             raise
         self._done = True
-        self._pool.shutdown()
         written = [p for r in results for p in r.written]
         publish_manifest(self.directory, manifest, written, root=self._root, retain=self._retain)
         for changes in self._change_sets:  # only now: a failed commit leaves them for the next
@@ -198,7 +249,6 @@ class PendingCheckpoint:
             for path in result.written:
                 self.directory.delete(path)
         self._done = True
-        self._pool.shutdown()
 
 
 class CheckpointStorage:

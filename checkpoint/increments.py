@@ -200,8 +200,21 @@ def _changed_groups(
             yield kg, state.changed_entries(kg, ids)
 
 
-def _full_snapshot_cleanup(meta: StateMetaInfo) -> bool:
-    return meta.ttl is not None and bool(meta.ttl.cleanup_strategies.full_snapshot)
+class _Upserts(StateSnapshot):
+    """A state empty in the base, as of the increment: its upserts are all its entries."""
+
+    def __init__(
+        self, state: StateSnapshot, name: str, snapshot: KeyedStateSnapshot, changes: ChangeSet
+    ) -> None:
+        self.meta = state.meta
+        self._groups = dict(_changed_groups(state, name, snapshot, changes))
+
+    def columns(self, key_group: int) -> StateColumns:
+        entries = self._groups.get(key_group)
+        return StateColumns([], None, []) if entries is None else entries.upserts
+
+    def release(self) -> None:
+        self._groups = {}
 
 
 @dataclass
@@ -244,11 +257,21 @@ class IncrementalKeyedWriter:
                 and changes.base == base.checkpoint_id and entry is not None
                 and (base_meta is None or base_meta == meta)
             )  # fmt: skip
+            if state.changes_only and not buildable:
+                for other, st in snapshot.states.items():
+                    if st.changes_only and changes is not None:
+                        changes.request_full(other)
+                raise CheckpointError(
+                    f"state {name!r}: the increment over checkpoint {changes and changes.base} cannot be "
+                    "built (its manifest is gone, unreadable or of another shape); the next checkpoint "
+                    "of this backend writes it in full",
+                    code="INCREMENT_BASE_MISSING",
+                )
             delta: WrittenFile | None = None
             if buildable:
                 assert changes is not None
                 delta = write_changes(meta, key_type, _changed_groups(state, name, snapshot, changes))
-                if _full_snapshot_cleanup(meta):  # expiry shows in every checkpoint: always in full
+                if meta.full_in_every_checkpoint:  # expiry shows in every checkpoint: always in full
                     out.changes[name] = (store(f"d-{slug(name)}", delta, True),)
                 elif not delta.rows:
                     if chain:
@@ -258,11 +281,19 @@ class IncrementalKeyedWriter:
                 else:
                     ref = store(f"d-{slug(name)}", delta, True)
                     grown = (*chain, ref)
+                    if state.changes_only and chain:  # no frozen state to compact: ask for it next
+                        if self.policy.exceeded(grown) or self.policy.exceeded((*grown, ref)):
+                            changes.request_full(name)
+                        out.files[name] = grown
+                        out.incremental = True
+                        continue
                     if not self.policy.exceeded(grown):
                         out.files[name] = grown
                         out.incremental = True
                         continue
                     out.changes[name] = (ref,)  # compaction: the delta stays for the change feed
+                    if state.changes_only:  # empty in the base: the changes are every entry
+                        state = _Upserts(state, name, snapshot, changes)
             full = write_keyed(state, key_type, snapshot.key_group_range)
             if full.rows:
                 out.files[name] = (store(f"k-{slug(name)}", full, False),)

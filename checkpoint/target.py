@@ -33,11 +33,24 @@ class CheckpointTarget:
     policy: ChainPolicy | None = None
     full: bool = False
 
-    def snapshot(self, backend: AbstractKeyedStateBackend) -> KeyedStateSnapshot:
-        """The synchronous part: ``backend``'s snapshot (with its changes when recording)."""
+    def snapshot(
+        self,
+        backend: AbstractKeyedStateBackend,
+        uid: str | None = None,
+        subtask: int = 0,
+        parallelism: int = 1,
+    ) -> KeyedStateSnapshot:
+        """The synchronous part: ``backend``'s snapshot (with its changes when recording).
+
+        Given the ``uid``, ``subtask`` and ``parallelism`` it is written as, a backend whose
+        last completed checkpoint went to the same place may snapshot states as their
+        changes only (see :mod:`flinkstate.state.changes`)."""
         if self.policy is None:
             return backend.snapshot()
-        snap = backend.snapshot_for_checkpoint(self.checkpoint_id)
+        scope = None
+        if uid is not None and self.root is not None and not self.full:
+            scope = (self.root.protocol, self.root.root, uid, subtask, parallelism)
+        snap = backend.snapshot_for_checkpoint(self.checkpoint_id, scope)
         if snap.changes is not None and self.full:
             snap.changes = replace(snap.changes, base=None)
         return snap
@@ -55,7 +68,7 @@ class CheckpointTarget:
         self, uid: str, backend: AbstractKeyedStateBackend, subtask: int = 0, parallelism: int = 1
     ) -> SubtaskResult:
         """Snapshot ``backend`` and write it now (in a task); the result goes to the committer."""
-        snapshot = self.snapshot(backend)
+        snapshot = self.snapshot(backend, uid, subtask, parallelism)
         try:
             writer = self.writer(uid, subtask, parallelism, backend.max_parallelism)
             return writer.write(keyed=snapshot, base=self.base_of(uid, snapshot))

@@ -234,7 +234,7 @@ def _write(
     """Write the subtask's state and output; return both results."""
     p, max_p, target = plan.parallelism, plan.max_parallelism, plan.target
     state = target.writer(plan.uid, subtask, p, max_p)
-    snapshot = target.snapshot(operator.backend)  # with its changes, for an increment
+    snapshot = target.snapshot(operator.backend, plan.uid, subtask, p)  # with its changes
     try:
         base = target.base_of(plan.uid, snapshot)
         result = state.write(keyed=snapshot, operator=operator.operator_state.snapshot(), base=base)

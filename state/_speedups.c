@@ -1145,29 +1145,29 @@ py_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return (PyObject *)it;
 }
 
-/* ---- a heap change record split into known and unknown states --------------------- */
+/* ---- a heap change record split into the ids still present and those removed --------- */
 
-/* (ids recorded with a state, those states, ids recorded with `unknown`) of a dict of
+/* (ids recorded with a state, those states, ids recorded with `absent`) of a dict of
  * id -> state, in the dict's order: the model is state_map.split_known_py. */
 static PyObject *
 py_split_known(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2 || !PyDict_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "expected (recorded: dict, unknown)");
+        PyErr_SetString(PyExc_TypeError, "expected (recorded: dict, absent)");
         return NULL;
     }
-    PyObject *recorded = args[0], *unknown = args[1];
+    PyObject *recorded = args[0], *absent = args[1];
     Py_ssize_t pos = 0;
     PyObject *id, *state;
-    int any_unknown = 0;
+    int any_absent = 0;
     while (PyDict_Next(recorded, &pos, &id, &state)) {
-        if (state == unknown) {
-            any_unknown = 1;
+        if (state == absent) {
+            any_absent = 1;
             break;
         }
     }
     PyObject *found = NULL, *states = NULL, *others = NULL;
-    if (!any_unknown) {
+    if (!any_absent) {
         found = PyDict_Keys(recorded);
         states = PyDict_Values(recorded);
         others = PyList_New(0);
@@ -1178,7 +1178,7 @@ py_split_known(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (found != NULL && states != NULL && others != NULL) {
             pos = 0;
             while (PyDict_Next(recorded, &pos, &id, &state)) {
-                int err = state == unknown ? PyList_Append(others, id)
+                int err = state == absent ? PyList_Append(others, id)
                           : PyList_Append(found, id) < 0 ? -1 : PyList_Append(states, state);
                 if (err < 0) {
                     goto fail;
@@ -1263,7 +1263,7 @@ static PyMethodDef methods[] = {
     {"recorded_pairs", py_recorded_pairs, METH_O,
      "A change list of id, state pairs as a dict of id -> its last state."},
     {"split_known", (PyCFunction)(void (*)(void))py_split_known, METH_FASTCALL,
-     "(ids with a recorded state, the states, ids recorded as unknown) of a change record."},
+     "(ids with a recorded state, the states, ids recorded as absent) of a change record."},
     {NULL, NULL, 0, NULL},
 };
 

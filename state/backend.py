@@ -7,7 +7,7 @@ plus key listing and snapshots; TTL decoration happens here, once, for all backe
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar, cast, overload
 
@@ -443,17 +443,34 @@ class AbstractKeyedStateBackend(ABC):
         :mod:`.changes`); ``None`` when this backend does not record changes."""
         return None
 
-    def snapshot_for_checkpoint(self, checkpoint_id: int) -> KeyedStateSnapshot:
+    def snapshot_for_checkpoint(
+        self, checkpoint_id: int, scope: Hashable | None = None
+    ) -> KeyedStateSnapshot:
         """:meth:`snapshot` plus, when the backend records changes, what changed since its
         last completed checkpoint (taken at the same moment). Confirm it with
         ``snapshot.changes.confirm(id)`` or :meth:`notify_checkpoint_complete` once the
-        checkpoint commits; until then every later increment still carries those changes."""
+        checkpoint commits; until then every later increment still carries those changes.
+
+        ``scope`` says where the checkpoint goes (see :mod:`.changes`): when its base went
+        to the same scope, states may be snapshot as their changes only (cheaper)."""
         self._check_open()
         taken = self._take_changes()
-        snap = self.snapshot()
-        if taken is not None:
-            snap.changes = self.change_log.take(checkpoint_id, taken)
+        if taken is None:
+            return self.snapshot()
+        log = self.change_log
+        snap = self._snapshot_for_increment(log.base_metas(scope), frozenset(log.full_next))
+        metas = {name: state.meta for name, state in snap.states.items()}
+        frozen = frozenset(name for name, state in snap.states.items() if not state.changes_only)
+        snap.changes = log.take(checkpoint_id, taken, metas, scope, frozen)
         return snap
+
+    def _snapshot_for_increment(
+        self, base_metas: Mapping[str, StateMetaInfo] | None, freeze: Collection[str]
+    ) -> KeyedStateSnapshot:
+        """The snapshot of a checkpoint whose base was taken with ``base_metas`` (``None``: no
+        base in this scope). A backend may leave a state unfrozen (its changes only) when
+        its description is the base's and it is not in ``freeze``; by default all are frozen."""
+        return self.snapshot()
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` (taken by :meth:`snapshot_for_checkpoint`) committed

@@ -13,13 +13,22 @@ checkpoint); when its checkpoint commits, those epochs are dropped and it become
 base. A failed or aborted checkpoint drops nothing: the next increment, relative to the
 same base, still carries its changes. Recording starts at the first take; until then
 there is no base and the checkpoint layer writes in full.
+
+A take may say where its checkpoint goes (a ``scope``: storage root, operator, subtask,
+parallelism). When the base was written to the same scope with the same state
+descriptions, a backend may answer the increment from its record alone, without freezing
+its state (see :meth:`ChangeLog.base_metas`); the writer asks for a frozen state next time
+(:meth:`ChangeSet.request_full`) where it must write a state in full instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from .snapshot import StateMetaInfo
 
 Changed = Sequence[Collection[Any]]
 """One state's changed entry ids, one collection per key-group index of the backend's range
@@ -56,34 +65,71 @@ class ChangeSet:
         """The checkpoint written from this change set has committed as ``checkpoint_id``."""
         self.log.complete(self.epoch, checkpoint_id)
 
+    def request_full(self, state: str) -> None:
+        """Later takes must freeze ``state`` (until a checkpoint that did commits): its chain
+        is due for compaction, or this increment could not be built on its base."""
+        self.log.full_next.add(state)
+
+
+class _Epoch(NamedTuple):
+    seq: int
+    checkpoint_id: int
+    changes: Mapping[str, Changed]
+    metas: Mapping[str, StateMetaInfo]
+    scope: Hashable | None
+    frozen: frozenset[str]
+
 
 class ChangeLog:
     """The unconfirmed epochs of one backend (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._epochs: list[tuple[int, int, Mapping[str, Changed]]] = []  # (epoch, checkpoint id, changes)
+        self._epochs: list[_Epoch] = []
         self._seq = 0
         self.base: int | None = None
+        self._base_epoch: _Epoch | None = None
         self.recording = False
+        self.full_next: set[str] = set()
+        """States takes must freeze until a checkpoint that froze them commits (see
+        :meth:`ChangeSet.request_full`)."""
 
-    def take(self, checkpoint_id: int, taken: Mapping[str, Changed]) -> ChangeSet:
-        """Close the current epoch (``taken``: the sets the backend just replaced) for ``checkpoint_id``."""
+    def base_metas(self, scope: Hashable | None) -> Mapping[str, StateMetaInfo] | None:
+        """The state descriptions the base was taken with, when an increment to ``scope``
+        may be answered from the record alone (``None``: every state must be frozen)."""
+        base = self._base_epoch
+        if scope is None or not self.recording or base is None or base.scope != scope:
+            return None
+        return base.metas
+
+    def take(
+        self,
+        checkpoint_id: int,
+        taken: Mapping[str, Changed],
+        metas: Mapping[str, StateMetaInfo] | None = None,
+        scope: Hashable | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ) -> ChangeSet:
+        """Close the current epoch (``taken``: the sets the backend just replaced) for
+        ``checkpoint_id``, written to ``scope`` with the state descriptions ``metas``, the
+        states in ``frozen`` frozen (the others snapshot as their changes only)."""
         base = self.base if self.recording else None
         self.recording = True
         self._seq += 1
-        self._epochs.append((self._seq, checkpoint_id, taken))
-        return ChangeSet(base, self._seq, tuple(e[2] for e in self._epochs), self)
+        self._epochs.append(_Epoch(self._seq, checkpoint_id, taken, metas or {}, scope, frozen))
+        return ChangeSet(base, self._seq, tuple(e.changes for e in self._epochs), self)
 
     def complete(self, epoch: int, checkpoint_id: int) -> None:
         """The checkpoint of ``epoch`` committed: drop it and every older epoch."""
-        if not self._epochs or epoch < self._epochs[0][0]:
+        if not self._epochs or epoch < self._epochs[0].seq:
             return  # a later checkpoint already completed
-        self._epochs = [e for e in self._epochs if e[0] > epoch]
+        self._base_epoch = next(e for e in self._epochs if e.seq == epoch)
+        self._epochs = [e for e in self._epochs if e.seq > epoch]
         self.base = checkpoint_id
+        self.full_next -= self._base_epoch.frozen
 
     def complete_checkpoint(self, checkpoint_id: int) -> bool:
         """Complete the latest epoch taken for ``checkpoint_id`` (a commit made elsewhere)."""
-        epochs = [e[0] for e in self._epochs if e[1] == checkpoint_id]
+        epochs = [e.seq for e in self._epochs if e.checkpoint_id == checkpoint_id]
         if epochs:
             self.complete(epochs[-1], checkpoint_id)
         return bool(epochs)
@@ -92,7 +138,9 @@ class ChangeLog:
         """Forget every epoch and the base (after a restore: the next checkpoint is full)."""
         self._epochs = []
         self.base = None
+        self._base_epoch = None
         self.recording = False
+        self.full_next = set()
 
     @property
     def pending(self) -> int:

@@ -33,6 +33,12 @@ class StateMetaInfo:
     namespace_type: TypeInformation | None = None
     ttl: StateTtlConfig | None = None
 
+    @property
+    def full_in_every_checkpoint(self) -> bool:
+        """Its TTL cleans up in full snapshots: expiry must show in every checkpoint, so it
+        is never written as an increment."""
+        return self.ttl is not None and bool(self.ttl.cleanup_strategies.full_snapshot)
+
 
 class StateEntry(NamedTuple):
     """One entry of a snapshot.
@@ -119,6 +125,9 @@ class StateSnapshot(ABC):
     """One state's frozen entries, readable key group by key group."""
 
     meta: StateMetaInfo
+    changes_only: bool = False
+    """Only :meth:`changed_entries` can be read (a heap state's increment taken without
+    freezing its maps): the checkpoint must write it as an increment."""
 
     @abstractmethod
     def columns(self, key_group: int) -> StateColumns:

@@ -26,13 +26,14 @@ class HeapAggregatingState(AbstractHeapState, AggregatingState[Any, Any]):
         state_map = self._maps[ctx.kgi]
         if value is None:
             state_map.remove(ctx.key, self._ns)
-            self._changed()
+            self._changed(None)
             return
         acc = state_map.get(ctx.key, self._ns)
         if acc is None:
             acc = self._agg.create_accumulator()
-        state_map.put(ctx.key, self._ns, self._agg.add(value, acc))
-        self._changed()
+        acc = self._agg.add(value, acc)
+        state_map.put(ctx.key, self._ns, acc)
+        self._changed(acc)
 
     def _merge(self, a: Any, b: Any) -> Any:
         return self._agg.merge(a, b)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from ..backend import AbstractKeyedStateBackend
@@ -48,6 +48,10 @@ def copy_function(type_info: TypeInformation) -> CopyFn | None:
     """How to copy a stored state for copy-on-write (``None``: immutable, never copied)."""
     serializer = serializer_for(type_info)
     return None if serializer.immutable else serializer.copy
+
+
+def _same(a: StateMetaInfo | None, b: StateMetaInfo) -> bool:
+    return a is b or a == b
 
 
 class HeapKeyedStateBackend(AbstractKeyedStateBackend):
@@ -143,9 +147,23 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         return {name: changed for name, changed in taken.items() if changed is not None}
 
     def snapshot(self) -> KeyedStateSnapshot:
+        return self._snapshot_for_increment(None, ())
+
+    def _snapshot_for_increment(
+        self, base_metas: Mapping[str, StateMetaInfo] | None, freeze: Collection[str]
+    ) -> KeyedStateSnapshot:
+        """A state of immutable values is snapshot as its changes only when its description
+        is the base's: its record is then the increment (see :class:`StateTable`)."""
         self._check_open()
         key_is_tuple = self._key_pytype is tuple
-        states = {name: table.snapshot(key_is_tuple) for name, table in self._tables.items()}
+        states = {}
+        for name, table in self._tables.items():
+            meta = table.current_meta()
+            changes_only = (
+                base_metas is not None and table.immutable and name not in freeze
+                and _same(base_metas.get(name), meta) and not meta.full_in_every_checkpoint
+            )  # fmt: skip
+            states[name] = table.snapshot(key_is_tuple, changes_only)
         return KeyedStateSnapshot(self._key_type, self._max_p, self.key_group_range, states)
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..interfaces import InternalMergingState
-from .state_table import COMPACT_AT, UNKNOWN, StateTable, compact
+from .state_table import COMPACT_AT, StateTable, compact
 
 
 class AbstractHeapState(InternalMergingState):
@@ -14,8 +14,8 @@ class AbstractHeapState(InternalMergingState):
 
     Subclasses spell out their kind's rules; merging kinds define :meth:`_merge`. Every
     write notes its scope in ``_changes`` when the backend records changes (see
-    :attr:`StateTable.changes`): two list appends, the id and the state written, or
-    :data:`UNKNOWN` where the path does not have it at hand.
+    :attr:`StateTable.changes`): two list appends, the id and the state the write left
+    (``None`` when it removed the scope).
     """
 
     __slots__ = ("_changes", "_compact_at", "_ctx", "_maps", "_ns", "_table")
@@ -28,14 +28,14 @@ class AbstractHeapState(InternalMergingState):
         self._ns: Any = None
         self._compact_at = COMPACT_AT
 
-    def _changed(self) -> None:
-        """Note that the current scope changed (when recording)."""
+    def _changed(self, state: Any) -> None:
+        """Note that the current scope now holds ``state`` (``None``: removed), when recording."""
         if self._changes:
             ctx = self._ctx
             key, ns = ctx.key, self._ns
             changed = self._changes[ctx.kgi]
             changed.append(key if ns is None and type(key) is not tuple else (key, ns))
-            changed.append(UNKNOWN)
+            changed.append(state)
             if len(changed) > self._compact_at:
                 self._compact_at = compact(changed)
 
@@ -47,7 +47,7 @@ class AbstractHeapState(InternalMergingState):
     def clear(self) -> None:
         ctx = self._ctx
         self._maps[ctx.kgi].remove(ctx.key, self._ns)
-        self._changed()
+        self._changed(None)
 
     def get_internal(self) -> Any:
         ctx = self._ctx
@@ -59,7 +59,7 @@ class AbstractHeapState(InternalMergingState):
             self._maps[ctx.kgi].remove(ctx.key, self._ns)
         else:
             self._maps[ctx.kgi].put(ctx.key, self._ns, value)
-        self._changed()
+        self._changed(value)
 
     def _merge(self, a: Any, b: Any) -> Any:
         raise TypeError(f"{type(self).__name__} does not merge namespaces")
@@ -74,7 +74,7 @@ class AbstractHeapState(InternalMergingState):
             self._table.check_namespace(source)
             old = state_map.remove(ctx.key, source)
             if old is not None:
-                self._table.record(ctx.kgi, ctx.key, source)
+                self._table.record(ctx.kgi, ctx.key, source, None)
                 merged = old if merged is None else self._merge(merged, old)
         if merged is not None:
             self._table.check_namespace(target)
@@ -84,4 +84,4 @@ class AbstractHeapState(InternalMergingState):
                 state_map.remove(ctx.key, target)
             else:
                 state_map.put(ctx.key, target, result)
-            self._table.record(ctx.kgi, ctx.key, target)
+            self._table.record(ctx.kgi, ctx.key, target, result)

@@ -24,10 +24,11 @@ class HeapListState(AbstractHeapState, ListState[Any]):
         state_map = self._maps[ctx.kgi]
         stored = state_map.get(ctx.key, self._ns)
         if stored is None:
-            state_map.put(ctx.key, self._ns, [value])
+            stored = [value]
+            state_map.put(ctx.key, self._ns, stored)
         else:
             stored.append(value)
-        self._changed()
+        self._changed(stored)
 
     def add_all(self, values: list[Any]) -> None:
         items = checked_elements(values, "add_all")
@@ -37,10 +38,11 @@ class HeapListState(AbstractHeapState, ListState[Any]):
         state_map = self._maps[ctx.kgi]
         stored = state_map.get(ctx.key, self._ns)
         if stored is None:
-            state_map.put(ctx.key, self._ns, items)
+            stored = items
+            state_map.put(ctx.key, self._ns, stored)
         else:
             stored.extend(items)
-        self._changed()
+        self._changed(stored)
 
     def update(self, values: list[Any]) -> None:
         items = checked_elements(values, "update")

@@ -27,10 +27,11 @@ class HeapMapState(AbstractHeapState, MapState[Any, Any]):
         state_map = self._maps[ctx.kgi]
         stored = state_map.get(ctx.key, self._ns)
         if stored is None:
-            state_map.put(ctx.key, self._ns, {key: value})
+            stored = {key: value}
+            state_map.put(ctx.key, self._ns, stored)
         else:
             stored[key] = value
-        self._changed()
+        self._changed(stored)
 
     def put_all(self, dict_value: Mapping[Any, Any] | None) -> None:
         if dict_value is None:
@@ -44,10 +45,11 @@ class HeapMapState(AbstractHeapState, MapState[Any, Any]):
         state_map = self._maps[ctx.kgi]
         stored = state_map.get(ctx.key, self._ns)
         if stored is None:
-            state_map.put(ctx.key, self._ns, items)
+            stored = items
+            state_map.put(ctx.key, self._ns, stored)
         else:
             stored.update(items)
-        self._changed()
+        self._changed(stored)
 
     def remove(self, key: Any) -> None:
         ctx = self._ctx
@@ -57,7 +59,7 @@ class HeapMapState(AbstractHeapState, MapState[Any, Any]):
             del stored[key]
             if not stored:
                 state_map.remove(ctx.key, self._ns)
-            self._changed()
+            self._changed(stored or None)
 
     def contains(self, key: Any) -> bool:
         stored = self._stored()

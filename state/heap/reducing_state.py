@@ -25,7 +25,7 @@ class HeapReducingState(AbstractHeapState, ReducingState[Any]):
         state_map = self._maps[ctx.kgi]
         if value is None:
             state_map.remove(ctx.key, self._ns)
-            self._changed()
+            self._changed(None)
             return
         current = state_map.get(ctx.key, self._ns)
         result = value if current is None else self._reduce(current, value)
@@ -33,7 +33,7 @@ class HeapReducingState(AbstractHeapState, ReducingState[Any]):
             state_map.remove(ctx.key, self._ns)
         else:
             state_map.put(ctx.key, self._ns, result)
-        self._changed()
+        self._changed(result)
 
     def _merge(self, a: Any, b: Any) -> Any:
         return self._reduce(a, b)

@@ -57,21 +57,21 @@ def resolve_in_table_py(table: Buckets, ids: list[Any]) -> Resolved:
     return found, [state for state in got if state is not None], missing
 
 
-def split_known(recorded: dict[Any, Any], unknown: Any) -> Resolved:
-    """(ids recorded with a state, those states, ids recorded with ``unknown``) of a record
+def split_known(recorded: dict[Any, Any], absent: Any) -> Resolved:
+    """(ids recorded with a state, those states, ids recorded with ``absent``) of a record
     of id -> state, in its order (by the C accelerator when it is built)."""
     if _speedups is not None:
-        split: Resolved = _speedups.split_known(recorded, unknown)
+        split: Resolved = _speedups.split_known(recorded, absent)
         return split
-    return split_known_py(recorded, unknown)
+    return split_known_py(recorded, absent)
 
 
-def split_known_py(recorded: dict[Any, Any], unknown: Any) -> Resolved:
+def split_known_py(recorded: dict[Any, Any], absent: Any) -> Resolved:
     """:func:`split_known` in Python (the fallback, and the model of the C version)."""
-    others = [ck for ck, state in recorded.items() if state is unknown]
+    others = [ck for ck, state in recorded.items() if state is absent]
     if not others:
         return list(recorded), list(recorded.values()), []
-    known = [(ck, state) for ck, state in recorded.items() if state is not unknown]
+    known = [(ck, state) for ck, state in recorded.items() if state is not absent]
     return [ck for ck, _ in known], [state for _, state in known], others
 
 

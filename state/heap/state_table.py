@@ -37,18 +37,6 @@ COMPACT_AT = 1 << 16
 """A change list drops its repeats when it grows past this (or past twice what it kept)."""
 
 
-class _Unknown:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN: Any = _Unknown()
-"""The state recorded for a write whose state the record does not carry: the checkpoint
-looks it up in its snapshot."""
-
-
 def compact(changed: list[Any]) -> int:
     """Drop the repeats of a change list of ``id, state`` pairs, in place, keeping each id's
     last state; return the length past which to do it again (at least twice what is left,
@@ -73,8 +61,8 @@ def recorded_py(changed: list[Any]) -> dict[Any, Any]:
 
 
 class RecordedChanges(Sequence[dict[Any, Any]]):
-    """One epoch of a table's record: per key-group index, id -> the state it was written
-    with (:data:`UNKNOWN` when the write path did not carry it), built when asked."""
+    """One epoch of a table's record: per key-group index, id -> the state its last write
+    left (``None``: removed), built when asked."""
 
     def __init__(self, lists: list[list[Any]]) -> None:
         self._lists = lists
@@ -159,24 +147,34 @@ class StateTable:
         self.changes: list[list[Any]] = []
         """Empty when not recording; else one list per key-group index, plus one for the
         guard (the list object stays, its lists are replaced), of changed composite keys,
-        each followed by the state written (or :data:`UNKNOWN`). A write appends (cheaper
-        than a dict or set insert: no probing, no growing table); a list past
+        each followed by the state the write left (``None``: removed). A write appends
+        (cheaper than a dict or set insert: no probing, no growing table); a list past
         ``compact_at`` drops its repeats (see :func:`compact`), so hot keys cost no memory.
-        A checkpoint uses the states recorded as they are, and looks up only the others."""
+        For immutable states the record is the increment: a checkpoint writes it as it is."""
         self.compact_at = COMPACT_AT
+        self._spare: list[list[Any]] | None = None
 
     def record_changes(self) -> Changed | None:
-        """Start a new epoch: return what was recorded so far (``None`` if not recording)."""
+        """Start a new epoch: return what was recorded so far (``None`` if not recording).
+        The new epoch's lists are those :meth:`prepare_record` made, when it ran since."""
         taken: Changed | None = RecordedChanges(self.changes[:-1]) if self.changes else None
-        self.changes[:] = [[] for _ in range(len(self.maps) + 1)]
+        fresh, self._spare = self._spare, None
+        self.changes[:] = fresh if fresh is not None else [[] for _ in range(len(self.maps) + 1)]
         return taken
 
-    def record(self, kgi: int, key: Any, namespace: Any) -> None:
-        """Note that the entry (key, namespace) of key-group index ``kgi`` changed."""
+    def prepare_record(self) -> None:
+        """Make the next epoch's empty lists ahead, off the synchronous part (a checkpoint's
+        writer thread calls it as it releases its snapshot): the next take allocates nothing."""
+        if self.changes:
+            self._spare = [[] for _ in range(len(self.maps) + 1)]
+
+    def record(self, kgi: int, key: Any, namespace: Any, state: Any) -> None:
+        """Note that the entry (key, namespace) of key-group index ``kgi`` now holds ``state``
+        (``None``: it was removed)."""
         if self.changes:
             changed = self.changes[kgi]
             changed.append(compose(key, namespace))
-            changed.append(UNKNOWN)
+            changed.append(state)
             if len(changed) > self.compact_at:
                 self.compact_at = compact(changed)
 
@@ -213,67 +211,85 @@ class StateTable:
     def __len__(self) -> int:
         return sum(len(m) for m in self.maps)
 
-    def snapshot(self, key_is_tuple: bool = False) -> HeapStateSnapshot:
-        meta = replace(self.meta, namespace_type=self.namespace_type)
-        snapshots = [m.snapshot() for m in self.maps]
+    def current_meta(self) -> StateMetaInfo:
+        """The state's description, with the namespace type it has now."""
+        if self.meta.namespace_type is self.namespace_type:
+            return self.meta
+        return replace(self.meta, namespace_type=self.namespace_type)
+
+    def snapshot(self, key_is_tuple: bool = False, changes_only: bool = False) -> HeapStateSnapshot:
+        """Freeze the maps; with ``changes_only`` (immutable states only), freeze nothing: the
+        snapshot then answers :meth:`HeapStateSnapshot.changed_entries` from the record."""
+        if changes_only and not self.immutable:
+            raise StateAccessError(
+                f"state {self.meta.name!r} holds mutable states: its increments need a snapshot",
+                code="SNAPSHOT_CHANGES_ONLY",
+            )
+        meta = self.current_meta()
+        snapshots = None if changes_only else [m.snapshot() for m in self.maps]
         composite = key_is_tuple or self.namespace_type is not None
         return HeapStateSnapshot(
-            meta, self.key_group_range, snapshots, self.transform_factory(), composite, self.immutable
-        )
+            meta, self.key_group_range, snapshots, self.transform_factory(), composite, self.immutable,
+            self.prepare_record,
+        )  # fmt: skip
 
 
 class HeapStateSnapshot(StateSnapshot):
-    """A state's map snapshots, one per key group."""
+    """A state's map snapshots, one per key group (none when it holds the changes only)."""
 
     def __init__(
         self,
         meta: StateMetaInfo,
         key_group_range: KeyGroupRange,
-        snapshots: list[StateMapSnapshot],
+        snapshots: list[StateMapSnapshot] | None,
         transform: ColumnTransform,
         composite: bool,
         immutable: bool = False,
+        on_release: Callable[[], None] | None = None,
     ) -> None:
         self.meta = meta
+        self._on_release = on_release
+        self.changes_only = snapshots is None
         self._range = key_group_range
-        self._snapshots = snapshots
+        self._snapshots = snapshots or []
+        self._released = False
         self._transform = transform
         self._composite = composite
         self._immutable = immutable
 
+    def _maps(self) -> list[StateMapSnapshot]:
+        if self._released:
+            raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
+        if self.changes_only:
+            raise StateAccessError(
+                f"state {self.meta.name!r}: this snapshot holds only the changes since the last "
+                "checkpoint, not every entry",
+                code="SNAPSHOT_CHANGES_ONLY",
+            )
+        return self._snapshots
+
     def columns(self, key_group: int) -> StateColumns:
         if key_group not in self._range:
             return StateColumns([], None, [])
-        if not self._snapshots:
-            raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
-        keys, namespaces, states = self._snapshots[key_group - self._range.start].raw_columns(self._composite)
+        keys, namespaces, states = self._maps()[key_group - self._range.start].raw_columns(self._composite)
         return self._transform(keys, namespaces, states)
 
     def int64_columns(self, key_group: int) -> Int64Columns | None:
         if key_group not in self._range or self._composite or self._transform is not plain_columns:
             return None
-        if not self._snapshots:
-            raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
-        items = self._snapshots[key_group - self._range.start].int64_items()
+        items = self._maps()[key_group - self._range.start].int64_items()
         return None if items is None else Int64Columns(*items)
 
     def changed_entries(self, key_group: int, ids: Collection[Any]) -> ChangedEntries:
-        if not self._snapshots:
-            raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
-        snapshot = self._snapshots[key_group - self._range.start]
-        # States recorded with the ids are used as they are, and only the others looked up,
-        # when states are immutable: a mutable one may since have been copied (copy-on-write)
-        # and the copy mutated in place, and the lookup sees what a full checkpoint sees.
+        # The record holds each id's state as of the snapshot (``None``: removed), so for
+        # immutable states it is the increment as it is. A mutable state may have been
+        # mutated in place since it was recorded: those are looked up in the snapshot.
         if isinstance(ids, dict) and self._immutable:
-            found, states, unknown = split_known(ids, UNKNOWN)
-            if unknown:
-                more, more_states, missing = snapshot.resolve(unknown)
-                found += more
-                states += more_states
-            else:
-                missing = []
+            if self._released:
+                raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
+            found, states, missing = split_known(ids, None)
         else:
-            found, states, missing = snapshot.resolve(ids)
+            found, states, missing = self._maps()[key_group - self._range.start].resolve(ids)
         if self._composite:
             pairs = [decompose(ck) for ck in found]
             keys, namespaces = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -287,6 +303,9 @@ class HeapStateSnapshot(StateSnapshot):
         for snap in self._snapshots:
             snap.release()
         self._snapshots = []
+        self._released = True
+        if self._on_release is not None:
+            self._on_release()
 
 
 class HeapIncrementalVisitor(StateIncrementalVisitor):
@@ -311,11 +330,11 @@ class HeapIncrementalVisitor(StateIncrementalVisitor):
             self._cursor = self._maps[self._index].cursor()
 
     def remove(self, handle: Any) -> None:
-        self._table.record(self._index, *self._cursor.entry(handle))
+        self._table.record(self._index, *self._cursor.entry(handle), None)
         self._cursor.remove(handle)
 
     def update(self, handle: Any, state: Any) -> None:
-        self._table.record(self._index, *self._cursor.entry(handle))
+        self._table.record(self._index, *self._cursor.entry(handle), state)
         self._cursor.update(handle, state)
 
     def skip(self, fresh_after: Any) -> int:

@@ -31,7 +31,7 @@ class HeapValueState(AbstractHeapState, ValueState[Any]):
         key = ctx.key
         if value is None:
             state_map.remove(key, self._ns)
-            self._changed()
+            self._changed(None)
             return
         table = state_map.fast_table
         if table is not None and self._ns is None and type(key) is not tuple:
@@ -47,4 +47,4 @@ class HeapValueState(AbstractHeapState, ValueState[Any]):
                         self._compact_at = compact(changed)
                 return
         state_map.put(key, self._ns, value)
-        self._changed()
+        self._changed(value)

@@ -196,12 +196,10 @@ def test_heap_change_lists_stay_bounded_and_exact() -> None:
 
 
 def test_heap_record_carries_states_and_the_latest_write_wins() -> None:
-    """The value fast path records the state it stores; paths that do not have it at hand
-    (a write while a snapshot is held, a removal) record UNKNOWN, looked up by the
-    checkpoint. Across an epoch whose checkpoint failed, the later record of an id wins,
-    known or not, and the result is what a lookup of every id would give."""
+    """Every write path records the state it leaves (the value fast path, a write while a
+    snapshot is held) or None (a removal). Across an epoch whose checkpoint failed, the
+    later record of an id wins, and the result is what a lookup of every id would give."""
     from flinkstate.state import HeapKeyedStateBackend
-    from flinkstate.state.heap.state_table import UNKNOWN
 
     backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=1)
     value = backend.get_state(VALUE)
@@ -228,7 +226,7 @@ def test_heap_record_carries_states_and_the_latest_write_wins() -> None:
     with backend.snapshot_for_checkpoint(3) as snap:
         assert snap.changes is not None
         assert snap.changes.changed("value", 0) == {
-            0: 300, 1: UNKNOWN, 2: UNKNOWN, 3: 303, 4: 104, 5: 105
+            0: 300, 1: 201, 2: None, 3: 303, 4: 104, 5: 105
         }  # fmt: skip
         assert changes(snap, "value") == (
             {(0, None): 300, (1, None): 201, (3, None): 303, (4, None): 104, (5, None): 105},

@@ -1,6 +1,6 @@
-"""Splitting a heap change record (id -> the state written, or UNKNOWN) into the ids whose
-state the record carries and those the checkpoint must look up: the C accelerator and the
-Python fallback against a plain loop, in the record's order, with the ids users pass."""
+"""Splitting a heap change record (id -> the state its last write left, or None: removed)
+into the ids still present, with their states, and the ids removed: the C accelerator and
+the Python fallback against a plain loop, in the record's order, with the ids users pass."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from flinkstate.state.hashing import _speedups
 from flinkstate.state.heap.state_map import split_known_py
-from flinkstate.state.heap.state_table import UNKNOWN, recorded_py
+from flinkstate.state.heap.state_table import recorded_py
 
 NO_C = "the C accelerator is not built here (no compiler at install): its Python fallback is tested"
 
@@ -38,7 +38,7 @@ Point = namedtuple("Point", "x y")
 def _model(record: dict[Any, Any]) -> tuple[list[Any], list[Any], list[Any]]:
     found, states, others = [], [], []
     for ck, state in record.items():
-        if state is UNKNOWN:
+        if state is None:
             others.append(ck)
         else:
             found.append(ck)
@@ -58,13 +58,13 @@ def _ids(rng: random.Random, n: int) -> list[Any]:
 
 
 @pytest.mark.parametrize("split", IMPLS)
-@pytest.mark.parametrize("unknown_share", [0.0, 0.3, 1.0])
-def test_split_is_the_plain_loop(split: Split, unknown_share: float) -> None:
+@pytest.mark.parametrize("removed_share", [0.0, 0.3, 1.0])
+def test_split_is_the_plain_loop(split: Split, removed_share: float) -> None:
     rng = random.Random(11)
     ids = _ids(rng, 2_000)
     states: list[Any] = [[1], {"v": 2}, "s", 0, False, b"", (None,)]
-    record = {ck: UNKNOWN if rng.random() < unknown_share else rng.choice(states) for ck in ids}
-    got = split(record, UNKNOWN)
+    record = {ck: None if rng.random() < removed_share else rng.choice(states) for ck in ids}
+    got = split(record, None)
     assert got == _model(record)
     for a, b in zip(got[1], _model(record)[1], strict=True):
         assert a is b  # the recorded objects themselves
@@ -72,13 +72,13 @@ def test_split_is_the_plain_loop(split: Split, unknown_share: float) -> None:
 
 @pytest.mark.parametrize("split", IMPLS)
 def test_empty_record(split: Split) -> None:
-    assert split({}, UNKNOWN) == ([], [], [])
+    assert split({}, None) == ([], [], [])
 
 
 @pytest.mark.skipif(_speedups is None, reason=NO_C)
 def test_c_refuses_what_is_not_a_dict() -> None:
     with pytest.raises(TypeError):
-        _speedups.split_known([(1, 2)], UNKNOWN)  # type: ignore[arg-type]
+        _speedups.split_known([(1, 2)], None)  # type: ignore[arg-type]
 
 
 RECORDED = _python_and_c(recorded_py, "recorded_pairs")
@@ -88,9 +88,9 @@ RECORDED = _python_and_c(recorded_py, "recorded_pairs")
 def test_recorded_keeps_each_ids_last_state(recorded: Callable[[list[Any]], dict[Any, Any]]) -> None:
     """A change list of (id, state) pairs: repeats collapse onto the last state written,
     in the order ids were first written; the states are the recorded objects."""
-    changed = [1, "a", 2, UNKNOWN, 1, UNKNOWN, 3, "c", 2, "b", "ключ", None, Point(1, 2), [1]]
+    changed = [1, "a", 2, None, 1, None, 3, "c", 2, "b", "ключ", None, Point(1, 2), [1]]
     got = recorded(changed)
-    assert got == {1: UNKNOWN, 2: "b", 3: "c", "ключ": None, Point(1, 2): [1]}
+    assert got == {1: None, 2: "b", 3: "c", "ключ": None, Point(1, 2): [1]}
     assert list(got) == [1, 2, 3, "ключ", Point(1, 2)]
     assert got[Point(1, 2)] is changed[-1]
     rng = random.Random(5)
