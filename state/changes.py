@@ -122,7 +122,8 @@ class ChangeLog:
         """The checkpoint of ``epoch`` committed: drop it and every older epoch."""
         if not self._epochs or epoch < self._epochs[0].seq:
             return  # a later checkpoint already completed
-        self._base_epoch = next(e for e in self._epochs if e.seq == epoch)
+        done = next(e for e in self._epochs if e.seq == epoch)
+        self._base_epoch = done._replace(changes={})  # its record is written: keep no reference
         self._epochs = [e for e in self._epochs if e.seq > epoch]
         self.base = checkpoint_id
         self.full_next -= self._base_epoch.frozen

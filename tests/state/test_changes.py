@@ -256,3 +256,27 @@ def test_heap_record_of_mutable_states_is_looked_up() -> None:
         assert full == {(1, None): [1, 2]}
         assert changes(snap, "items") == (full, set())
     backend.close()
+
+
+def test_a_committed_record_is_let_go() -> None:
+    """Once its checkpoint commits, nothing keeps an epoch's record (it can be large)."""
+    import gc
+    import weakref
+
+    from flinkstate.state import HeapKeyedStateBackend
+
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=4)
+    value = backend.get_state(VALUE)
+    backend.snapshot_for_checkpoint(1).changes.confirm(1)  # type: ignore[union-attr]
+    for k in range(100):
+        backend.set_current_key(k)
+        value.update(k)
+    snap = backend.snapshot_for_checkpoint(2)
+    assert snap.changes is not None
+    record = weakref.ref(snap.changes.epochs[0]["value"])
+    snap.changes.confirm(2)
+    snap.release()
+    del snap
+    gc.collect()
+    assert record() is None
+    backend.close()
