@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from ..interfaces import ValueState
 from .base import AbstractHeapState
 from .state_table import compact
+
+_valuepath: ModuleType | None
+try:
+    from . import _valuepath
+except ImportError:  # built without a C compiler: the Python methods alone
+    _valuepath = None
 
 
 class HeapValueState(AbstractHeapState, ValueState[Any]):
@@ -48,3 +55,9 @@ class HeapValueState(AbstractHeapState, ValueState[Any]):
                 return
         state_map.put(key, self._ns, value)
         self._changed(value)
+
+
+PYTHON_METHODS = (HeapValueState.value, HeapValueState.update)
+"""The Python ``value()`` and ``update()``: the model of the C fast path and its fallback."""
+if _valuepath is not None:
+    _valuepath.install(HeapValueState, compact)

@@ -1,0 +1,3 @@
+from typing import Any
+
+def install(cls: type, compact: Any, /) -> None: ...
