@@ -581,7 +581,7 @@ fail:
 
 /* ---- the per-record loop of KeyedProcessOperator.process_elements ------------------- */
 
-#include <structmember.h> /* T_OBJECT_EX, READONLY: the key context's slots */
+#include "_slots.h" /* member_offset: the key context's slots */
 
 /* The backend's live key-setter description (AbstractKeyedStateBackend.key_setter_spec):
  * [python key type, key-group function, max parallelism, range start, range count,
@@ -597,35 +597,13 @@ typedef struct {
     Py_ssize_t key, kgi;
 } KeySlots;
 
-static Py_ssize_t
-slot_offset(PyObject *obj, PyObject *name)
-{
-    if (Py_TYPE(obj)->tp_setattro != PyObject_GenericSetAttr) {
-        return 0;
-    }
-    PyObject *d = PyObject_GetAttr((PyObject *)Py_TYPE(obj), name);
-    if (d == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_ssize_t offset = 0;
-    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READONLY)) {
-            offset = m->offset;
-        }
-    }
-    Py_DECREF(d);
-    return offset;
-}
-
 static void
 find_slots(KeySlots *slots, PyObject *ctx)
 {
     Py_INCREF(ctx);
     Py_XSETREF(slots->ctx, ctx);
-    slots->key = slot_offset(ctx, str_key);
-    slots->kgi = slot_offset(ctx, str_kgi);
+    slots->key = member_offset(Py_TYPE(ctx), str_key);
+    slots->kgi = member_offset(Py_TYPE(ctx), str_kgi);
     if (slots->key == 0 || slots->kgi == 0) {
         slots->key = slots->kgi = 0;
     }

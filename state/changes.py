@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 Changed = Sequence[Collection[Any]]
 """One state's changed entry ids, one collection per key-group index of the backend's range
-(a heap backend's are dicts: id -> the state written, when the write carried it)."""
+(a heap backend's are dicts: id -> the state its last write left, ``None``: removed)."""
 
 
 @dataclass(frozen=True)

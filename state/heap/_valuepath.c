@@ -9,7 +9,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
+
+#include "../_slots.h" /* member_offset */
 
 typedef struct {
     PyTypeObject *type; /* the type the offset is for (a strong reference: never reused) */
@@ -21,28 +22,6 @@ static Slot s_ctx, s_maps, s_ns, s_changes, s_compact_at; /* HeapValueState's sl
 static Slot s_key, s_kgi;                                 /* the key context's */
 static Slot s_fast_table;                                 /* the state map's */
 static PyObject *n_ctx, *n_maps, *n_ns, *n_changes, *n_compact_at, *n_key, *n_kgi, *n_fast_table;
-
-static Py_ssize_t
-member_offset(PyTypeObject *type, PyObject *name)
-{
-    if (type->tp_setattro != PyObject_GenericSetAttr) {
-        return 0;
-    }
-    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
-    if (d == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_ssize_t offset = 0;
-    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READONLY)) {
-            offset = m->offset;
-        }
-    }
-    Py_DECREF(d);
-    return offset;
-}
 
 /* The object in slot `name` of `obj` (borrowed), or NULL when `obj` has no such slot or
  * it is unset: the caller then takes the Python path. */
