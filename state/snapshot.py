@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -33,7 +34,7 @@ class StateMetaInfo:
     namespace_type: TypeInformation | None = None
     ttl: StateTtlConfig | None = None
 
-    @property
+    @cached_property
     def full_in_every_checkpoint(self) -> bool:
         """Its TTL cleans up in full snapshots: expiry must show in every checkpoint, so it
         is never written as an increment."""
@@ -154,7 +155,7 @@ class StateSnapshot(ABC):
     def release(self) -> None: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class KeyedStateSnapshot:
     """A keyed backend's frozen state: per state name, entries by key group.
 

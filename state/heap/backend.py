@@ -50,10 +50,6 @@ def copy_function(type_info: TypeInformation) -> CopyFn | None:
     return None if serializer.immutable else serializer.copy
 
 
-def _same(a: StateMetaInfo | None, b: StateMetaInfo) -> bool:
-    return a is b or a == b
-
-
 class HeapKeyedStateBackend(AbstractKeyedStateBackend):
     """Keyed state on the heap.
 
@@ -142,29 +138,26 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
     def _keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
         return self._tables[state_name].keys(namespace)
 
-    def _take_changes(self) -> dict[str, Changed]:
-        taken = {name: table.record_changes() for name, table in self._tables.items()}
-        return {name: changed for name, changed in taken.items() if changed is not None}
-
     def snapshot(self) -> KeyedStateSnapshot:
-        return self._snapshot_for_increment(None, ())
-
-    def _snapshot_for_increment(
-        self, base_metas: Mapping[str, StateMetaInfo] | None, freeze: Collection[str]
-    ) -> KeyedStateSnapshot:
-        """A state of immutable values is snapshot as its changes only when its description
-        is the base's: its record is then the increment (see :class:`StateTable`)."""
         self._check_open()
         key_is_tuple = self._key_pytype is tuple
-        states = {}
-        for name, table in self._tables.items():
-            meta = table.current_meta()
-            changes_only = (
-                base_metas is not None and table.immutable and name not in freeze
-                and _same(base_metas.get(name), meta) and not meta.full_in_every_checkpoint
-            )  # fmt: skip
-            states[name] = table.snapshot(key_is_tuple, changes_only)
+        states = {name: table.snapshot(key_is_tuple) for name, table in self._tables.items()}
         return KeyedStateSnapshot(self._key_type, self._max_p, self.key_group_range, states)
+
+    def _take_increment(
+        self, base_metas: Mapping[str, StateMetaInfo] | None, freeze: Collection[str]
+    ) -> tuple[KeyedStateSnapshot, dict[str, Changed]]:
+        """One pass over the tables, each record taken with its snapshot (as its changes
+        only where :meth:`StateTable.snapshot` can: the record is then the increment)."""
+        key_is_tuple = self._key_pytype is tuple
+        states, taken = {}, {}
+        for name, table in self._tables.items():
+            changed = table.record_changes()
+            if changed is not None:
+                taken[name] = changed
+            base = None if base_metas is None or name in freeze else base_metas.get(name)
+            states[name] = table.snapshot(key_is_tuple, base)
+        return KeyedStateSnapshot(self._key_type, self._max_p, self.key_group_range, states), taken
 
     def close(self) -> None:
         super().close()

@@ -23,7 +23,7 @@ class AbstractHeapState(InternalMergingState):
     def __init__(self, table: StateTable, ctx: Any) -> None:
         self._table = table
         self._maps = table.lookup
-        self._changes = table.changes
+        self._changes = table.attach(self)
         self._ctx = ctx
         self._ns: Any = None
         self._compact_at = COMPACT_AT

@@ -62,13 +62,15 @@ def recorded_py(changed: list[Any]) -> dict[Any, Any]:
 
 class RecordedChanges(Sequence[dict[Any, Any]]):
     """One epoch of a table's record: per key-group index, id -> the state its last write
-    left (``None``: removed), built when asked."""
+    left (``None``: removed), built when asked. ``lists`` is the epoch's whole record, the
+    guard's list last (not part of it: taking the record copies nothing)."""
 
     def __init__(self, lists: list[list[Any]]) -> None:
         self._lists = lists
+        self._len = len(lists) - 1
 
     def __len__(self) -> int:
-        return len(self._lists)
+        return self._len
 
     @overload
     def __getitem__(self, index: int) -> dict[Any, Any]: ...
@@ -77,8 +79,10 @@ class RecordedChanges(Sequence[dict[Any, Any]]):
 
     def __getitem__(self, index: int | slice) -> dict[Any, Any] | Sequence[dict[Any, Any]]:
         if isinstance(index, slice):
-            return [recorded(changed) for changed in self._lists[index]]
-        return recorded(self._lists[index])
+            return [recorded(self._lists[i]) for i in range(*index.indices(self._len))]
+        if not -self._len <= index < self._len:
+            raise IndexError(index)
+        return recorded(self._lists[index % self._len])
 
 
 class _GuardMap(StateMap):
@@ -123,6 +127,11 @@ class _GuardMap(StateMap):
         raise self._fail()
 
 
+def _plain() -> ColumnTransform:
+    """The transform of a state with nothing to transform (known without a call)."""
+    return plain_columns
+
+
 class StateTable:
     """The maps of one state; ``lookup[kgi]`` is the map of key-group index ``kgi``."""
 
@@ -143,24 +152,35 @@ class StateTable:
         self.lookup = [*self.maps, guard]
         self.namespace_type: TypeInformation | None = None
         self._ns_pytype: type | None = None
-        self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns
+        self.transform_factory: Callable[[], ColumnTransform] = _plain
         self.changes: list[list[Any]] = []
         """Empty when not recording; else one list per key-group index, plus one for the
-        guard (the list object stays, its lists are replaced), of changed composite keys,
+        guard (each epoch has its own; the table's states hold it too), of changed composite keys,
         each followed by the state the write left (``None``: removed). A write appends
         (cheaper than a dict or set insert: no probing, no growing table); a list past
         ``compact_at`` drops its repeats (see :func:`compact`), so hot keys cost no memory.
         For immutable states the record is the increment: a checkpoint writes it as it is."""
         self.compact_at = COMPACT_AT
         self._spare: list[list[Any]] | None = None
+        self._states: list[Any] = []
+
+    def attach(self, state: Any) -> list[list[Any]]:
+        """``state`` writes to this table: it is given each epoch's record (returned: the
+        current one), so a take swaps one list and touches no key group's."""
+        self._states.append(state)
+        return self.changes
 
     def record_changes(self) -> Changed | None:
         """Start a new epoch: return what was recorded so far (``None`` if not recording).
         The new epoch's lists are those :meth:`prepare_record` made, when it ran since."""
-        taken: Changed | None = RecordedChanges(self.changes[:-1]) if self.changes else None
+        taken = self.changes
         fresh, self._spare = self._spare, None
-        self.changes[:] = fresh if fresh is not None else [[] for _ in range(len(self.maps) + 1)]
-        return taken
+        if fresh is None:
+            fresh = [[] for _ in range(len(self.maps) + 1)]
+        self.changes = fresh
+        for state in self._states:
+            state._changes = fresh
+        return RecordedChanges(taken) if taken else None
 
     def prepare_record(self) -> None:
         """Make the next epoch's empty lists ahead, off the synchronous part (a checkpoint's
@@ -217,25 +237,30 @@ class StateTable:
             return self.meta
         return replace(self.meta, namespace_type=self.namespace_type)
 
-    def snapshot(self, key_is_tuple: bool = False, changes_only: bool = False) -> HeapStateSnapshot:
-        """Freeze the maps; with ``changes_only`` (immutable states only), freeze nothing: the
-        snapshot then answers :meth:`HeapStateSnapshot.changed_entries` from the record."""
-        if changes_only and not self.immutable:
-            raise StateAccessError(
-                f"state {self.meta.name!r} holds mutable states: its increments need a snapshot",
-                code="SNAPSHOT_CHANGES_ONLY",
-            )
-        meta = self.current_meta()
+    def snapshot(self, key_is_tuple: bool = False, base: StateMetaInfo | None = None) -> HeapStateSnapshot:
+        """Freeze the maps. Given the description ``base`` this state had in the increment's
+        base, freeze nothing when it is the same, the states are immutable and no TTL
+        cleanup needs full snapshots: the snapshot then answers
+        :meth:`HeapStateSnapshot.changed_entries` from the record."""
+        meta = self.meta if self.meta.namespace_type is self.namespace_type else self.current_meta()
+        changes_only = (
+            base is not None and self.immutable and (base is meta or base == meta)
+            and not meta.full_in_every_checkpoint
+        )  # fmt: skip
         snapshots = None if changes_only else [m.snapshot() for m in self.maps]
         composite = key_is_tuple or self.namespace_type is not None
+        factory = self.transform_factory
         return HeapStateSnapshot(
-            meta, self.key_group_range, snapshots, self.transform_factory(), composite, self.immutable,
-            self.prepare_record,
+            meta, self.key_group_range, snapshots, plain_columns if factory is _plain else factory(),
+            composite, self.immutable, self.prepare_record,
         )  # fmt: skip
 
 
 class HeapStateSnapshot(StateSnapshot):
     """A state's map snapshots, one per key group (none when it holds the changes only)."""
+
+    __slots__ = ("meta", "changes_only", "_on_release", "_range", "_snapshots", "_released",
+                 "_transform", "_composite", "_immutable")  # fmt: skip
 
     def __init__(
         self,

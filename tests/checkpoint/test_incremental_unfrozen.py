@@ -248,3 +248,39 @@ def test_a_forked_child_writes_checkpoints_with_threads_of_its_own(tmp_path: Pat
     _checkpoint(CheckpointStorage(str(tmp_path / "parent")), backend)  # the parent's threads run
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.apply_async(_checkpoint_in_child, (str(tmp_path / "child"),)).get(timeout=60) == 1
+
+
+def test_a_snapshot_written_later_holds_the_moment_it_was_taken(
+    backend: HeapKeyedStateBackend, tmp_path: Path
+) -> None:
+    """``snapshot()`` is the synchronous part and ``write_snapshot()`` hands it to the writer
+    threads, as Flink splits them: writes between the two are not in the checkpoint, and
+    the next increment carries them."""
+    storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True)
+    _write(backend, VALUE, {k: k for k in range(50)})
+    _checkpoint(storage, backend)
+    _write(backend, VALUE, {1: -1, 2: -2})
+    taken = dump(backend)
+    pending = storage.begin()
+    snap = pending.snapshot(backend, "op", 0, 1)
+    assert {name for name, state in snap.states.items() if state.changes_only} == {"value"}
+    _write(backend, VALUE, {2: 22, 3: -3})
+    pending.write_snapshot("op", snap, 0, 1)
+    done = pending.commit()
+    assert done.manifest.incremental and _restored(done) == taken
+    assert _restored(_checkpoint(storage, backend)) == dump(backend)
+
+
+def test_a_snapshot_is_written_only_by_the_checkpoint_it_was_taken_for(
+    backend: HeapKeyedStateBackend, tmp_path: Path
+) -> None:
+    storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True)
+    _write(backend, VALUE, {1: 1})
+    first = storage.begin()
+    snap = first.snapshot(backend, "op", 0, 1)
+    other = storage.begin(first.checkpoint_id + 1)
+    with pytest.raises(CheckpointError, match=r"\[INVALID_ARGUMENT\].*not taken for checkpoint"):
+        other.write_snapshot("op", snap)
+    first.write_snapshot("op", snap)
+    assert _restored(first.commit()) == dump(backend)
+    other.abort()
