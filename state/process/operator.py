@@ -12,7 +12,7 @@ becomes a :class:`ProcessFunctionError` naming the key and the subtask.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import repeat
 from typing import Any, TypeVar, cast
@@ -59,11 +59,22 @@ def element_rows(cls: type[T], columns: Sequence[list[Any]]) -> Iterator[T]:
     return map(partial(tuple.__new__, cls), zip(*columns, strict=True))
 
 
-class _Timers(TimerService):
+class _Timers:
+    """The timer service (a :class:`TimerService`). Registering and deleting are the
+    timer queues' own methods: a function that registers a timer for every element calls
+    the queue directly (in C where built), with no call in between."""
+
+    register_processing_time_timer: Callable[[int], None]
+    register_event_time_timer: Callable[[int], None]
+    delete_processing_time_timer: Callable[[int], None]
+    delete_event_time_timer: Callable[[int], None]
+
     def __init__(self, op: KeyedProcessOperator) -> None:
         self._op = op
-        self._processing = op.processing_timers
-        self._event = op.event_timers
+        self.register_processing_time_timer = op.processing_timers.register
+        self.register_event_time_timer = op.event_timers.register
+        self.delete_processing_time_timer = op.processing_timers.delete
+        self.delete_event_time_timer = op.event_timers.delete
 
     def current_processing_time(self) -> int:
         return self._op.clock.current_timestamp()
@@ -71,17 +82,8 @@ class _Timers(TimerService):
     def current_watermark(self) -> int:
         return self._op.backend.current_watermark
 
-    def register_processing_time_timer(self, timestamp: int) -> None:
-        self._processing.register(timestamp)
 
-    def register_event_time_timer(self, timestamp: int) -> None:
-        self._event.register(timestamp)
-
-    def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._processing.delete(timestamp)
-
-    def delete_event_time_timer(self, timestamp: int) -> None:
-        self._event.delete(timestamp)
+TimerService.register(_Timers)
 
 
 class _Runtime(RuntimeContext):
@@ -155,7 +157,7 @@ class _ElementContext(ReadOnlyContext, OnTimerContext):
         return self.ts
 
     def timer_service(self) -> TimerService:
-        return self._timers
+        return cast("TimerService", self._timers)
 
     def time_domain(self) -> TimeDomain:
         return self.domain

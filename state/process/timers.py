@@ -16,6 +16,7 @@ import enum
 import heapq
 import itertools
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 from ..backend import AbstractKeyedStateBackend
@@ -23,6 +24,12 @@ from ..descriptors import MapStateDescriptor
 from ..errors import StateAccessError, StateTypeError
 from ..interfaces import MapState
 from ..types import Types
+
+_timerpath: ModuleType | None
+try:
+    from . import _timerpath
+except ImportError:  # built without a C compiler: the Python method alone
+    _timerpath = None
 
 
 class TimeDomain(enum.Enum):
@@ -48,6 +55,8 @@ def timer_descriptor(domain: TimeDomain) -> MapStateDescriptor:
 
 class TimerQueue:
     """The timers of one time domain on one keyed backend."""
+
+    __slots__ = ("_backend", "_desc", "_heap", "_key", "_live", "_seq", "_state", "domain")
 
     def __init__(self, backend: AbstractKeyedStateBackend, domain: TimeDomain) -> None:
         self.domain = domain
@@ -153,3 +162,9 @@ def _check_time(timestamp: Any) -> int:
     if not _MIN_TIME <= value <= _MAX_TIME:
         raise StateTypeError(f"a timer time must fit a LONG, got {value}")
     return value
+
+
+PYTHON_REGISTER = TimerQueue.register
+"""The Python ``register()``: the model of the C fast path and its fallback."""
+if _timerpath is not None:
+    _timerpath.install(TimerQueue)
