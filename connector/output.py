@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinkstate.checkpoint.arrow_codec import to_arrow
+from flinkstate.state.errors import SerializationError
 from flinkstate.state.types import TypeInformation, to_type_info
 
 from .routing import ProcessError
@@ -88,8 +90,8 @@ class OutputSchema:
         """The error naming the first column whose values do not fit its type."""
         for i, field in enumerate(self.arrow):
             try:
-                pa.array([r[i] for r in rows], field.type)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
+                to_arrow([r[i] for r in rows], to_type_info(field.type))
+            except SerializationError as err:
                 return _mismatch(
                     f"output column {field.name!r} ({field.type}) cannot hold the values "
                     f"the function yielded: {err}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy as _copy
 import datetime
 import decimal
+import operator
 import pickle
 import struct
 from typing import Any
@@ -25,9 +26,14 @@ class FixedSerializer(TypeSerializer):
 
 
 class IntSerializer(FixedSerializer):
+    """Any integer but a bool (``np.int64``, an ``IntEnum``: what ``__index__`` gives),
+    never a float: a fraction is refused, not truncated."""
+
     def write(self, value: Any, out: bytearray) -> None:
-        if type(value) is bool or not isinstance(value, int):
-            raise SerializationError(f"expected an int, got {type(value).__name__} {value!r}")
+        if type(value) is not int:
+            if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+                raise SerializationError(f"expected an int, got {type(value).__name__} {value!r}")
+            value = operator.index(value)
         out += self._struct.pack(value)
 
 
