@@ -14,11 +14,13 @@ base. A failed or aborted checkpoint drops nothing: the next increment, relative
 same base, still carries its changes. Recording starts at the first take; until then
 there is no base and the checkpoint layer writes in full.
 
-A take may say where its checkpoint goes (a ``scope``: storage root, operator, subtask,
-parallelism). When the base was written to the same scope with the same state
-descriptions, a backend may answer the increment from its record alone, without freezing
-its state (see :meth:`ChangeLog.take`); the writer asks for a frozen state next time
-(:meth:`ChangeSet.request_full`) where it must write a state in full instead.
+A take says where its checkpoint goes (a ``scope``: storage root, operator, subtask,
+parallelism). The base is the last completed checkpoint *of the same scope*: a take for
+another scope has none (:attr:`ChangeSet.base` is ``None``), so an increment is only ever
+built over the checkpoint its changes were recorded against. When the base also has the
+same state descriptions, a backend may answer the increment from its record alone,
+without freezing its state (see :meth:`ChangeLog.take`); the writer asks for a frozen
+state next time (:meth:`ChangeSet.request_full`) where it must write a state in full.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ Changed = Sequence[Collection[Any]]
 class ChangeSet:
     """What an incremental checkpoint writes: everything changed since checkpoint ``base``.
 
-    ``base`` is ``None`` when there is nothing to build on (recording just began, or the
-    backend was restored since): the checkpoint must be written in full.
+    ``base`` is ``None`` when there is nothing to build on (recording just began, the
+    backend was restored since, the base went elsewhere, or the checkpoint is written in
+    full): the checkpoint must be written in full.
     """
 
     base: int | None
@@ -112,21 +115,25 @@ class ChangeLog:
         checkpoint_id: int,
         scope: Hashable | None,
         take_increment: TakeIncrement,
+        full: bool = False,
     ) -> KeyedStateSnapshot | None:
-        """Close the current epoch for ``checkpoint_id``, written to ``scope``: the backend's
-        ``take_increment`` hands over its record and snapshots at the same moment (``None``:
-        it does not record changes). It is given the state descriptions of the base when
-        that went to the same scope (else ``None``): states whose description is the same
-        there may be snapshot as their changes only (see :attr:`StateSnapshot.changes_only`).
-        The snapshot gets its :class:`ChangeSet`. One call, no helpers: this is the
-        synchronous part of an increment."""
+        """Close the current epoch for ``checkpoint_id``, written to ``scope`` (in full when
+        ``full``): the backend's ``take_increment`` hands over its record and snapshots at
+        the same moment (``None``: it does not record changes). The change set's base is the
+        last completed checkpoint when that went to the same scope (else none). The backend
+        is given the base's state descriptions when it went to the same, known scope (else
+        ``None``): states whose description is the same there may be snapshot as their
+        changes only (see :attr:`StateSnapshot.changes_only`). The snapshot gets its
+        :class:`ChangeSet`. One call, no helpers: this is the synchronous part of an
+        increment."""
         base = self._base_epoch
-        same_scope = base is not None and scope is not None and self.recording and base.scope == scope
-        taken = take_increment(base.metas if base is not None and same_scope else None, self.full_next)
+        same_scope = base is not None and self.recording and not full and base.scope == scope
+        metas = base.metas if base is not None and same_scope and scope is not None else None
+        taken = take_increment(metas, self.full_next)
         if taken is None:
             return None
         snap, changes = taken
-        base_id = self.base if self.recording else None
+        base_id = self.base if same_scope else None
         self.recording = True
         self._seq += 1
         # tuple.__new__ builds the NamedTuple without running Python code (cheaper when cold)
