@@ -48,12 +48,14 @@ class ChangeSet:
 
     ``base`` is ``None`` when there is nothing to build on (recording just began, the
     backend was restored since, the base went elsewhere, or the checkpoint is written in
-    full): the checkpoint must be written in full.
+    full). ``requested``: states asked for in full (:meth:`request_full`) when it was
+    taken; they are frozen, and the writer writes them in full.
     """
 
     base: int | None
     epoch: int
     epochs: tuple[Mapping[str, Changed], ...]
+    requested: frozenset[str]
     log: ChangeLog = field(repr=False, compare=False)
 
     def changed(self, state: str, kgi: int) -> Collection[Any]:
@@ -74,9 +76,12 @@ class ChangeSet:
         self.log.complete(self.epoch, checkpoint_id)
 
     def request_full(self, state: str) -> None:
-        """Later takes must freeze ``state`` (until a checkpoint that did commits): its chain
-        is due for compaction, or this increment could not be built on its base."""
+        """Later takes must freeze ``state`` and write it in full (until a checkpoint that
+        did commits): its chain is due for compaction, or could not be built on its base."""
         self.log.full_next.add(state)
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 class _Epoch(NamedTuple):
@@ -86,6 +91,7 @@ class _Epoch(NamedTuple):
     states: Mapping[str, StateSnapshot]
     """The snapshot taken with it: which states it froze, and their descriptions."""
     scope: Hashable | None
+    requested: frozenset[str]
 
 
 class _Base(NamedTuple):
@@ -107,8 +113,8 @@ class ChangeLog:
         self._base_epoch: _Base | None = None
         self.recording = False
         self.full_next: set[str] = set()
-        """States takes must freeze until a checkpoint that froze them commits (see
-        :meth:`ChangeSet.request_full`)."""
+        """States takes must freeze, and writers write in full, until a checkpoint taken
+        with them asked for commits (see :meth:`ChangeSet.request_full`)."""
 
     def take(
         self,
@@ -129,7 +135,8 @@ class ChangeLog:
         base = self._base_epoch
         same_scope = base is not None and self.recording and not full and base.scope == scope
         metas = base.metas if base is not None and same_scope and scope is not None else None
-        taken = take_increment(metas, self.full_next)
+        requested = frozenset(self.full_next) if self.full_next else _NONE
+        taken = take_increment(metas, requested)
         if taken is None:
             return None
         snap, changes = taken
@@ -137,9 +144,10 @@ class ChangeLog:
         self.recording = True
         self._seq += 1
         # tuple.__new__ builds the NamedTuple without running Python code (cheaper when cold)
-        self._epochs.append(tuple.__new__(_Epoch, (self._seq, checkpoint_id, changes, snap.states, scope)))
+        epoch = (self._seq, checkpoint_id, changes, snap.states, scope, requested)
+        self._epochs.append(tuple.__new__(_Epoch, epoch))
         self._records += (changes,)
-        snap.changes = ChangeSet(base_id, self._seq, self._records, self)
+        snap.changes = ChangeSet(base_id, self._seq, self._records, requested, self)
         return snap
 
     def complete(self, epoch: int, checkpoint_id: int) -> None:
@@ -152,7 +160,7 @@ class ChangeLog:
         self._epochs = [e for e in self._epochs if e.seq > epoch]
         self._records = tuple(e.changes for e in self._epochs)
         self.base = checkpoint_id
-        self.full_next -= {name for name, st in done.states.items() if not st.changes_only}
+        self.full_next -= done.requested  # frozen and written in full by its writer
 
     def complete_checkpoint(self, checkpoint_id: int) -> bool:
         """Complete the latest epoch taken for ``checkpoint_id`` (a commit made elsewhere)."""

@@ -1,20 +1,25 @@
-"""An increment is built only over the checkpoint its changes were recorded against.
+"""An increment is built only over the checkpoint its changes were recorded against, and a
+chain never grows past its bound, whatever the sequence of checkpoints.
 
 Every checkpoint taken is restored and compared with the live backend (the model).
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 from checkpoint_data import dump
 
 from flinkstate.checkpoint import CheckpointStorage
+from flinkstate.checkpoint.increments import ChainPolicy
 from flinkstate.checkpoint.restore import CompletedCheckpoint
-from flinkstate.state import AbstractKeyedStateBackend, Types, ValueStateDescriptor
+from flinkstate.state import AbstractKeyedStateBackend, ListStateDescriptor, Types, ValueStateDescriptor
 
 VALUE = ValueStateDescriptor("value", Types.LONG())  # immutable: left unfrozen on the heap
+LIST = ListStateDescriptor("list", Types.STRING())  # mutable: always frozen
 
 
 def _put(backend: AbstractKeyedStateBackend, items: dict[int, int]) -> None:
@@ -72,3 +77,40 @@ def test_an_increment_builds_only_on_a_base_of_the_same_operator(make_backend: A
     done = _checkpoint(storage, mine)
     assert not done.manifest.incremental
     assert _restored(done) == dump(mine)
+
+
+def _chain_ok(policy: ChainPolicy, done: CompletedCheckpoint) -> None:
+    """Every chain within the files bound, and within the bytes bound but for its last file."""
+    for name, chain in done.manifest.operator("op").subtasks[0].keyed.items():
+        assert len(chain) <= policy.max_files, (name, done.checkpoint_id, len(chain))
+        assert not policy.exceeded(chain[:-1]), (name, done.checkpoint_id)
+
+
+@pytest.mark.parametrize("seed", ["alternating", *range(6)])
+def test_no_sequence_of_checkpoints_grows_a_chain_past_its_bound(
+    make_backend: Any, tmp_path: Path, seed: Any
+) -> None:
+    """Checkpoints that change a state and checkpoints that do not, in any order (a state
+    asked to be compacted when it did not change is compacted all the same)."""
+    rng = random.Random(seed)
+    files = 3 if seed == "alternating" else rng.randint(2, 5)
+    ratio = 100.0 if seed == "alternating" else rng.choice([0.3, 1.0, 100.0])
+    storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True, retain=2, max_chain_files=files,
+                                max_chain_bytes_ratio=ratio)  # fmt: skip
+    backend = make_backend(key_type=Types.LONG(), max_parallelism=8)
+    _put(backend, {k: k for k in range(500)})
+    listed = backend.get_list_state(LIST)
+    for k in range(0, 500, 5):
+        backend.set_current_key(k)
+        listed.add(f"v{k}")
+    _checkpoint(storage, backend)
+    for i in range(16):
+        changed = i % 2 == 0 if seed == "alternating" else rng.random() < 0.5
+        if changed:
+            _put(backend, {rng.randrange(600): -i for _ in range(rng.choice([1, 5, 40, 200]))})
+            backend.set_current_key(rng.randrange(500))
+            if rng.random() < 0.5:
+                listed.add(f"w{i}")
+        done = _checkpoint(storage, backend)
+        _chain_ok(storage.policy, done)
+        assert _restored(done) == dump(backend)
