@@ -65,7 +65,7 @@ os.register_at_fork(after_in_child=_forget_writers)
 def writers() -> _Writers:
     """The writer threads of this process, started on first use."""
     global _WRITERS
-    writers = _WRITERS
-    if writers is None:
-        writers = _WRITERS = _Writers(threads=4)
-    return writers
+    pool = _WRITERS
+    if pool is None:
+        pool = _WRITERS = _Writers(threads=4)
+    return pool
