@@ -9,16 +9,18 @@ A checkpoint exists exactly when its manifest does. A savepoint is one such dire
 on its own, anywhere, with relative paths: it can be copied or moved. After a commit the
 last ``retain`` completed checkpoints are kept; older ones, abandoned attempts (no
 manifest, older than the newest completed) and files no retained manifest references
-are deleted.
+are deleted, but never what a checkpoint still in flight from the same
+:class:`CheckpointStorage` holds (see :mod:`.inflight`). A commit is refused when a
+later checkpoint has completed (``[CHECKPOINT_SUBSUMED]``: discarded, as Flink does) or
+when files of earlier checkpoints it references are gone (``[INCREMENT_BASE_MISSING]``).
 """
 
 from __future__ import annotations
 
-import os
+import posixpath
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
@@ -30,74 +32,17 @@ from flinkstate.state.snapshot import KeyedStateSnapshot
 from .committer import build_manifest, publish_manifest
 from .errors import CheckpointError, CheckpointNotFoundError
 from .increments import BaseChain, ChainPolicy
+from .inflight import InFlightCheckpoints, base_files, refuse_unsound
 from .manifest import METADATA, Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
 from .target import CheckpointTarget
 from .versions import collect_garbage, completed_ids, version_ids
 from .writer import SubtaskResult, SubtaskWriter
+from .writer_threads import writers
 
 if TYPE_CHECKING:
     from .flink import FlinkSavepoint
-
-
-class _Writers:
-    """The process's checkpoint-writing threads: started once, not per checkpoint, and
-    handed work through a queue (starting a thread, or an executor's bookkeeping, costs
-    more than a small increment's whole synchronous part). The futures a submit returns
-    are made ahead, by the threads between jobs: building one (a condition, a lock, a
-    deque) is, with cold caches, as dear as waking a thread."""
-
-    SPARES = 4
-
-    def __init__(self, threads: int) -> None:
-        self._queue: SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = SimpleQueue()
-        self._spares: list[Future[Any]] = [Future() for _ in range(self.SPARES)]
-        for i in range(threads):
-            threading.Thread(target=self._loop, name=f"checkpoint-writer-{i}", daemon=True).start()
-
-    def submit(self, run: Callable[[], SubtaskResult]) -> Future[SubtaskResult]:
-        try:
-            future: Future[SubtaskResult] = self._spares.pop()
-        except IndexError:  # more submits than spares since the threads last ran
-            future = Future()
-        self._queue.put((future, run))
-        return future
-
-    def _loop(self) -> None:
-        while True:
-            future, run = self._queue.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    result = run()
-                except BaseException as exc:  # delivered to whoever waits on the future
-                    future.set_exception(exc)
-                else:
-                    future.set_result(result)
-            del future, run
-            while len(self._spares) < self.SPARES:
-                self._spares.append(Future())
-
-
-_WRITERS: _Writers | None = None
-
-
-def _forget_writers() -> None:
-    """In a forked child: it inherits the object, not its threads, and starts its own."""
-    global _WRITERS
-    _WRITERS = None
-
-
-os.register_at_fork(after_in_child=_forget_writers)
-
-
-def _writers() -> _Writers:
-    """The writer threads of this process, started on first use."""
-    global _WRITERS
-    writers = _WRITERS
-    if writers is None:
-        writers = _WRITERS = _Writers(threads=4)
-    return writers
 
 
 class PendingCheckpoint:
@@ -114,10 +59,12 @@ class PendingCheckpoint:
         retain: int | None = None,
         policy: ChainPolicy | None = None,
         full: bool = False,
+        in_flight: InFlightCheckpoints | None = None,
     ) -> None:
         """With a ``policy``, keyed backends are snapshot with their changes: written as
         increments over their last completed checkpoint (in full when ``full``), and told
-        when this checkpoint commits. Without, every snapshot is written in full."""
+        when this checkpoint commits. Without, every snapshot is written in full.
+        ``in_flight``: the storage's checkpoints in flight, this one among them until done."""
         self.directory = directory
         self.checkpoint_id = checkpoint_id
         self.kind = kind
@@ -132,6 +79,8 @@ class PendingCheckpoint:
         self._results: list[SubtaskResult] = []
         self._futures: list[Future[SubtaskResult]] = []
         self._done = False
+        self._in_flight = in_flight
+        self._base_files: dict[int, set[str]] = {}
 
     @property
     def incremental(self) -> bool:
@@ -241,7 +190,7 @@ class PendingCheckpoint:
     def _submit(self, run: Any) -> Future[SubtaskResult]:
         if self._done:
             raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
-        future = _writers().submit(run)
+        future = writers().submit(run)
         self._futures.append(future)
         return future
 
@@ -249,19 +198,41 @@ class PendingCheckpoint:
         """Record a subtask result produced elsewhere (e.g. by a Spark task)."""
         self._results.append(result)
 
+    def holds(self) -> set[str]:
+        """Root-relative paths of earlier checkpoints' files this one references or may: its
+        bases' (manifests included) and those its finished writes reference."""
+        held: set[str] = set()
+        if self._root is not None:
+            for base_id in {c.base for c in self._change_sets if c.base is not None}:
+                if base_id not in self._base_files:
+                    self._base_files[base_id] = base_files(self._root, base_id)
+                held |= self._base_files[base_id]
+        own = f"chk-{self.checkpoint_id}"
+        done = (f.result() for f in self._futures if f.done() and not f.cancelled() and not f.exception())
+        for result in (*self._results, *done):
+            held |= {posixpath.normpath(posixpath.join(own, f.path)) for f in result.entry.files()}
+        return held
+
     def commit(self, properties: Mapping[str, str] | None = None) -> CompletedCheckpoint:
-        """Wait for every write, then publish the manifest (see :func:`publish_manifest`)."""
+        """Wait for every write, refuse an unsound manifest (see :func:`.inflight.refuse_unsound`;
+        the attempt is then aborted), then publish it (see :func:`publish_manifest`)."""
         if self._done:
             raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
         try:
             results = self._results + [f.result() for f in self._futures]
             manifest = build_manifest(self.checkpoint_id, self.kind, results, properties, self._base)
+            refuse_unsound(self.directory, self._root, manifest, self._change_sets)
         except BaseException:
             self.abort()
             raise
         self._done = True
+        in_flight = None
+        if self._in_flight is not None:
+            self._in_flight.discard(self)
+            in_flight = self._in_flight.held()
         written = [p for r in results for p in r.written]
-        publish_manifest(self.directory, manifest, written, root=self._root, retain=self._retain)
+        publish_manifest(self.directory, manifest, written, root=self._root, retain=self._retain,
+                         in_flight=in_flight)  # fmt: skip
         for changes in self._change_sets:  # only now: a failed commit leaves them for the next
             changes.confirm(self.checkpoint_id)
         return CompletedCheckpoint(self.directory, manifest)
@@ -279,6 +250,8 @@ class PendingCheckpoint:
             for path in result.written:
                 self.directory.delete(path)
         self._done = True
+        if self._in_flight is not None:
+            self._in_flight.discard(self)
 
 
 class CheckpointStorage:
@@ -306,6 +279,7 @@ class CheckpointStorage:
         self.retain = retain
         self.incremental = incremental
         self.policy = ChainPolicy(max_chain_files, max_chain_bytes_ratio)
+        self._in_flight = InFlightCheckpoints()
 
     def latest_id(self) -> int | None:
         ids = self.completed_ids()
@@ -333,8 +307,11 @@ class CheckpointStorage:
         directory = self.storage.child(f"chk-{checkpoint_id}")
         increment = self.incremental if incremental is None else incremental
         recording = self.incremental or increment  # a full checkpoint of an incremental job rebases it
-        return PendingCheckpoint(directory, checkpoint_id, root=self.storage, retain=self.retain,
-                                 policy=self.policy if recording else None, full=not increment)  # fmt: skip
+        pending = PendingCheckpoint(directory, checkpoint_id, root=self.storage, retain=self.retain,
+                                    policy=self.policy if recording else None, full=not increment,
+                                    in_flight=self._in_flight)  # fmt: skip
+        self._in_flight.add(pending)
+        return pending
 
     def load(self, checkpoint_id: int | None = None, allow_pickle: bool = False) -> CompletedCheckpoint:
         """A completed checkpoint (default: the latest)."""
@@ -347,10 +324,11 @@ class CheckpointStorage:
     def cleanup(self, dry_run: bool = False) -> list[str]:
         """Apply retention and delete what no retained checkpoint references; return it.
 
-        Reference-aware: files a retained checkpoint uses stay, wherever they are. With
-        ``dry_run``, nothing is deleted and what would be is returned.
+        Reference-aware: files a retained checkpoint uses stay, wherever they are, and so
+        does what a checkpoint in flight from this storage holds. With ``dry_run``, nothing
+        is deleted and what would be is returned.
         """
-        return collect_garbage(self.storage, self.retain, dry_run)
+        return collect_garbage(self.storage, self.retain, dry_run, in_flight=self._in_flight.held())
 
     def _ids(self) -> list[int]:
         return version_ids(self.storage)

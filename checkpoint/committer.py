@@ -13,7 +13,7 @@ from flinkstate.state.types import TypeInformation
 from .errors import CheckpointError, CheckpointExistsError
 from .manifest import METADATA, FileRef, Files, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
 from .storage import Storage
-from .versions import collect_garbage
+from .versions import InFlight, collect_garbage
 from .writer import SubtaskResult
 
 _log = logging.getLogger(__name__)
@@ -132,6 +132,7 @@ def publish_manifest(
     *,
     root: Storage | None = None,
     retain: int | None = None,
+    in_flight: InFlight | None = None,
 ) -> None:
     """The one way a manifest is published: create-if-absent, idempotent, then retention.
 
@@ -141,7 +142,8 @@ def publish_manifest(
     (``[CHECKPOINT_EXISTS]``). When the outcome is unknown and no manifest is there, the
     error is raised and our files are left for the next commit's cleanup (a late create
     may still land). After a successful publish, ``root`` (a checkpoint root) keeps its last
-    ``retain`` completed checkpoints (all when ``None``) and loses every unreferenced file.
+    ``retain`` completed checkpoints (all when ``None``) and loses every unreferenced file
+    but those ``in_flight`` holds.
     """
     data = manifest.to_bytes()
     try:
@@ -156,7 +158,7 @@ def publish_manifest(
         version = manifest.checkpoint_id  # when ``directory`` is its chk-<id>, no need to read it back
         same = directory.root == root.path(f"chk-{version}") and directory.fs is root.fs
         try:
-            collect_garbage(root, retain, known={version: manifest} if same else None)
+            collect_garbage(root, retain, known={version: manifest} if same else None, in_flight=in_flight)
         except (OSError, CheckpointError) as exc:  # committed all the same; the next commit retries
             _log.warning(
                 "retention under %r failed after checkpoint %d: %s", root, manifest.checkpoint_id, exc

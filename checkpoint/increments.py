@@ -8,9 +8,10 @@ before the upserts of the same key group, so applying the chain in order gives e
 the state as of the checkpoint (see :mod:`flinkstate.checkpoint.merge`).
 
 A state is written in full instead when there is nothing to build on (the first
-checkpoint, a restore, another parallelism or key-group range, a changed state
-description), when its TTL cleans up in full snapshots (expiry must show in every
-checkpoint), or when its chain would grow past the :class:`ChainPolicy` (a compaction:
+checkpoint, a restore, a base that went elsewhere, another parallelism or key-group
+range, a changed state description), when its TTL cleans up in full snapshots (expiry
+must show in every checkpoint), when its chain would grow past the :class:`ChainPolicy`,
+or when an earlier checkpoint asked for it (:meth:`ChangeSet.request_full`; a compaction:
 the delta is then kept beside the full file for the change feed only).
 """
 
@@ -271,7 +272,9 @@ class IncrementalKeyedWriter:
             if buildable:
                 assert changes is not None
                 delta = write_changes(meta, key_type, _changed_groups(state, name, snapshot, changes))
-                if meta.full_in_every_checkpoint:  # expiry shows in every checkpoint: always in full
+                # in full: expiry shows in every checkpoint, or asked for (its chain is due:
+                # compacted even when unchanged, so no later increment passes the bound)
+                if meta.full_in_every_checkpoint or name in changes.requested:
                     out.changes[name] = (store(f"d-{slug(name)}", delta, True),)
                 elif not delta.rows:
                     if chain:

@@ -9,7 +9,7 @@ for ``pending.add(result)``. Once the driver has committed, the task tells its b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.snapshot import KeyedStateSnapshot
@@ -44,16 +44,14 @@ class CheckpointTarget:
 
         Given the ``uid``, ``subtask`` and ``parallelism`` it is written as, a backend whose
         last completed checkpoint went to the same place may snapshot states as their
-        changes only (see :mod:`flinkstate.state.changes`)."""
+        changes only (see :mod:`flinkstate.state.changes`). An increment builds only on a
+        base that went to the same place; without a ``uid`` it is written in full."""
         if self.policy is None:
             return backend.snapshot()
         scope = None
-        if uid is not None and self.root is not None and not self.full:
+        if uid is not None and self.root is not None:
             scope = (self.root.protocol, self.root.root, uid, subtask, parallelism)
-        snap = backend.snapshot_for_checkpoint(self.checkpoint_id, scope)
-        if snap.changes is not None and self.full:
-            snap.changes = replace(snap.changes, base=None)
-        return snap
+        return backend.snapshot_for_checkpoint(self.checkpoint_id, scope, full=self.full or scope is None)
 
     def base_of(self, uid: str, snapshot: KeyedStateSnapshot | None) -> BaseChain | None:
         """The checkpoint ``snapshot``'s changes build on, seen from this checkpoint's directory."""

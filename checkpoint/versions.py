@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, SubtaskEntry
 from .storage import Storage
@@ -55,19 +55,58 @@ def rebase(manifest: Manifest, old_dir: str, new_dir: str) -> Manifest:
     return replace(manifest, operators=ops)
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """What checkpoints still being written keep from retention: their directories (by id)
+    and the files of earlier checkpoints they reference or may (root-relative paths)."""
+
+    ids: frozenset[int] = frozenset()
+    files: frozenset[str] = frozenset()
+
+
+def missing_files(directory: Storage, manifest: Manifest) -> set[str]:
+    """The files ``manifest`` (of ``directory``) references in other directories that are
+    not there (paths as seen from ``directory``): one listing per directory, not per file."""
+    wanted: dict[str, set[str]] = {}
+    for ref in manifest.files():
+        parent, name = posixpath.split(posixpath.normpath(ref.path))
+        if parent:
+            wanted.setdefault(parent, set()).add(name)
+    missing: set[str] = set()
+    for parent, names in wanted.items():
+        missing |= {posixpath.join(parent, n) for n in names.difference(directory.list_dir(parent))}
+    return missing
+
+
+def states_missing(manifest: Manifest, missing: set[str]) -> set[str]:
+    """The keyed states whose chains in ``manifest`` reference a file of ``missing``."""
+    return {name for op in manifest.operators for st in op.subtasks for name, chain in st.keyed.items()
+            if any(posixpath.normpath(r.path) in missing for r in chain)}  # fmt: skip
+
+
+def completed_after(root: Storage, version: int) -> list[int]:
+    """The completed versions after ``version`` (one listing, one lookup per later id)."""
+    return [i for i in version_ids(root) if i > version and root.exists(f"chk-{i}/{METADATA}")]
+
+
 def referenced(manifest: Manifest, directory: str) -> set[str]:
     """Root-relative paths of every file ``manifest`` (in ``directory``) references."""
     return {posixpath.normpath(posixpath.join(directory, f.path)) for f in manifest.files()}
 
 
 def collect_garbage(
-    root: Storage, retain: int | None, dry_run: bool = False, known: Mapping[int, Manifest] | None = None
+    root: Storage,
+    retain: int | None,
+    dry_run: bool = False,
+    known: Mapping[int, Manifest] | None = None,
+    in_flight: InFlight | None = None,
 ) -> list[str]:
     """Keep the last ``retain`` completed versions (all when ``None``) and what they use.
 
     Deleted: older versions, abandoned attempts older than the newest completed version,
     and files (in version directories or ``_data``) that no kept version references.
-    Nothing newer than the newest completed version is touched (it may be in progress).
+    Nothing newer than the newest completed version is touched (it may be in progress),
+    nor what ``in_flight`` holds (checkpoints known to be in progress).
     Returns the files deleted; with ``dry_run``, the files that would be, deleting nothing.
     ``known``: manifests of versions already in hand (just published), not read again.
     """
@@ -75,13 +114,14 @@ def collect_garbage(
     if not done:
         return []
     keep = done if retain is None else done[-retain:]
-    used: set[str] = set()
+    held = in_flight or InFlight()
+    used: set[str] = set(held.files)
     for i in keep:
         manifest = known.get(i) if known else None
         used |= referenced(manifest or load_version(root, i), f"chk-{i}")
     deleted: list[str] = []
     for i in version_ids(root):
-        if i > keep[-1]:
+        if i > keep[-1] or i in held.ids:
             continue
         directory = f"chk-{i}"
         for path in list(root.walk_files(directory)):
@@ -89,8 +129,8 @@ def collect_garbage(
             is_kept_manifest = i in keep and name == METADATA
             # a manifest another committer of the newest id is creating right now (it loses,
             # but must see [CHECKPOINT_EXISTS], not a vanished temporary file)
-            in_flight = i == keep[-1] and name.startswith(METADATA + ".") and name.endswith(".tmp")
-            if path not in used and not is_kept_manifest and not in_flight:
+            creating = i == keep[-1] and name.startswith(METADATA + ".") and name.endswith(".tmp")
+            if path not in used and not is_kept_manifest and not creating:
                 if not dry_run:
                     root.delete(path)
                 deleted.append(path)

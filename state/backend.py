@@ -444,18 +444,20 @@ class AbstractKeyedStateBackend(ABC):
         return None
 
     def snapshot_for_checkpoint(
-        self, checkpoint_id: int, scope: Hashable | None = None
+        self, checkpoint_id: int, scope: Hashable | None = None, full: bool = False
     ) -> KeyedStateSnapshot:
         """:meth:`snapshot` plus, when the backend records changes, what changed since its
         last completed checkpoint (taken at the same moment). Confirm it with
         ``snapshot.changes.confirm(id)`` or :meth:`notify_checkpoint_complete` once the
         checkpoint commits; until then every later increment still carries those changes.
 
-        ``scope`` says where the checkpoint goes (see :mod:`.changes`): when its base went
-        to the same scope, states may be snapshot as their changes only (cheaper)."""
+        ``scope`` says where the checkpoint goes (see :mod:`.changes`): the changes build
+        on the last completed checkpoint of the same scope only, and states may then be
+        snapshot as their changes only (cheaper). ``full``: the checkpoint is written in
+        full (nothing to build on, every state frozen); it becomes the base all the same."""
         if self._closed:
             self._check_open()
-        snap = self.change_log.take(checkpoint_id, scope, self._take_increment)
+        snap = self.change_log.take(checkpoint_id, scope, self._take_increment, full)
         return self.snapshot() if snap is None else snap
 
     def _take_increment(

@@ -14,11 +14,13 @@ base. A failed or aborted checkpoint drops nothing: the next increment, relative
 same base, still carries its changes. Recording starts at the first take; until then
 there is no base and the checkpoint layer writes in full.
 
-A take may say where its checkpoint goes (a ``scope``: storage root, operator, subtask,
-parallelism). When the base was written to the same scope with the same state
-descriptions, a backend may answer the increment from its record alone, without freezing
-its state (see :meth:`ChangeLog.take`); the writer asks for a frozen state next time
-(:meth:`ChangeSet.request_full`) where it must write a state in full instead.
+A take says where its checkpoint goes (a ``scope``: storage root, operator, subtask,
+parallelism). The base is the last completed checkpoint *of the same scope*: a take for
+another scope has none (:attr:`ChangeSet.base` is ``None``), so an increment is only ever
+built over the checkpoint its changes were recorded against. When the base also has the
+same state descriptions, a backend may answer the increment from its record alone,
+without freezing its state (see :meth:`ChangeLog.take`); the writer asks for a frozen
+state next time (:meth:`ChangeSet.request_full`) where it must write a state in full.
 """
 
 from __future__ import annotations
@@ -44,13 +46,16 @@ Changed = Sequence[Collection[Any]]
 class ChangeSet:
     """What an incremental checkpoint writes: everything changed since checkpoint ``base``.
 
-    ``base`` is ``None`` when there is nothing to build on (recording just began, or the
-    backend was restored since): the checkpoint must be written in full.
+    ``base`` is ``None`` when there is nothing to build on (recording just began, the
+    backend was restored since, the base went elsewhere, or the checkpoint is written in
+    full). ``requested``: states asked for in full (:meth:`request_full`) when it was
+    taken; they are frozen, and the writer writes them in full.
     """
 
     base: int | None
     epoch: int
     epochs: tuple[Mapping[str, Changed], ...]
+    requested: frozenset[str]
     log: ChangeLog = field(repr=False, compare=False)
 
     def changed(self, state: str, kgi: int) -> Collection[Any]:
@@ -71,9 +76,12 @@ class ChangeSet:
         self.log.complete(self.epoch, checkpoint_id)
 
     def request_full(self, state: str) -> None:
-        """Later takes must freeze ``state`` (until a checkpoint that did commits): its chain
-        is due for compaction, or this increment could not be built on its base."""
+        """Later takes must freeze ``state`` and write it in full (until a checkpoint that
+        did commits): its chain is due for compaction, or could not be built on its base."""
         self.log.full_next.add(state)
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 class _Epoch(NamedTuple):
@@ -83,6 +91,7 @@ class _Epoch(NamedTuple):
     states: Mapping[str, StateSnapshot]
     """The snapshot taken with it: which states it froze, and their descriptions."""
     scope: Hashable | None
+    requested: frozenset[str]
 
 
 class _Base(NamedTuple):
@@ -104,35 +113,41 @@ class ChangeLog:
         self._base_epoch: _Base | None = None
         self.recording = False
         self.full_next: set[str] = set()
-        """States takes must freeze until a checkpoint that froze them commits (see
-        :meth:`ChangeSet.request_full`)."""
+        """States takes must freeze, and writers write in full, until a checkpoint taken
+        with them asked for commits (see :meth:`ChangeSet.request_full`)."""
 
     def take(
         self,
         checkpoint_id: int,
         scope: Hashable | None,
         take_increment: TakeIncrement,
+        full: bool = False,
     ) -> KeyedStateSnapshot | None:
-        """Close the current epoch for ``checkpoint_id``, written to ``scope``: the backend's
-        ``take_increment`` hands over its record and snapshots at the same moment (``None``:
-        it does not record changes). It is given the state descriptions of the base when
-        that went to the same scope (else ``None``): states whose description is the same
-        there may be snapshot as their changes only (see :attr:`StateSnapshot.changes_only`).
-        The snapshot gets its :class:`ChangeSet`. One call, no helpers: this is the
-        synchronous part of an increment."""
+        """Close the current epoch for ``checkpoint_id``, written to ``scope`` (in full when
+        ``full``): the backend's ``take_increment`` hands over its record and snapshots at
+        the same moment (``None``: it does not record changes). The change set's base is the
+        last completed checkpoint when that went to the same scope (else none). The backend
+        is given the base's state descriptions when it went to the same, known scope (else
+        ``None``): states whose description is the same there may be snapshot as their
+        changes only (see :attr:`StateSnapshot.changes_only`). The snapshot gets its
+        :class:`ChangeSet`. One call, no helpers: this is the synchronous part of an
+        increment."""
         base = self._base_epoch
-        same_scope = base is not None and scope is not None and self.recording and base.scope == scope
-        taken = take_increment(base.metas if base is not None and same_scope else None, self.full_next)
+        same_scope = base is not None and self.recording and not full and base.scope == scope
+        metas = base.metas if base is not None and same_scope and scope is not None else None
+        requested = frozenset(self.full_next) if self.full_next else _NONE
+        taken = take_increment(metas, requested)
         if taken is None:
             return None
         snap, changes = taken
-        base_id = self.base if self.recording else None
+        base_id = self.base if same_scope else None
         self.recording = True
         self._seq += 1
         # tuple.__new__ builds the NamedTuple without running Python code (cheaper when cold)
-        self._epochs.append(tuple.__new__(_Epoch, (self._seq, checkpoint_id, changes, snap.states, scope)))
+        epoch = (self._seq, checkpoint_id, changes, snap.states, scope, requested)
+        self._epochs.append(tuple.__new__(_Epoch, epoch))
         self._records += (changes,)
-        snap.changes = ChangeSet(base_id, self._seq, self._records, self)
+        snap.changes = ChangeSet(base_id, self._seq, self._records, requested, self)
         return snap
 
     def complete(self, epoch: int, checkpoint_id: int) -> None:
@@ -145,7 +160,7 @@ class ChangeLog:
         self._epochs = [e for e in self._epochs if e.seq > epoch]
         self._records = tuple(e.changes for e in self._epochs)
         self.base = checkpoint_id
-        self.full_next -= {name for name, st in done.states.items() if not st.changes_only}
+        self.full_next -= done.requested  # frozen and written in full by its writer
 
     def complete_checkpoint(self, checkpoint_id: int) -> bool:
         """Complete the latest epoch taken for ``checkpoint_id`` (a commit made elsewhere)."""
