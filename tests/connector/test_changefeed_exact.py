@@ -91,11 +91,13 @@ def _ttl(descriptor: Any) -> Any:
 
 
 @pytest.mark.parametrize("kind", [StateKind.VALUE, StateKind.LIST, StateKind.MAP])
-def test_expiry_of_a_state_held_in_full_shows_as_deletes(tmp_path: Path, kind: StateKind) -> None:
+def test_expiry_of_a_state_held_in_full_shows_as_deletes(
+    make_backend: Any, tmp_path: Path, kind: StateKind
+) -> None:
     """TTL with cleanup_full_snapshot: expiry is never a recorded change, only the full
     files show it; the feed gives the difference from the checkpoint before."""
     clock = ManualTimeProvider(1_000)
-    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=8, time_provider=clock)
+    backend = make_backend(key_type=Types.LONG(), max_parallelism=8, time_provider=clock)
     storage = CheckpointStorage(str(tmp_path), retain=10, incremental=True)
     descriptors = {
         StateKind.VALUE: lambda: backend.get_state(_ttl(ValueStateDescriptor("s", Types.LONG()))),
