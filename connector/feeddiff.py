@@ -48,10 +48,13 @@ def _range(st: SubtaskEntry) -> set[int] | None:
     return None if rng is None else set(range(rng[0], rng[1] + 1))
 
 
-def _holds(before: CompletedCheckpoint, uid: str, state: str, groups: set[int] | None) -> bool:
-    """Whether ``before`` has files of ``state`` that may hold entries of ``groups``."""
+def _holds(before: CompletedCheckpoint, uid: str, state: str, groups: set[int] | None, max_p: int) -> bool:
+    """Whether ``before`` has files of ``state`` that may hold entries of ``groups`` (of
+    ``max_p`` key groups: any file when ``before`` has another number)."""
     op = before.manifest.operator(uid)
     refs = [] if op is None else [r for st in op.subtasks for r in st.keyed.get(state, ())]
+    if op is not None and op.max_parallelism != max_p:
+        groups = None
     return any(groups is None or not r.key_groups or r.key_groups.keys() & groups for r in refs)
 
 
@@ -80,7 +83,7 @@ def delta_files(
                     f"checkpoint {k} holds no file of state {state!r} for subtask {st.index}; whether it "
                     f"was emptied needs the checkpoint before {k}, which is not retained: {_after(k)}"
                 )
-            if _holds(before, uid, state, _range(st)):
+            if _holds(before, uid, state, _range(st), op.max_parallelism):
                 raise ChangeFeedError(
                     f"checkpoint {k} holds no file of state {state!r} for subtask {st.index} while "
                     f"checkpoint {before.checkpoint_id} holds some: it was written in full without "
@@ -152,7 +155,7 @@ def diff_plans(
             (old_op.max_parallelism, old_op.key_type) == (op.max_parallelism, op.key_type)
             and old_op.keyed_state(state) in (None, op.keyed_state(state))
         )
-        if not comparable and _holds(before, uid, state, None):
+        if not comparable and _holds(before, uid, state, None, op.max_parallelism):
             why = f"checkpoint {before.checkpoint_id} holds it with another description or key groups"
         elif any(st.key_group_range is None for st in op.subtasks):
             why = f"checkpoint {k} does not record its subtasks' key groups"

@@ -21,20 +21,29 @@ from flinkstate.state import (
     StateTtlConfig,
     Types,
     ValueStateDescriptor,
+    assign_to_key_group,
 )
 from flinkstate.state.ttl.time import ManualTimeProvider
 
 VALUE = ValueStateDescriptor("v", Types.LONG())
 
 
-def _checkpoint(storage: CheckpointStorage, backend: Any, **kw: Any) -> int:
+def _checkpoint(storage: CheckpointStorage, backends: Any, **kw: Any) -> int:
+    """A checkpoint of one backend, or of a list of them (subtask i of their number)."""
+    backends = backends if isinstance(backends, list) else [backends]
     pending = storage.begin(**kw)
-    pending.write_keyed("op", backend)
+    for i, backend in enumerate(backends):
+        pending.write_keyed("op", backend, subtask=i, parallelism=len(backends))
     return pending.commit().checkpoint_id
 
 
-def _put(backend: Any, values: dict[int, int | None]) -> None:
+def _put(backends: Any, values: dict[int, int | None]) -> None:
+    """Sets (``None``: clears) each key's value in the backend owning it."""
     for key, value in values.items():
+        backend = next(
+            b for b in (backends if isinstance(backends, list) else [backends])
+            if assign_to_key_group(key, b.max_parallelism) in b.key_group_range
+        )  # fmt: skip
         backend.set_current_key(key)
         if value is None:
             backend.get_state(VALUE).clear()
@@ -42,20 +51,21 @@ def _put(backend: Any, values: dict[int, int | None]) -> None:
             backend.get_state(VALUE).update(value)
 
 
-@pytest.mark.parametrize("emptied", ["full", "restore"])
+@pytest.mark.parametrize("emptied", ["full", "restore", "rescale"])
 def test_a_state_emptied_in_a_full_checkpoint_is_refused(tmp_path: Path, emptied: str) -> None:
     """An empty state writes no file: a full checkpoint where it became empty must not read
     as 'no change'."""
-    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=8)
+    backend: Any = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=8)
     storage = CheckpointStorage(str(tmp_path), retain=10, incremental=True)
     _put(backend, {1: 10})
     _checkpoint(storage, backend)
     _put(backend, {2: 20})
     _checkpoint(storage, backend)
-    if emptied == "restore":  # a restored backend checkpoints in full first
-        backend = storage.load(2).keyed_backend("op", 0, 1)
+    if emptied != "full":  # a restored backend checkpoints in full first (rescaled: 2 subtasks)
+        parallelism = 2 if emptied == "rescale" else 1
+        backend = [storage.load(2).keyed_backend("op", i, parallelism) for i in range(parallelism)]
     _put(backend, {1: None, 2: None})
-    third = _checkpoint(storage, backend, incremental=emptied == "restore")
+    third = _checkpoint(storage, backend, incremental=emptied != "full")
     assert restored(tmp_path, third) == {}
     for start in (2, 3):
         with pytest.raises(ChangeFeedError, match=r"\[CHANGE_FEED_UNAVAILABLE\].*checkpoints after 3"):
