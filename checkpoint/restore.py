@@ -8,7 +8,7 @@ key groups' row groups are read.
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
@@ -23,6 +23,18 @@ from .manifest import Manifest, OperatorEntry
 from .merge import merge_keyed
 from .storage import Storage
 from .verified import open_ranges, open_verified, open_whole
+
+
+@contextmanager
+def naming_corruption(checkpoint_id: int, directory: Storage) -> Iterator[None]:
+    """A ``[CHECKPOINT_CORRUPT]`` raised inside names checkpoint ``checkpoint_id`` (in
+    ``directory``) as the one whose manifest references the file."""
+    try:
+        yield
+    except CheckpointCorruptError as exc:
+        raise CheckpointCorruptError(
+            f"{exc.detail} (referenced by checkpoint {checkpoint_id} in {directory!r})"
+        ) from exc
 
 
 class CompletedCheckpoint:
@@ -86,16 +98,10 @@ class CompletedCheckpoint:
                     ]
                 yield kg, tables
 
-    @contextmanager
-    def naming_corruption(self) -> Iterator[None]:
+    def naming_corruption(self) -> AbstractContextManager[None]:
         """A corrupt or missing data file (of this checkpoint or of an earlier one in its chain)
         is reported with the checkpoint that references it."""
-        try:
-            yield
-        except CheckpointCorruptError as exc:
-            raise CheckpointCorruptError(
-                f"{exc.detail} (referenced by checkpoint {self.checkpoint_id} in {self.directory!r})"
-            ) from exc
+        return naming_corruption(self.checkpoint_id, self.directory)
 
     def restore_keyed(self, backend: AbstractKeyedStateBackend, uid: str) -> None:
         """Load into ``backend`` every key group of its range (at any parallelism)."""

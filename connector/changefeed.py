@@ -5,8 +5,9 @@ the chain of a subtask, or beside a full file where ``k`` compacted the chain. E
 is one change with the state's usual columns, ``checkpoint_id`` and ``change_type``:
 ``update`` (the new value; a list or map that changed is written whole, after a
 ``delete`` of its key in the same checkpoint) or ``delete``. A range needs every
-checkpoint in it to be retained and to have recorded its changes; otherwise it is
-refused with ``[CHANGE_FEED_UNAVAILABLE]`` naming the checkpoints it would need.
+checkpoint in it to be retained and to have recorded its changes (a state held in full
+in every checkpoint is compared with the checkpoint before, see :mod:`.feeddiff`);
+otherwise it is refused with ``[CHANGE_FEED_UNAVAILABLE]`` naming the checkpoints it needs.
 """
 
 from __future__ import annotations
@@ -19,26 +20,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
-from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
-from flinkstate.checkpoint.format import read_row_groups
+from flinkstate.checkpoint import CheckpointNotFoundError, CheckpointStorage, CompletedCheckpoint
 from flinkstate.checkpoint.keys import key_mask
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.merge import DELETE
 from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.verified import open_verified
 from flinkstate.checkpoint.views import keyed_view, keyed_view_schema
 
+from .feeddiff import (
+    ChangeFeedError,
+    DiffPartition,
+    DiffPlan,
+    delta_files,
+    diff_plans,
+    read_groups,
+    scope_diff,
+    stored_rows,
+)
 from .options import OptionError, ReadOptions
 from .reader import FlinkStateReader
 
 FEED_FIELDS = [pa.field("checkpoint_id", pa.int64()), pa.field("change_type", pa.string())]
 _SCOPE = ("key_group", "key", "namespace")
-
-
-class ChangeFeedError(OptionError):
-    """The asked range of changes cannot be answered exactly."""
-
-    default_code = "CHANGE_FEED_UNAVAILABLE"
 
 
 @dataclass(frozen=True)
@@ -73,24 +76,14 @@ def open_range(options: ReadOptions) -> list[CompletedCheckpoint]:
     return [root.load(i, options.allow_pickle) for i in done if start <= i <= end]
 
 
-def _delta_files(checkpoint: CompletedCheckpoint, uid: str, state: str) -> list[list[FileRef]]:
-    """Per subtask, the delta files checkpoint ``k`` wrote for ``state``."""
-    k = checkpoint.checkpoint_id
-    op = checkpoint.operator(uid)
-    out = []
-    for st in op.subtasks:
-        chain = st.keyed.get(state, ())
-        mine = [r for r in (*chain, *st.changes.get(state, ())) if r.checkpoint_id == k and r.delta]
-        untracked = bool(chain) and all(r.checkpoint_id is None for r in chain)
-        full = [r for r in chain if r.checkpoint_id == k and not r.delta]
-        if untracked or (full and not mine):
-            raise ChangeFeedError(
-                f"checkpoint {k} wrote state {state!r} of subtask {st.index} in full without recording "
-                f"its changes (a first checkpoint, a restore, a rescale or an older writer): read the "
-                f"changes of the checkpoints after {k}"
-            )
-        out.append(mine)
-    return out
+def open_before(options: ReadOptions, first: int) -> CompletedCheckpoint | None:
+    """The retained checkpoint just before ``first``, if any."""
+    root = CheckpointStorage(options.path, options.storage)
+    earlier = [i for i in root.completed_ids() if i < first]
+    try:
+        return root.load(earlier[-1], options.allow_pickle) if earlier else None
+    except CheckpointNotFoundError:  # deleted by retention meanwhile
+        return None
 
 
 class ChangeFeedReader(FlinkStateReader):
@@ -102,8 +95,17 @@ class ChangeFeedReader(FlinkStateReader):
         super().__init__(options, checkpoints[-1], schema)
         if self.meta is None or self.op is None:
             raise OptionError(f"option readChangeFeed: {options.state!r} is not a keyed state")
-        self.ranges = [(c.checkpoint_id, c.directory.url, _delta_files(c, self.op.uid, self.meta.name))
-                       for c in checkpoints]  # fmt: skip
+        uid, name = self.op.uid, self.meta.name
+        self.ranges: list[tuple[int, str, list[list[FileRef]]]] = []
+        self.diffs: list[DiffPlan] = []
+        befores = [open_before(options, checkpoints[0].checkpoint_id), *checkpoints[:-1]]
+        for before, checkpoint in zip(befores, checkpoints, strict=True):
+            meta = checkpoint.operator(uid).keyed_state(name)
+            if meta is not None and meta.full_in_every_checkpoint:
+                self.diffs += diff_plans(checkpoint, before, uid, name)
+            else:
+                files = delta_files(checkpoint, before, uid, name)
+                self.ranges.append((checkpoint.checkpoint_id, checkpoint.directory.url, files))
 
     def partitions(self) -> Sequence[InputPartition]:
         wanted = self._wanted_key_groups()
@@ -118,33 +120,66 @@ class ChangeFeedReader(FlinkStateReader):
                 files = tuple(f for f in picked if f[1])
                 if files:
                     out.append(ChangePartition(checkpoint_id, directory, files))
+        out += [p for plan in self.diffs if (p := plan.partition(wanted)) is not None]
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, DiffPartition):
+            return self.read_diff(partition)
         assert isinstance(partition, ChangePartition)
         return self.read_changes(Storage(partition.directory, self.options.storage), partition)
 
     def read_changes(self, storage: Storage, partition: ChangePartition) -> Iterator[pa.RecordBatch]:
-        op, meta = self.op, self.meta
-        assert op is not None and meta is not None and op.key_type is not None
-        keys = self._wanted_keys()
-        for ref, groups in partition.files:
-            with CompletedCheckpoint(storage, self.manifest).naming_corruption():
-                pf = open_verified(storage, ref, whole=len(groups) == len(ref.key_groups))
-                tables = read_row_groups(pf, [rg for _, rg in groups], ref.path)
+        """The rows of delta files: ``op`` deletes, then upserts."""
+        for _, tables in sorted(read_groups(storage, partition.files, partition.checkpoint_id).items()):
             for table in tables:
-                if keys is not None:
-                    table = table.filter(key_mask(table.column("key"), keys, op.key_type))
                 ops = (
                     table.column("op") if "op" in table.column_names else pa.nulls(table.num_rows, pa.int8())
                 )
                 deleted = pc.fill_null(pc.equal(ops, pa.scalar(DELETE, pa.int8())), False)
-                parts = [self._deletes(table.filter(deleted), partition.checkpoint_id)]
-                upserts = keyed_view(table.filter(pc.invert(deleted)), meta, self.options.flatten, None)
-                parts.append(self._stamped(upserts, partition.checkpoint_id, "update"))
-                out = pa.concat_tables([p for p in parts if p.num_rows] or parts[:1])
-                if out.num_rows:
-                    yield from out.to_batches()
+                yield from self._changes(table.filter(deleted), table.filter(pc.invert(deleted)),
+                                         partition.checkpoint_id)  # fmt: skip
+
+    def read_diff(self, partition: DiffPartition) -> Iterator[pa.RecordBatch]:
+        """The difference of a subtask's key groups from the checkpoint before."""
+        op, meta = self.op, self.meta
+        assert op is not None and meta is not None and op.key_type is not None
+        new = read_groups(Storage(partition.directory, self.options.storage), partition.new,
+                          partition.checkpoint_id)  # fmt: skip
+        old = read_groups(Storage(partition.before_directory, self.options.storage), partition.old,
+                          partition.before_id)  # fmt: skip
+        pickle = self.options.allow_pickle
+        for kg in sorted(new.keys() | old.keys()):
+            before = stored_rows(old.get(kg), meta, op.key_type, kg, pickle)
+            after = stored_rows(new.get(kg), meta, op.key_type, kg, pickle)
+            deletes, upserts = scope_diff(before, after, meta)
+            if deletes is not None or upserts is not None:
+                yield from self._changes(deletes, upserts, partition.checkpoint_id)
+
+    def _changes(
+        self, deletes: pa.Table | None, upserts: pa.Table | None, checkpoint_id: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Feed rows of one key group: its deletes (scope columns read), then its upserts."""
+        op, meta = self.op, self.meta
+        assert op is not None and meta is not None and op.key_type is not None
+        keys = self._wanted_keys()
+        parts = []
+        for table, change in ((deletes, "delete"), (upserts, "update")):
+            if table is None:
+                continue
+            if keys is not None:
+                table = table.filter(key_mask(table.column("key"), keys, op.key_type))
+            if table.num_rows:
+                view = (
+                    self._deletes(table, checkpoint_id)
+                    if change == "delete"
+                    else self._stamped(
+                        keyed_view(table, meta, self.options.flatten, None), checkpoint_id, change
+                    )
+                )
+                parts.append(view)
+        if parts:
+            yield from pa.concat_tables(parts).to_batches()
 
     def _stamped(self, view: pa.Table, checkpoint_id: int, change: str) -> pa.Table:
         n = view.num_rows

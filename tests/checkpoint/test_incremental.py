@@ -35,15 +35,18 @@ def restored(checkpoint: CompletedCheckpoint, parallelism: int, clock: Any) -> d
 def _owned_keys(rng: KeyGroupRange) -> list[int]:
     from flinkstate.state import assign_to_key_group
 
-    return [k for k in range(400) if assign_to_key_group(k, MAX_P) in rng][:40]
+    return [k for k in range(4_000) if assign_to_key_group(k, MAX_P) in rng][:40]
 
 
 class Job:
-    """One subtask (1 of 2) checkpointed twice at each moment: incrementally and in full."""
+    """One subtask (1 of 2; key groups 16..31 unless ``rng``) checkpointed twice at each
+    moment: incrementally and in full."""
 
-    def __init__(self, make_backend: Any, tmp: Path, seed: int, **chain: Any) -> None:
+    def __init__(
+        self, make_backend: Any, tmp: Path, seed: int, rng: KeyGroupRange | None = None, **chain: Any
+    ) -> None:
         self.clock = ManualTimeProvider(1_000)
-        self.rng = KeyGroupRange(16, 31)
+        self.rng = KeyGroupRange(16, 31) if rng is None else rng
         self.backend: AbstractKeyedStateBackend = make_backend(
             max_parallelism=MAX_P, key_group_range=self.rng, time_provider=self.clock
         )
@@ -80,8 +83,11 @@ def _failing_publish(*args: Any, **kwargs: Any) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_every_checkpoint_of_a_chain_restores_like_a_full_one(make_backend: Any, tmp_path: Path,
                                                               seed: int) -> None:  # fmt: skip
-    job = Job(make_backend, tmp_path, seed, max_chain_files=4, max_chain_bytes_ratio=3.0)
+    """The backend's key groups are a random range per example; restored at other parallelisms."""
     fates = random.Random(seed)
+    start = fates.randrange(MAX_P)
+    rng = KeyGroupRange(start, fates.randrange(start, MAX_P))
+    job = Job(make_backend, tmp_path, seed, rng, max_chain_files=4, max_chain_bytes_ratio=3.0)
     kinds: list[bool] = []
     for _ in range(12):
         job.work.run(job.backend, 120)
@@ -93,7 +99,7 @@ def test_every_checkpoint_of_a_chain_restores_like_a_full_one(make_backend: Any,
         expected = restored(full, 1, job.clock)
         live = {k: v for k, v in dump(job.backend).items() if k[0] != "ttl_full"}  # expired: dropped
         assert {k: v for k, v in expected.items() if k[0] != "ttl_full"} == live
-        for parallelism in (1, 3):
+        for parallelism in (1, 3, fates.randrange(2, 7)):
             assert restored(incremental, parallelism, job.clock) == expected
     assert any(kinds) and not all(kinds)  # increments, and compactions or fulls between them
 

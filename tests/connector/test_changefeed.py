@@ -18,8 +18,9 @@ from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types
 ROUNDS = 6
 
 
-def _job(root: Path, seed: int = 3) -> CheckpointStorage:
-    """Two subtasks, six checkpoints (the first full, a compaction among them)."""
+def _job(root: Path, seed: int = 3, full: Path | None = None) -> CheckpointStorage:
+    """Two subtasks, six checkpoints (the first full, a compaction among them); with
+    ``full``, a full checkpoint of each moment there too."""
     import random
 
     rng = random.Random(seed)
@@ -56,6 +57,11 @@ def _job(root: Path, seed: int = 3) -> CheckpointStorage:
         pending = storage.begin()
         for i, backend in enumerate(backends):
             pending.write_keyed("op", backend, subtask=i, parallelism=2)
+        if full is not None:
+            same = CheckpointStorage(str(full), retain=10).begin(pending.checkpoint_id)
+            for i, backend in enumerate(backends):
+                same.write_keyed("op", backend, subtask=i, parallelism=2)
+            same.commit()
         pending.commit()
     return storage
 
@@ -184,6 +190,27 @@ def test_through_spark(spark: Any, root: Path) -> None:
     assert {r["change_type"] for r in rows} == {"update", "delete"}
     chain = spark.read.format("flinkstate").option("operator", "op").option("state", "value").load(str(root))
     assert {(r.key, r.namespace): r.value for r in chain.collect()} == _state(root, ROUNDS, "value")
+
+
+def _spark_rows(spark: Any, root: Path, state: str, checkpoint: int) -> list[str]:
+    """Every row of ``state`` in ``checkpoint``, read through Spark, as sorted text."""
+    frame = (
+        spark.read.format("flinkstate").option("operator", "op").option("state", state)
+        .option("checkpointId", str(checkpoint)).load(str(root))
+    )  # fmt: skip
+    return sorted(repr(sorted(r.asDict().items())) for r in frame.collect())
+
+
+def test_every_checkpoint_of_a_chain_reads_through_spark_like_a_full_one(spark: Any, tmp_path: Path) -> None:
+    """A chain's every checkpoint, read by Spark, gives the rows of a full checkpoint of the
+    same moment (list and map states flattened: one row per element or entry)."""
+    _job(tmp_path / "chain", seed=5, full=tmp_path / "full")
+    assert CheckpointStorage(str(tmp_path / "full")).completed_ids() == list(range(1, ROUNDS + 1))
+    for state in ("value", "list", "map"):
+        for checkpoint in range(1, ROUNDS + 1):
+            chain = _spark_rows(spark, tmp_path / "chain", state, checkpoint)
+            assert chain == _spark_rows(spark, tmp_path / "full", state, checkpoint), (state, checkpoint)
+            assert chain
 
 
 def test_metadata_view_shows_file_origins(root: Path) -> None:

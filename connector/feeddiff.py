@@ -1,0 +1,240 @@
+"""Change-feed planning per checkpoint: which files hold a state's changes, or when none do.
+
+A state whose TTL uses ``cleanup_full_snapshot`` is held in full in every checkpoint and
+its expiry is never a recorded change, so its changes at checkpoint ``k`` are the
+difference between the full files of ``k`` and of the checkpoint before (per key group
+and scope: a scope gone is a ``delete``; a new or changed one an ``update``, after a
+``delete`` for a LIST or MAP). Every other state's changes are the deltas ``k`` wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from flinkstate.checkpoint import CompletedCheckpoint
+from flinkstate.checkpoint.format import read_row_groups, storage_table
+from flinkstate.checkpoint.manifest import FileRef, SubtaskEntry
+from flinkstate.checkpoint.merge import merge_keyed
+from flinkstate.checkpoint.restore import naming_corruption
+from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint.verified import open_verified
+from flinkstate.state.descriptors import StateKind
+from flinkstate.state.snapshot import StateMetaInfo
+from flinkstate.state.types import TypeInformation
+
+from .options import OptionError
+
+Groups = tuple[tuple[FileRef, tuple[tuple[int, int], ...]], ...]
+"""Files, each with the (key group, row group) pairs to read of it."""
+
+
+class ChangeFeedError(OptionError):
+    """The asked range of changes cannot be answered exactly."""
+
+    default_code = "CHANGE_FEED_UNAVAILABLE"
+
+
+def _after(k: int) -> str:
+    return f"read the changes of the checkpoints after {k}"
+
+
+def _range(st: SubtaskEntry) -> set[int] | None:
+    rng = st.key_group_range
+    return None if rng is None else set(range(rng[0], rng[1] + 1))
+
+
+def _holds(before: CompletedCheckpoint, uid: str, state: str, groups: set[int] | None, max_p: int) -> bool:
+    """Whether ``before`` has files of ``state`` that may hold entries of ``groups`` (of
+    ``max_p`` key groups: any file when ``before`` has another number)."""
+    op = before.manifest.operator(uid)
+    refs = [] if op is None else [r for st in op.subtasks for r in st.keyed.get(state, ())]
+    if op is not None and op.max_parallelism != max_p:
+        groups = None
+    return any(groups is None or not r.key_groups or r.key_groups.keys() & groups for r in refs)
+
+
+def delta_files(
+    checkpoint: CompletedCheckpoint, before: CompletedCheckpoint | None, uid: str, state: str
+) -> list[list[FileRef]]:
+    """Per subtask, the delta files checkpoint ``k`` wrote for ``state``. A subtask with no
+    file of it is unchanged only if ``before`` (the checkpoint before ``k``) had none either:
+    a state emptied in a checkpoint written in full leaves no trace in ``k`` itself."""
+    k = checkpoint.checkpoint_id
+    op = checkpoint.operator(uid)
+    out = []
+    for st in op.subtasks:
+        chain = st.keyed.get(state, ())
+        mine = [r for r in (*chain, *st.changes.get(state, ())) if r.checkpoint_id == k and r.delta]
+        untracked = bool(chain) and all(r.checkpoint_id is None for r in chain)
+        full = [r for r in chain if r.checkpoint_id == k and not r.delta]
+        if untracked or (full and not mine):
+            raise ChangeFeedError(
+                f"checkpoint {k} wrote state {state!r} of subtask {st.index} in full without recording "
+                f"its changes (a first checkpoint, a restore, a rescale or an older writer): {_after(k)}"
+            )
+        if not chain and not mine:
+            if before is None:
+                raise ChangeFeedError(
+                    f"checkpoint {k} holds no file of state {state!r} for subtask {st.index}; whether it "
+                    f"was emptied needs the checkpoint before {k}, which is not retained: {_after(k)}"
+                )
+            if _holds(before, uid, state, _range(st), op.max_parallelism):
+                raise ChangeFeedError(
+                    f"checkpoint {k} holds no file of state {state!r} for subtask {st.index} while "
+                    f"checkpoint {before.checkpoint_id} holds some: it was written in full without "
+                    f"recording its changes (a full checkpoint, a restore or a rescale): {_after(k)}"
+                )
+        out.append(mine)
+    return out
+
+
+@dataclass(frozen=True)
+class DiffPlan:
+    """One subtask's changes at ``checkpoint_id``: its files against the checkpoint before's."""
+
+    checkpoint_id: int
+    directory: str
+    before_id: int
+    before_directory: str
+    new: Groups
+    old: Groups
+
+    def partition(self, wanted: set[int] | None) -> DiffPartition | None:
+        new, old = _pick(self.new, wanted), _pick(self.old, wanted)
+        if not new and not old:
+            return None
+        return DiffPartition(
+            self.checkpoint_id, self.directory, self.before_id, self.before_directory, new, old
+        )
+
+
+@dataclass(frozen=True)
+class DiffPartition(InputPartition):
+    """A :class:`DiffPlan` limited to the wanted key groups."""
+
+    checkpoint_id: int
+    directory: str
+    before_id: int
+    before_directory: str
+    new: Groups
+    old: Groups
+
+
+def _pick(files: Groups, wanted: set[int] | None) -> Groups:
+    picked = (
+        (r, tuple((kg, rg) for kg, rg in groups if wanted is None or kg in wanted)) for r, groups in files
+    )
+    return tuple(f for f in picked if f[1])
+
+
+def _groups(refs: Iterable[FileRef], groups: set[int]) -> Groups:
+    picked = (
+        (r, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items()) if kg in groups)) for r in refs
+    )
+    return tuple(f for f in picked if f[1])
+
+
+def diff_plans(
+    checkpoint: CompletedCheckpoint, before: CompletedCheckpoint | None, uid: str, state: str
+) -> list[DiffPlan]:
+    """Per subtask of ``checkpoint``, what to compare for a state held in full in every
+    checkpoint; refused when the checkpoint before is not retained or not comparable."""
+    k = checkpoint.checkpoint_id
+    op = checkpoint.operator(uid)
+    why = None
+    if before is None:
+        why = f"the checkpoint before {k} is not retained"
+    else:
+        old_op = before.manifest.operator(uid)
+        comparable = old_op is None or (
+            (old_op.max_parallelism, old_op.key_type) == (op.max_parallelism, op.key_type)
+            and old_op.keyed_state(state) in (None, op.keyed_state(state))
+        )
+        if not comparable and _holds(before, uid, state, None, op.max_parallelism):
+            why = f"checkpoint {before.checkpoint_id} holds it with another description or key groups"
+        elif any(st.key_group_range is None for st in op.subtasks):
+            why = f"checkpoint {k} does not record its subtasks' key groups"
+    if why is not None:
+        raise ChangeFeedError(
+            f"state {state!r} is held in full in every checkpoint (TTL cleanup_full_snapshot), so its "
+            f"changes at checkpoint {k} are the difference from the checkpoint before, and {why}: {_after(k)}"
+        )
+    assert before is not None
+    old_op = before.manifest.operator(uid)
+    old_refs = [] if old_op is None else [r for st in old_op.subtasks for r in st.keyed.get(state, ())]
+    plans = []
+    for st in op.subtasks:
+        groups = _range(st)
+        assert groups is not None
+        new = _groups(st.keyed.get(state, ()), groups)
+        plans.append(DiffPlan(k, checkpoint.directory.url, before.checkpoint_id, before.directory.url,
+                              new, _groups(old_refs, groups)))  # fmt: skip
+    return plans
+
+
+def read_groups(storage: Storage, files: Groups, checkpoint_id: int) -> dict[int, list[pa.Table]]:
+    """Key group -> its tables, in file order; corruption names ``checkpoint_id``."""
+    out: dict[int, list[pa.Table]] = {}
+    for ref, groups in files:
+        with naming_corruption(checkpoint_id, storage):
+            pf = open_verified(storage, ref, whole=len(groups) == len(ref.key_groups))
+            tables = read_row_groups(pf, [rg for _, rg in groups], ref.path)
+        for (kg, _), table in zip(groups, tables, strict=True):
+            out.setdefault(kg, []).append(table)
+    return out
+
+
+def stored_rows(
+    tables: list[pa.Table] | None, meta: StateMetaInfo, key_type: TypeInformation, kg: int, allow_pickle: bool
+) -> pa.Table | None:
+    """One key group's rows as one table in the stored layout (several files merged)."""
+    if not tables:
+        return None
+    if len(tables) == 1 and "op" not in tables[0].column_names:
+        return tables[0]
+    return storage_table(meta, key_type, kg, merge_keyed(tables, meta, key_type, allow_pickle))
+
+
+def _scopes(table: pa.Table | None) -> dict[str, tuple[list[int], list[str]]]:
+    """Scope -> (its row indexes, its rows as sorted comparable text)."""
+    if table is None:
+        return {}
+    names = [c for c in table.column_names if c not in ("key_group", "op")]
+    scope = [c for c in ("key", "namespace") if c in names]
+    out: dict[str, tuple[list[int], list[str]]] = {}
+    for i, row in enumerate(table.select(names).to_pylist()):
+        rows, texts = out.setdefault(repr([row[c] for c in scope]), ([], []))
+        rows.append(i)
+        texts.append(repr([row[c] for c in names]))
+    for _, texts in out.values():
+        texts.sort()
+    return out
+
+
+def scope_diff(
+    old: pa.Table | None, new: pa.Table | None, meta: StateMetaInfo
+) -> tuple[pa.Table | None, pa.Table | None]:
+    """(one row of each scope to delete, of ``old``; the rows to upsert, of ``new``): applied
+    to ``old``'s entries they give ``new``'s. A changed LIST or MAP is deleted and rewritten."""
+    whole = meta.kind in (StateKind.LIST, StateKind.MAP)
+    before, after = _scopes(old), _scopes(new)
+    deleted: list[int] = []
+    upserted: list[int] = []
+    for scope, (rows, texts) in before.items():
+        now = after.get(scope)
+        if now is None or (whole and now[1] != texts):
+            deleted.append(rows[0])
+    for scope, (rows, texts) in after.items():
+        was = before.get(scope)
+        if was is None or was[1] != texts:
+            upserted.extend(rows)
+
+    def take(table: pa.Table | None, rows: list[int]) -> Any:
+        return None if table is None or not rows else table.take(pa.array(rows, pa.int64()))
+
+    return take(old, deleted), take(new, upserted)
