@@ -268,13 +268,13 @@ class IncrementalKeyedWriter:
                     "of this backend writes it in full",
                     code="INCREMENT_BASE_MISSING",
                 )
-            delta: WrittenFile | None = None
-            if buildable:
+            # expiry shows in every checkpoint: in full, and the change feed diffs full files
+            if buildable and not meta.full_in_every_checkpoint:
                 assert changes is not None
                 delta = write_changes(meta, key_type, _changed_groups(state, name, snapshot, changes))
-                # in full: expiry shows in every checkpoint, or asked for (its chain is due:
-                # compacted even when unchanged, so no later increment passes the bound)
-                if meta.full_in_every_checkpoint or name in changes.requested:
+                # asked for in full: its chain is due (compacted even when unchanged, so no
+                # later increment passes the bound); the delta stays for the change feed
+                if name in changes.requested:
                     out.changes[name] = (store(f"d-{slug(name)}", delta, True),)
                 elif not delta.rows:
                     if chain:
