@@ -20,18 +20,16 @@ import pickle
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import flinkstate.state
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.manifest import OperatorEntry
 from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
-from flinkstate.state.process.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
+from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
 from flinkstate.state.ttl.time import LONG_MIN
 
-from .output import OutputSchema
+from .process_options import Job, parse_job
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
 from .routing import ProcessError, key_type_of, route_column, route_values
 from .stream import BATCH_ID
@@ -40,137 +38,6 @@ WATERMARK = "flinkstate.process.watermark"
 MAX_EVENT_TIME = "flinkstate.process.max_event_time"
 TOKEN = "flinkstate.process.token"
 REUSED = "flinkstate.process.reused_subtasks"
-BACKENDS = ("heap", "rocksdb")
-_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
-
-
-@dataclass(frozen=True)
-class _Job:
-    """A run's arguments, checked once against the input's schema."""
-
-    key_columns: tuple[str, ...]
-    function: Any
-    output: OutputSchema
-    output_struct: Any
-    checkpoint: str
-    uid: str
-    backend: str
-    parallelism: int | None
-    max_parallelism: int
-    event_time: str | None
-    watermark_delay: int
-    end_of_input: bool
-    storage_options: Mapping[str, Any]
-    initial_state: str | None
-    retain: int
-    incremental: bool
-
-
-def _job(
-    df: Any,
-    key: str | Sequence[str],
-    function: Any,
-    output_schema: Any,
-    checkpoint: str,
-    uid: str,
-    options: Mapping[str, Any],
-) -> _Job:
-    from pyspark.sql.types import StructType
-
-    known = {
-        "backend",
-        "parallelism",
-        "max_parallelism",
-        "event_time",
-        "watermark_delay",
-        "end_of_input",
-        "broadcast",
-        "storage_options",
-        "initial_state",
-        "retain",
-        "incremental",
-    }
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ProcessError(f"unknown option(s) {unknown}; valid: {sorted(known)}")
-    keys = (key,) if isinstance(key, str) else tuple(key)
-    columns = list(df.columns)
-    missing = [k for k in keys if not isinstance(k, str) or k not in columns]
-    if not keys or missing:
-        raise ProcessError(
-            f"key column(s) {missing or keys!r} not in the input's columns {columns}", code="UNKNOWN_COLUMN"
-        )
-    if SEQ in columns or ROUTE in columns:
-        raise ProcessError(f"input columns {SEQ!r} and {ROUTE!r} are reserved", code="UNKNOWN_COLUMN")
-    if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
-        raise ProcessError(
-            f"function must be a KeyedProcessFunction or KeyedBroadcastProcessFunction, got {function!r}",
-            code="INVALID_FUNCTION",
-        )
-    if isinstance(output_schema, str):
-        output_schema = _parse_schema(df.sparkSession, output_schema)
-    if not isinstance(output_schema, StructType):
-        raise ProcessError(f"output_schema must be a StructType or a DDL string, got {output_schema!r}")
-    event_time = options.get("event_time")
-    if event_time is not None:
-        if event_time not in columns:
-            raise ProcessError(f"event_time column {event_time!r} not in {columns}", code="UNKNOWN_COLUMN")
-        if df.schema[event_time].dataType.simpleString() not in _INTEGRAL:
-            raise ProcessError(
-                f"event_time column {event_time!r} must hold epoch milliseconds (an integer "
-                f"type), not {df.schema[event_time].dataType.simpleString()}"
-            )
-    backend = options.get("backend", "heap")
-    if backend == "rocksdb" and not hasattr(flinkstate.state, "RocksDBKeyedStateBackend"):
-        raise ProcessError("the rocksdb backend is not available in this flinkstate", code="UNKNOWN_BACKEND")
-    if backend not in BACKENDS:
-        raise ProcessError(
-            f"backend must be one of {list(BACKENDS)}, got {backend!r}", code="UNKNOWN_BACKEND"
-        )
-    ints = {
-        n: options.get(n, d) for n, d in (("max_parallelism", 128), ("watermark_delay", 0), ("retain", 3))
-    }
-    bad = [n for n, v in ints.items() if type(v) is not int or v < (0 if n == "watermark_delay" else 1)]
-    parallelism = options.get("parallelism")
-    if parallelism is not None and (type(parallelism) is not int or parallelism < 1):
-        bad.append("parallelism")
-    if bad:
-        raise ProcessError(f"option(s) {bad} must be positive ints (watermark_delay: >= 0)")
-    incremental = options.get("incremental", True)
-    if type(incremental) is not bool:
-        raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
-    if not isinstance(uid, str) or not uid or not isinstance(checkpoint, str) or not checkpoint:
-        raise ProcessError(f"checkpoint and uid must be non-empty strings, got {checkpoint!r}, {uid!r}")
-    return _Job(
-        keys,
-        function,
-        OutputSchema.of(output_schema),
-        output_schema,
-        checkpoint,
-        uid,
-        backend,
-        parallelism,
-        ints["max_parallelism"],
-        event_time,
-        ints["watermark_delay"],
-        bool(options.get("end_of_input", False)),
-        dict(options.get("storage_options") or {}),
-        options.get("initial_state"),
-        ints["retain"],
-        incremental,
-    )
-
-
-_SCHEMAS: dict[str, Any] = {}
-"""DDL output schemas already parsed (a micro-batch each would parse its own again)."""
-
-
-def _parse_schema(spark: Any, ddl: str) -> Any:
-    if ddl not in _SCHEMAS:
-        if len(_SCHEMAS) >= 64:
-            _SCHEMAS.clear()
-        _SCHEMAS[ddl] = spark.createDataFrame([], ddl).schema
-    return _SCHEMAS[ddl]
 
 
 def process(
@@ -194,7 +61,7 @@ def process(
     The output DataFrame reads files of the committed checkpoint: consume it before
     ``retain`` later runs have retired that checkpoint.
     """
-    job = _job(df, key, function, output_schema, checkpoint, uid, options)
+    job = parse_job(df, key, function, output_schema, checkpoint, uid, options)
     out = _run(job, df, options.get("broadcast"), None)
     assert out is not None
     return out
@@ -217,7 +84,7 @@ def foreach_batch(
     """
 
     def run(batch_df: Any, batch_id: int) -> None:
-        job = _job(batch_df, key, function, output_schema, checkpoint, uid, options)
+        job = parse_job(batch_df, key, function, output_schema, checkpoint, uid, options)
         out = _run(job, batch_df, options.get("broadcast"), int(batch_id))
         if out is not None and sink is not None:
             sink(out, int(batch_id))
@@ -225,9 +92,7 @@ def foreach_batch(
     return run
 
 
-def _check_base(
-    seed: CompletedCheckpoint | None, job: _Job, key_type: Any, own: bool
-) -> OperatorEntry | None:
+def _check_base(seed: CompletedCheckpoint | None, job: Job, key_type: Any, own: bool) -> OperatorEntry | None:
     """The operator being continued, checked against the job (before any task runs)."""
     if seed is None:
         return None
@@ -260,7 +125,7 @@ def _check_base(
     return op
 
 
-def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
+def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     """One run; ``None`` when ``batch_id`` was committed before the last committed one."""
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -403,7 +268,7 @@ def _task_error(exc: Exception) -> Exception:
     return ProcessError(message, code=code)
 
 
-def _output_frame(spark: Any, checkpoint: CompletedCheckpoint, job: _Job) -> Any:
+def _output_frame(spark: Any, checkpoint: CompletedCheckpoint, job: Job) -> Any:
     """The committed output of ``checkpoint`` as a DataFrame of the output schema."""
     from pyspark.sql.types import LongType, StructField, StructType
 
