@@ -181,3 +181,21 @@ class FailFirstAttempt(WordCount):
                 f.write(str(os.getpid()))
             raise RuntimeError("injected failure of the first attempt")
         yield from super().process_element(value, ctx)
+
+
+class TimerCount(KeyedProcessFunction):
+    """Counts a key's elements and sets an event-time timer at each element's time; a timer
+    emits (key, its time, the count when it fires): the count tells when the watermark moved."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.n = runtime_context.get_state(ValueStateDescriptor("n", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        self.n.update((self.n.value() or 0) + 1)
+        ts = ctx.timestamp()
+        assert ts is not None
+        ctx.timer_service().register_event_time_timer(ts)
+        yield from ()
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
+        yield ctx.get_current_key(), timestamp, self.n.value()
