@@ -166,7 +166,9 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     if job.event_time is not None:
         run_max = df.agg(F.max(job.event_time)).first()[0]
         max_seen = max_seen if run_max is None else max(max_seen, int(run_max))
-    end_watermark = watermark if max_seen == LONG_MIN else max(watermark, max_seen - job.watermark_delay)
+    # as Flink's bounded-out-of-orderness generator emits, and as elements move it in a run:
+    # an element at the largest event time may still come, so a timer there must not fire yet
+    end_watermark = watermark if max_seen == LONG_MIN else max(watermark, max_seen - job.watermark_delay - 1)
     elements = tuple(broadcast.collect()) if broadcast is not None else ()
     if elements and not isinstance(job.function, KeyedBroadcastProcessFunction):
         raise ProcessError("broadcast elements need a KeyedBroadcastProcessFunction", code="INVALID_FUNCTION")
