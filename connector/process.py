@@ -12,6 +12,8 @@ previous checkpoint as it was. The returned DataFrame reads the committed output
 Checkpoint properties carry what the next run continues from: the watermark, the largest
 event time seen, the attempt that wrote each subtask (whose live backend a worker may
 reuse) and, in streaming, Spark's batch id.
+A run commits only on the checkpoint it started from: another run's commit under the same
+root in between fails it (``[CONCURRENT_RUN]``), so no run's changes are lost.
 """
 
 from __future__ import annotations
@@ -62,9 +64,7 @@ def process(
     ``retain`` later runs have retired that checkpoint.
     """
     job = parse_job(df, key, function, output_schema, checkpoint, uid, options)
-    out = _run(job, df, options.get("broadcast"), None)
-    assert out is not None
-    return out
+    return _run(job, df, options.get("broadcast"), None)
 
 
 def foreach_batch(
@@ -78,15 +78,16 @@ def foreach_batch(
 ) -> Callable[[Any, int], None]:
     """A ``foreachBatch`` function: each micro-batch is one run recording Spark's batch id.
 
-    A batch id before the last committed one changes nothing; the last committed one again
-    (Spark replays it after a failure) changes nothing either and hands its committed output
-    to ``sink`` once more; ``sink(output_df, batch_id)`` gets every committed batch's output.
+    The last committed batch id again (Spark replays it after a failure) changes nothing and
+    hands its committed output to ``sink`` once more; an earlier one is an error
+    (``[BATCH_ID_BEHIND]``: Spark's checkpointLocation was reset or is another query's).
+    ``sink(output_df, batch_id)`` gets every committed batch's output.
     """
 
     def run(batch_df: Any, batch_id: int) -> None:
         job = parse_job(batch_df, key, function, output_schema, checkpoint, uid, options)
         out = _run(job, batch_df, options.get("broadcast"), int(batch_id))
-        if out is not None and sink is not None:
+        if sink is not None:
             sink(out, int(batch_id))
 
     return run
@@ -126,7 +127,7 @@ def _check_base(seed: CompletedCheckpoint | None, job: Job, key_type: Any, own: 
 
 
 def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
-    """One run; ``None`` when ``batch_id`` was committed before the last committed one."""
+    """One run (a micro-batch when ``batch_id`` is given); returns its committed output."""
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
@@ -141,7 +142,14 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     if batch_id is not None and base is not None:
         done = int(props.get(BATCH_ID, "-1"))
         if batch_id < done:
-            return None
+            raise ProcessError(
+                f"micro-batch {batch_id} comes after batch {done} was committed to {job.checkpoint!r}: "
+                "Spark replays only the last batch of a query, so this query's checkpointLocation was "
+                "reset or belongs to another query, and its batches would be skipped. Restart it with "
+                f"the checkpointLocation that committed batch {done}, or give it a new checkpoint root "
+                "(initial_state= can seed it from this one)",
+                code="BATCH_ID_BEHIND",
+            )
         if batch_id == done:
             return _output_frame(spark, base, job)
     seed = base
@@ -216,6 +224,16 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     except Exception as exc:
         pending.abort()
         raise _task_error(exc) from exc
+    now = storage.latest_id()
+    if now != latest:
+        pending.abort()
+        raise ProcessError(
+            f"checkpoint {now} was committed under {job.checkpoint!r} by another run while this one "
+            f"ran from {'checkpoint ' + str(latest) if latest is not None else 'no checkpoint'}: "
+            "committing would lose that run's changes, so nothing was committed. Run one job at a "
+            "time per checkpoint root, then run this one again",
+            code="CONCURRENT_RUN",
+        )
     attempts = {r.entry.index: stats["attempt"] for rs, stats in results for r in rs if r.uid == job.uid}
     properties = {
         WATERMARK: str(end_watermark),

@@ -9,12 +9,28 @@ from typing import Any
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
-from flinkstate.connector import process
+from flinkstate.connector import ProcessError, foreach_batch, process
+from flinkstate.state import Types, ValueStateDescriptor
 
 import process_functions
-from process_functions import Sessions, sessions_model
+from process_functions import Sessions, WordCount, sessions_model
 
 SESSIONS = "user string, start bigint, end bigint, events bigint"
+WC_SCHEMA = "word string, count bigint"
+
+
+def stored_counts(root: str) -> dict[Any, int]:
+    """The count state of operator ``wc`` in the latest checkpoint under ``root``."""
+    checkpoint = open_checkpoint(root)
+    p = checkpoint.operator("wc").parallelism
+    out = {}
+    for i in range(p):
+        backend = checkpoint.keyed_backend("wc", i, p)
+        state = backend.get_state(ValueStateDescriptor("count", Types.LONG()))
+        for key in list(backend.get_keys("count")):
+            backend.set_current_key(key)
+            out[key] = state.value()
+    return out
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -52,3 +68,67 @@ def test_splitting_in_order_input_at_a_tie_gives_the_one_run_answer(spark: Any, 
     every = [events[:2], events[2:5], events[5:6], events[6:]]  # every tie a run boundary
     assert _sessions(spark, every, tmp_path / "every", parallelism=1, watermark_delay=0) == model
     assert CheckpointStorage(str(tmp_path / "every")).latest_id() == 4
+
+
+def _words(spark: Any, words: list[str]) -> Any:
+    return spark.createDataFrame([(w,) for w in words], "word string")
+
+
+def test_a_restarted_query_whose_batch_ids_went_back_is_an_error(spark: Any, tmp_path: Path) -> None:
+    root = str(tmp_path / "c")
+    delivered: list[tuple[int, list[Any]]] = []
+
+    def sink(out: Any, batch_id: int) -> None:
+        delivered.append((batch_id, sorted(map(tuple, out.collect()))))
+
+    first = foreach_batch("word", WordCount(), WC_SCHEMA, root, "wc", sink=sink)
+    first(_words(spark, ["a"]), 0)
+    first(_words(spark, ["a", "b"]), 1)
+    # the query restarts with a new Spark checkpointLocation: its batch ids start at 0 again
+    again = foreach_batch("word", WordCount(), WC_SCHEMA, root, "wc", sink=sink)
+    with pytest.raises(ProcessError, match=r"\[BATCH_ID_BEHIND\] micro-batch 0 comes after batch 1"):
+        again(_words(spark, ["a", "a", "a"]), 0)
+    assert CheckpointStorage(root).latest_id() == 2 and stored_counts(root) == {"a": 2, "b": 1}
+    again(_words(spark, ["z"]), 1)  # the last committed batch: a replay, its output again
+    again(_words(spark, ["b"]), 2)
+    assert delivered == [
+        (0, [("a", 1)]),
+        (1, [("a", 2), ("b", 1)]),
+        (1, [("a", 2), ("b", 1)]),
+        (2, [("b", 2)]),
+    ]
+    assert stored_counts(root) == {"a": 2, "b": 2}
+
+
+def test_a_run_that_another_run_committed_under_refuses_to_commit(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run B reads checkpoint 1; run A then commits checkpoint 2; B takes id 3. B's state
+    lacks A's changes: committing it would lose them."""
+    import importlib
+
+    runner = importlib.import_module("flinkstate.connector.process")  # `process` is shadowed
+    root = str(tmp_path / "c")
+    process(_words(spark, ["a"]), "word", WordCount(), WC_SCHEMA, root, "wc", parallelism=2).collect()
+    run_a, run_b = _words(spark, ["a", "b"]), _words(spark, ["a", "c"])
+    interleaved: list[Any] = []
+
+    def begin(self: CheckpointStorage, *args: Any, **kwargs: Any) -> Any:
+        if not interleaved:  # B, having read checkpoint 1: A runs and commits first
+            interleaved.append(None)
+            interleaved[0] = process(run_a, "word", WordCount(), WC_SCHEMA, root, "wc")
+        return CheckpointStorage.begin(self, *args, **kwargs)
+
+    monkeypatch.setattr(
+        runner, "CheckpointStorage", type("Interleaving", (CheckpointStorage,), {"begin": begin})
+    )
+    concurrent = r"\[CONCURRENT_RUN\] checkpoint 2 was committed .* from checkpoint 1"
+    with pytest.raises(ProcessError, match=concurrent):
+        process(run_b, "word", WordCount(), WC_SCHEMA, root, "wc")
+    monkeypatch.undo()
+    assert sorted(map(tuple, interleaved[0].collect())) == [("a", 2), ("b", 1)]
+    assert CheckpointStorage(root).completed_ids() == [1, 2]
+    assert stored_counts(root) == {"a": 2, "b": 1}
+    assert not [f for f in (tmp_path / "c").rglob("*") if f.is_file() and "chk-3" in str(f)]  # aborted
+    out = process(_words(spark, ["a", "c"]), "word", WordCount(), WC_SCHEMA, root, "wc")  # run again
+    assert sorted(map(tuple, out.collect())) == [("a", 3), ("c", 1)]
