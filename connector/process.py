@@ -11,13 +11,14 @@ previous checkpoint as it was. The returned DataFrame reads the committed output
 
 Checkpoint properties carry what the next run continues from: the watermark, the largest
 event time seen, the attempt that wrote each subtask (whose live backend a worker may
-reuse) and, in streaming, Spark's batch id.
+reuse) and, in streaming, Spark's batch id and a digest of the broadcast elements applied.
 A run commits only on the checkpoint it started from: another run's commit under the same
 root in between fails it (``[CONCURRENT_RUN]``), so no run's changes are lost.
 """
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import re
 import uuid
@@ -40,6 +41,7 @@ WATERMARK = "flinkstate.process.watermark"
 MAX_EVENT_TIME = "flinkstate.process.max_event_time"
 TOKEN = "flinkstate.process.token"
 REUSED = "flinkstate.process.reused_subtasks"
+BROADCAST_DIGEST = "flinkstate.process.broadcast_digest"
 
 
 def process(
@@ -59,7 +61,8 @@ def process(
     timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
     ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
     ``incremental`` (True: a worker that kept its live backend writes only what changed
-    since the last checkpoint; a restored one writes in full).
+    since the last checkpoint; a restored one writes in full). Each call applies every
+    broadcast element before its rows (a bounded run of both streams).
     The output DataFrame reads files of the committed checkpoint: consume it before
     ``retain`` later runs have retired that checkpoint.
     """
@@ -81,7 +84,10 @@ def foreach_batch(
     The last committed batch id again (Spark replays it after a failure) changes nothing and
     hands its committed output to ``sink`` once more; an earlier one is an error
     (``[BATCH_ID_BEHIND]``: Spark's checkpointLocation was reset or is another query's).
-    ``sink(output_df, batch_id)`` gets every committed batch's output.
+    ``sink(output_df, batch_id)`` gets every committed batch's output. The elements of
+    ``broadcast`` are applied once per query, as Flink processes each element of a broadcast
+    stream once: with the first micro-batch, and again (all of them) only when they differ
+    from those last applied (a digest kept in the checkpoint, so across restarts too).
     """
 
     def run(batch_df: Any, batch_id: int) -> None:
@@ -180,6 +186,11 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     elements = tuple(broadcast.collect()) if broadcast is not None else ()
     if elements and not isinstance(job.function, KeyedBroadcastProcessFunction):
         raise ProcessError("broadcast elements need a KeyedBroadcastProcessFunction", code="INVALID_FUNCTION")
+    digest = props.get(BROADCAST_DIGEST)
+    if broadcast is not None:
+        applied, digest = digest, _digest(broadcast.schema, elements)
+        if batch_id is not None and applied == digest:
+            elements = ()  # a streaming query applied exactly these already
     pending = storage.begin()
     token = uuid.uuid4().hex
     plan = TaskPlan(
@@ -243,8 +254,16 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     }
     if batch_id is not None:
         properties[BATCH_ID] = str(batch_id)
+        if digest is not None:
+            properties[BROADCAST_DIGEST] = digest
     committed = pending.commit(properties)
     return _output_frame(spark, committed, job)
+
+
+def _digest(schema: Any, elements: Sequence[Any]) -> str:
+    """What identifies broadcast elements: their schema and values, in order."""
+    text = repr((schema.simpleString(), [tuple(e) for e in elements]))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 _MARKERS: dict[tuple[int, str, int], tuple[Any, Any]] = {}

@@ -13,19 +13,19 @@ from flinkstate.connector import ProcessError, foreach_batch, process
 from flinkstate.state import Types, ValueStateDescriptor
 
 import process_functions
-from process_functions import Sessions, WordCount, sessions_model
+from process_functions import Sessions, ThresholdAlerts, WordCount, sessions_model
 
 SESSIONS = "user string, start bigint, end bigint, events bigint"
 WC_SCHEMA = "word string, count bigint"
 
 
-def stored_counts(root: str) -> dict[Any, int]:
-    """The count state of operator ``wc`` in the latest checkpoint under ``root``."""
+def stored_counts(root: str, uid: str = "wc") -> dict[Any, int]:
+    """The count state of operator ``uid`` in the latest checkpoint under ``root``."""
     checkpoint = open_checkpoint(root)
-    p = checkpoint.operator("wc").parallelism
+    p = checkpoint.operator(uid).parallelism
     out = {}
     for i in range(p):
-        backend = checkpoint.keyed_backend("wc", i, p)
+        backend = checkpoint.keyed_backend(uid, i, p)
         state = backend.get_state(ValueStateDescriptor("count", Types.LONG()))
         for key in list(backend.get_keys("count")):
             backend.set_current_key(key)
@@ -132,3 +132,44 @@ def test_a_run_that_another_run_committed_under_refuses_to_commit(
     assert not [f for f in (tmp_path / "c").rglob("*") if f.is_file() and "chk-3" in str(f)]  # aborted
     out = process(_words(spark, ["a", "c"]), "word", WordCount(), WC_SCHEMA, root, "wc")  # run again
     assert sorted(map(tuple, out.collect())) == [("a", 3), ("c", 1)]
+
+
+def _alerts(root: str, rules: Any, delivered: list[tuple[int, list[Any]]]) -> Any:
+    def sink(out: Any, batch_id: int) -> None:
+        delivered.append((batch_id, sorted(map(tuple, out.collect()))))
+
+    return foreach_batch("word", ThresholdAlerts(), WC_SCHEMA, root, "alerts", sink=sink, broadcast=rules)
+
+
+def test_foreach_batch_applies_broadcast_elements_once_per_query(spark: Any, tmp_path: Path) -> None:
+    """ThresholdAlerts resets every count when a rule arrives: applied on every micro-batch,
+    the rules would reset the counts each batch and the alert at the third "a" never come."""
+    root, delivered = str(tmp_path / "c"), []
+    rules = spark.createDataFrame([("a", 3)], "word string, threshold bigint")
+    run = _alerts(root, rules, delivered)
+    run(_words(spark, ["a", "a"]), 0)
+    run(_words(spark, ["a"]), 1)
+    run = _alerts(root, rules, delivered)  # a restart: the same rules, still applied once
+    run(_words(spark, ["a", "b"]), 2)
+    more = spark.createDataFrame([("a", 3), ("b", 1)], "word string, threshold bigint")
+    run = _alerts(root, more, delivered)  # other elements: applied (the counts reset), once
+    run(_words(spark, ["b", "a"]), 3)
+    run(_words(spark, ["a", "a"]), 4)
+    assert delivered == [(0, []), (1, [("a", 3)]), (2, []), (3, [("b", 1)]), (4, [("a", 3)])]
+    assert stored_counts(root, "alerts") == {"a": 3, "b": 1}
+    # process() is a bounded run of both streams: each call applies its broadcast elements
+    out = process(_words(spark, ["a"]), "word", ThresholdAlerts(), WC_SCHEMA, root, "alerts", broadcast=more)
+    assert out.collect() == [] and stored_counts(root, "alerts") == {"a": 1}
+
+
+def test_a_streaming_query_with_a_broadcast_side(spark: Any, tmp_path: Path) -> None:
+    root, inbox, delivered = str(tmp_path / "c"), str(tmp_path / "inbox"), []
+    rules = spark.createDataFrame([("a", 3), ("c", 2)], "word string, threshold bigint")
+    for words in (["a", "a", "c"], ["a", "b"], ["c", "a", "a"], ["a"]):  # a restart for each file
+        _words(spark, words).coalesce(1).write.mode("append").json(inbox)
+        stream = spark.readStream.schema("word string").option("maxFilesPerTrigger", 1).json(inbox)
+        writer = stream.writeStream.foreachBatch(_alerts(root, rules, delivered))
+        writer = writer.option("checkpointLocation", str(tmp_path / "spark")).trigger(availableNow=True)
+        writer.start().awaitTermination(120)
+    assert delivered == [(0, []), (1, [("a", 3)]), (2, [("c", 2)]), (3, [])]
+    assert stored_counts(root, "alerts") == {"a": 6, "b": 1, "c": 2}
