@@ -12,8 +12,9 @@ previous checkpoint as it was. The returned DataFrame reads the committed output
 Checkpoint properties carry what the next run continues from: the watermark, the largest
 event time seen, the attempt that wrote each subtask (whose live backend a worker may
 reuse) and, in streaming, Spark's batch id and a digest of the broadcast elements applied.
-A run commits only on the checkpoint it started from: another run's commit under the same
-root in between fails it (``[CONCURRENT_RUN]``), so no run's changes are lost.
+A run commits only on the checkpoint it started from, as its successor id (publishing is
+exclusive): another run's commit under the same root in between fails it
+(``[CONCURRENT_RUN]``), so no run's changes are lost.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
+from flinkstate.checkpoint import (
+    CheckpointError,
+    CheckpointExistsError,
+    CheckpointStorage,
+    CompletedCheckpoint,
+    open_checkpoint,
+)
 from flinkstate.checkpoint.manifest import OperatorEntry
 from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
 from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
@@ -191,7 +198,12 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         applied, digest = digest, _digest(broadcast.schema, elements)
         if batch_id is not None and applied == digest:
             elements = ()  # a streaming query applied exactly these already
-    pending = storage.begin()
+    try:  # only the successor of its base: publishing is exclusive, so one run of a base commits
+        pending = storage.begin((latest or 0) + 1)
+    except CheckpointError as exc:
+        if exc.code != "CHECKPOINT_ID_NOT_NEW":
+            raise
+        raise _concurrent(job, latest, storage.latest_id()) from exc
     token = uuid.uuid4().hex
     plan = TaskPlan(
         job.uid,
@@ -238,13 +250,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     now = storage.latest_id()
     if now != latest:
         pending.abort()
-        raise ProcessError(
-            f"checkpoint {now} was committed under {job.checkpoint!r} by another run while this one "
-            f"ran from {'checkpoint ' + str(latest) if latest is not None else 'no checkpoint'}: "
-            "committing would lose that run's changes, so nothing was committed. Run one job at a "
-            "time per checkpoint root, then run this one again",
-            code="CONCURRENT_RUN",
-        )
+        raise _concurrent(job, latest, now)
     attempts = {r.entry.index: stats["attempt"] for rs, stats in results for r in rs if r.uid == job.uid}
     properties = {
         WATERMARK: str(end_watermark),
@@ -256,8 +262,22 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         properties[BATCH_ID] = str(batch_id)
         if digest is not None:
             properties[BROADCAST_DIGEST] = digest
-    committed = pending.commit(properties)
+    try:
+        committed = pending.commit(properties)
+    except CheckpointExistsError as exc:  # another run committed in between (our files are gone)
+        raise _concurrent(job, latest, storage.latest_id()) from exc
     return _output_frame(spark, committed, job)
+
+
+def _concurrent(job: Job, base: int | None, now: int | None) -> ProcessError:
+    """Another run committed under the root after this one read ``base``."""
+    return ProcessError(
+        f"checkpoint {now} was committed under {job.checkpoint!r} by another run while this one "
+        f"ran from {'checkpoint ' + str(base) if base is not None else 'no checkpoint'}: "
+        "committing would lose that run's changes, so nothing was committed. Run one job at a "
+        "time per checkpoint root, then run this one again",
+        code="CONCURRENT_RUN",
+    )
 
 
 def _digest(schema: Any, elements: Sequence[Any]) -> str:

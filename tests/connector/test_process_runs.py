@@ -3,6 +3,7 @@ root, restarted streaming queries, broadcast elements applied once per query."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +101,13 @@ def test_a_restarted_query_whose_batch_ids_went_back_is_an_error(spark: Any, tmp
     assert stored_counts(root) == {"a": 2, "b": 2}
 
 
-def test_a_run_that_another_run_committed_under_refuses_to_commit(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("when", ["begin", "tasks", "publish"])
+def test_a_run_that_another_run_committed_under_commits_nothing(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
-    """Run B reads checkpoint 1; run A then commits checkpoint 2; B takes id 3. B's state
-    lacks A's changes: committing it would lose them."""
+    """Run B reads checkpoint 1; run A commits checkpoint 2 before B begins its checkpoint,
+    after B's tasks ran, or after B checked the root and before it publishes (B's check then
+    reads what it read before). B's state lacks A's changes: committing it would lose them."""
     import importlib
 
     runner = importlib.import_module("flinkstate.connector.process")  # `process` is shadowed
@@ -113,23 +116,46 @@ def test_a_run_that_another_run_committed_under_refuses_to_commit(
     run_a, run_b = _words(spark, ["a", "b"]), _words(spark, ["a", "c"])
     interleaved: list[Any] = []
 
-    def begin(self: CheckpointStorage, *args: Any, **kwargs: Any) -> Any:
-        if not interleaved:  # B, having read checkpoint 1: A runs and commits first
+    def run_a_once() -> None:
+        if not interleaved:
             interleaved.append(None)
             interleaved[0] = process(run_a, "word", WordCount(), WC_SCHEMA, root, "wc")
-        return CheckpointStorage.begin(self, *args, **kwargs)
 
-    monkeypatch.setattr(
-        runner, "CheckpointStorage", type("Interleaving", (CheckpointStorage,), {"begin": begin})
-    )
-    concurrent = r"\[CONCURRENT_RUN\] checkpoint 2 was committed .* from checkpoint 1"
-    with pytest.raises(ProcessError, match=concurrent):
+    class Interleaving(CheckpointStorage):
+        stale: int | None = None
+
+        def begin(self, *args: Any, **kwargs: Any) -> Any:
+            if when == "begin":
+                run_a_once()
+            pending = super().begin(*args, **kwargs)
+            if when != "begin" and not interleaved:  # B's: A commits once B's tasks are done
+                add = pending.add
+
+                def add_after_a(result: Any) -> None:
+                    if not interleaved:
+                        run_a_once()
+                        self.stale = 1 if when == "publish" else None
+                    add(result)
+
+                pending.add = add_after_a
+            return pending
+
+        def latest_id(self) -> int | None:
+            stale, self.stale = self.stale, None
+            return stale if stale is not None else super().latest_id()
+
+    monkeypatch.setattr(runner, "CheckpointStorage", Interleaving)
+    with pytest.raises(
+        ProcessError, match=r"\[CONCURRENT_RUN\] checkpoint 2 was committed .* from checkpoint 1"
+    ):
         process(run_b, "word", WordCount(), WC_SCHEMA, root, "wc")
     monkeypatch.undo()
     assert sorted(map(tuple, interleaved[0].collect())) == [("a", 2), ("b", 1)]
     assert CheckpointStorage(root).completed_ids() == [1, 2]
     assert stored_counts(root) == {"a": 2, "b": 1}
-    assert not [f for f in (tmp_path / "c").rglob("*") if f.is_file() and "chk-3" in str(f)]  # aborted
+    chk2 = tmp_path / "c" / "chk-2"
+    used = {os.path.normpath(chk2 / f.path) for f in open_checkpoint(root).manifest.files()}
+    assert {str(f) for f in chk2.rglob("*") if f.is_file() and f.name != "_metadata"} <= used  # B's are gone
     out = process(_words(spark, ["a", "c"]), "word", WordCount(), WC_SCHEMA, root, "wc")  # run again
     assert sorted(map(tuple, out.collect())) == [("a", 3), ("c", 1)]
 
