@@ -11,27 +11,35 @@ previous checkpoint as it was. The returned DataFrame reads the committed output
 
 Checkpoint properties carry what the next run continues from: the watermark, the largest
 event time seen, the attempt that wrote each subtask (whose live backend a worker may
-reuse) and, in streaming, Spark's batch id.
+reuse) and, in streaming, Spark's batch id and a digest of the broadcast elements applied.
+A run commits only on the checkpoint it started from, as its successor id (publishing is
+exclusive): another run's commit under the same root in between fails it
+(``[CONCURRENT_RUN]``), so no run's changes are lost.
 """
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import flinkstate.state
-from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
+from flinkstate.checkpoint import (
+    CheckpointError,
+    CheckpointExistsError,
+    CheckpointStorage,
+    CompletedCheckpoint,
+    open_checkpoint,
+)
 from flinkstate.checkpoint.manifest import OperatorEntry
 from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
-from flinkstate.state.process.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
+from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
 from flinkstate.state.ttl.time import LONG_MIN
 
-from .output import OutputSchema
+from .process_options import Job, parse_job
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
 from .routing import ProcessError, key_type_of, route_column, route_values
 from .stream import BATCH_ID
@@ -40,137 +48,7 @@ WATERMARK = "flinkstate.process.watermark"
 MAX_EVENT_TIME = "flinkstate.process.max_event_time"
 TOKEN = "flinkstate.process.token"
 REUSED = "flinkstate.process.reused_subtasks"
-BACKENDS = ("heap", "rocksdb")
-_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
-
-
-@dataclass(frozen=True)
-class _Job:
-    """A run's arguments, checked once against the input's schema."""
-
-    key_columns: tuple[str, ...]
-    function: Any
-    output: OutputSchema
-    output_struct: Any
-    checkpoint: str
-    uid: str
-    backend: str
-    parallelism: int | None
-    max_parallelism: int
-    event_time: str | None
-    watermark_delay: int
-    end_of_input: bool
-    storage_options: Mapping[str, Any]
-    initial_state: str | None
-    retain: int
-    incremental: bool
-
-
-def _job(
-    df: Any,
-    key: str | Sequence[str],
-    function: Any,
-    output_schema: Any,
-    checkpoint: str,
-    uid: str,
-    options: Mapping[str, Any],
-) -> _Job:
-    from pyspark.sql.types import StructType
-
-    known = {
-        "backend",
-        "parallelism",
-        "max_parallelism",
-        "event_time",
-        "watermark_delay",
-        "end_of_input",
-        "broadcast",
-        "storage_options",
-        "initial_state",
-        "retain",
-        "incremental",
-    }
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ProcessError(f"unknown option(s) {unknown}; valid: {sorted(known)}")
-    keys = (key,) if isinstance(key, str) else tuple(key)
-    columns = list(df.columns)
-    missing = [k for k in keys if not isinstance(k, str) or k not in columns]
-    if not keys or missing:
-        raise ProcessError(
-            f"key column(s) {missing or keys!r} not in the input's columns {columns}", code="UNKNOWN_COLUMN"
-        )
-    if SEQ in columns or ROUTE in columns:
-        raise ProcessError(f"input columns {SEQ!r} and {ROUTE!r} are reserved", code="UNKNOWN_COLUMN")
-    if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
-        raise ProcessError(
-            f"function must be a KeyedProcessFunction or KeyedBroadcastProcessFunction, got {function!r}",
-            code="INVALID_FUNCTION",
-        )
-    if isinstance(output_schema, str):
-        output_schema = _parse_schema(df.sparkSession, output_schema)
-    if not isinstance(output_schema, StructType):
-        raise ProcessError(f"output_schema must be a StructType or a DDL string, got {output_schema!r}")
-    event_time = options.get("event_time")
-    if event_time is not None:
-        if event_time not in columns:
-            raise ProcessError(f"event_time column {event_time!r} not in {columns}", code="UNKNOWN_COLUMN")
-        if df.schema[event_time].dataType.simpleString() not in _INTEGRAL:
-            raise ProcessError(
-                f"event_time column {event_time!r} must hold epoch milliseconds (an integer "
-                f"type), not {df.schema[event_time].dataType.simpleString()}"
-            )
-    backend = options.get("backend", "heap")
-    if backend == "rocksdb" and not hasattr(flinkstate.state, "RocksDBKeyedStateBackend"):
-        raise ProcessError("the rocksdb backend is not available in this flinkstate", code="UNKNOWN_BACKEND")
-    if backend not in BACKENDS:
-        raise ProcessError(
-            f"backend must be one of {list(BACKENDS)}, got {backend!r}", code="UNKNOWN_BACKEND"
-        )
-    ints = {
-        n: options.get(n, d) for n, d in (("max_parallelism", 128), ("watermark_delay", 0), ("retain", 3))
-    }
-    bad = [n for n, v in ints.items() if type(v) is not int or v < (0 if n == "watermark_delay" else 1)]
-    parallelism = options.get("parallelism")
-    if parallelism is not None and (type(parallelism) is not int or parallelism < 1):
-        bad.append("parallelism")
-    if bad:
-        raise ProcessError(f"option(s) {bad} must be positive ints (watermark_delay: >= 0)")
-    incremental = options.get("incremental", True)
-    if type(incremental) is not bool:
-        raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
-    if not isinstance(uid, str) or not uid or not isinstance(checkpoint, str) or not checkpoint:
-        raise ProcessError(f"checkpoint and uid must be non-empty strings, got {checkpoint!r}, {uid!r}")
-    return _Job(
-        keys,
-        function,
-        OutputSchema.of(output_schema),
-        output_schema,
-        checkpoint,
-        uid,
-        backend,
-        parallelism,
-        ints["max_parallelism"],
-        event_time,
-        ints["watermark_delay"],
-        bool(options.get("end_of_input", False)),
-        dict(options.get("storage_options") or {}),
-        options.get("initial_state"),
-        ints["retain"],
-        incremental,
-    )
-
-
-_SCHEMAS: dict[str, Any] = {}
-"""DDL output schemas already parsed (a micro-batch each would parse its own again)."""
-
-
-def _parse_schema(spark: Any, ddl: str) -> Any:
-    if ddl not in _SCHEMAS:
-        if len(_SCHEMAS) >= 64:
-            _SCHEMAS.clear()
-        _SCHEMAS[ddl] = spark.createDataFrame([], ddl).schema
-    return _SCHEMAS[ddl]
+BROADCAST_DIGEST = "flinkstate.process.broadcast_digest"
 
 
 def process(
@@ -190,14 +68,13 @@ def process(
     timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
     ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
     ``incremental`` (True: a worker that kept its live backend writes only what changed
-    since the last checkpoint; a restored one writes in full).
+    since the last checkpoint; a restored one writes in full). Each call applies every
+    broadcast element before its rows (a bounded run of both streams).
     The output DataFrame reads files of the committed checkpoint: consume it before
     ``retain`` later runs have retired that checkpoint.
     """
-    job = _job(df, key, function, output_schema, checkpoint, uid, options)
-    out = _run(job, df, options.get("broadcast"), None)
-    assert out is not None
-    return out
+    job = parse_job(df, key, function, output_schema, checkpoint, uid, options)
+    return _run(job, df, options.get("broadcast"), None)
 
 
 def foreach_batch(
@@ -211,23 +88,25 @@ def foreach_batch(
 ) -> Callable[[Any, int], None]:
     """A ``foreachBatch`` function: each micro-batch is one run recording Spark's batch id.
 
-    A batch id before the last committed one changes nothing; the last committed one again
-    (Spark replays it after a failure) changes nothing either and hands its committed output
-    to ``sink`` once more; ``sink(output_df, batch_id)`` gets every committed batch's output.
+    The last committed batch id again (Spark replays it after a failure) changes nothing and
+    hands its committed output to ``sink`` once more; an earlier one is an error
+    (``[BATCH_ID_BEHIND]``: Spark's checkpointLocation was reset or is another query's).
+    ``sink(output_df, batch_id)`` gets every committed batch's output. The elements of
+    ``broadcast`` are applied once per query, as Flink processes each element of a broadcast
+    stream once: with the first micro-batch, and again (all of them) only when they differ
+    from those last applied (a digest kept in the checkpoint, so across restarts too).
     """
 
     def run(batch_df: Any, batch_id: int) -> None:
-        job = _job(batch_df, key, function, output_schema, checkpoint, uid, options)
+        job = parse_job(batch_df, key, function, output_schema, checkpoint, uid, options)
         out = _run(job, batch_df, options.get("broadcast"), int(batch_id))
-        if out is not None and sink is not None:
+        if sink is not None:
             sink(out, int(batch_id))
 
     return run
 
 
-def _check_base(
-    seed: CompletedCheckpoint | None, job: _Job, key_type: Any, own: bool
-) -> OperatorEntry | None:
+def _check_base(seed: CompletedCheckpoint | None, job: Job, key_type: Any, own: bool) -> OperatorEntry | None:
     """The operator being continued, checked against the job (before any task runs)."""
     if seed is None:
         return None
@@ -260,8 +139,8 @@ def _check_base(
     return op
 
 
-def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
-    """One run; ``None`` when ``batch_id`` was committed before the last committed one."""
+def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
+    """One run (a micro-batch when ``batch_id`` is given); returns its committed output."""
     from pyspark.sql import functions as F  # noqa: N812
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
@@ -276,7 +155,14 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     if batch_id is not None and base is not None:
         done = int(props.get(BATCH_ID, "-1"))
         if batch_id < done:
-            return None
+            raise ProcessError(
+                f"micro-batch {batch_id} comes after batch {done} was committed to {job.checkpoint!r}: "
+                "Spark replays only the last batch of a query, so this query's checkpointLocation was "
+                "reset or belongs to another query, and its batches would be skipped. Restart it with "
+                f"the checkpointLocation that committed batch {done}, or give it a new checkpoint root "
+                "(initial_state= can seed it from this one)",
+                code="BATCH_ID_BEHIND",
+            )
         if batch_id == done:
             return _output_frame(spark, base, job)
     seed = base
@@ -301,11 +187,23 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     if job.event_time is not None:
         run_max = df.agg(F.max(job.event_time)).first()[0]
         max_seen = max_seen if run_max is None else max(max_seen, int(run_max))
-    end_watermark = watermark if max_seen == LONG_MIN else max(watermark, max_seen - job.watermark_delay)
+    # as Flink's bounded-out-of-orderness generator emits, and as elements move it in a run:
+    # an element at the largest event time may still come, so a timer there must not fire yet
+    end_watermark = watermark if max_seen == LONG_MIN else max(watermark, max_seen - job.watermark_delay - 1)
     elements = tuple(broadcast.collect()) if broadcast is not None else ()
     if elements and not isinstance(job.function, KeyedBroadcastProcessFunction):
         raise ProcessError("broadcast elements need a KeyedBroadcastProcessFunction", code="INVALID_FUNCTION")
-    pending = storage.begin()
+    digest = props.get(BROADCAST_DIGEST)
+    if broadcast is not None:
+        applied, digest = digest, _digest(broadcast.schema, elements)
+        if batch_id is not None and applied == digest:
+            elements = ()  # a streaming query applied exactly these already
+    try:  # only the successor of its base: publishing is exclusive, so one run of a base commits
+        pending = storage.begin((latest or 0) + 1)
+    except CheckpointError as exc:
+        if exc.code != "CHECKPOINT_ID_NOT_NEW":
+            raise
+        raise _concurrent(job, latest, storage.latest_id()) from exc
     token = uuid.uuid4().hex
     plan = TaskPlan(
         job.uid,
@@ -349,6 +247,10 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     except Exception as exc:
         pending.abort()
         raise _task_error(exc) from exc
+    now = storage.latest_id()
+    if now != latest:
+        pending.abort()
+        raise _concurrent(job, latest, now)
     attempts = {r.entry.index: stats["attempt"] for rs, stats in results for r in rs if r.uid == job.uid}
     properties = {
         WATERMARK: str(end_watermark),
@@ -358,8 +260,30 @@ def _run(job: _Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     }
     if batch_id is not None:
         properties[BATCH_ID] = str(batch_id)
-    committed = pending.commit(properties)
+        if digest is not None:
+            properties[BROADCAST_DIGEST] = digest
+    try:
+        committed = pending.commit(properties)
+    except CheckpointExistsError as exc:  # another run committed in between (our files are gone)
+        raise _concurrent(job, latest, storage.latest_id()) from exc
     return _output_frame(spark, committed, job)
+
+
+def _concurrent(job: Job, base: int | None, now: int | None) -> ProcessError:
+    """Another run committed under the root after this one read ``base``."""
+    return ProcessError(
+        f"checkpoint {now} was committed under {job.checkpoint!r} by another run while this one "
+        f"ran from {'checkpoint ' + str(base) if base is not None else 'no checkpoint'}: "
+        "committing would lose that run's changes, so nothing was committed. Run one job at a "
+        "time per checkpoint root, then run this one again",
+        code="CONCURRENT_RUN",
+    )
+
+
+def _digest(schema: Any, elements: Sequence[Any]) -> str:
+    """What identifies broadcast elements: their schema and values, in order."""
+    text = repr((schema.simpleString(), [tuple(e) for e in elements]))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 _MARKERS: dict[tuple[int, str, int], tuple[Any, Any]] = {}
@@ -403,7 +327,7 @@ def _task_error(exc: Exception) -> Exception:
     return ProcessError(message, code=code)
 
 
-def _output_frame(spark: Any, checkpoint: CompletedCheckpoint, job: _Job) -> Any:
+def _output_frame(spark: Any, checkpoint: CompletedCheckpoint, job: Job) -> Any:
     """The committed output of ``checkpoint`` as a DataFrame of the output schema."""
     from pyspark.sql.types import LongType, StructField, StructType
 

@@ -122,8 +122,10 @@ def _acquire(plan: TaskPlan, subtask: int) -> tuple[KeyedProcessOperator, str | 
     if kept is not None:
         committed = (plan.base_token or "").split()  # the committed attempt of each subtask
         wanted = committed[subtask] if len(committed) == plan.parallelism else None
-        if (kept.token, kept.backend_name) == (wanted, plan.backend):
-            kept.operator.use(plan.function)
+        op = kept.operator
+        same = (kept.token, kept.backend_name, op.parallelism, op.backend.max_parallelism)
+        if same == (wanted, plan.backend, plan.parallelism, plan.max_parallelism):
+            op.use(plan.function, watermark_delay=plan.watermark_delay)  # this run's settings
             if plan.base is not None:  # the checkpoint its attempt wrote has committed
                 kept.operator.backend.notify_checkpoint_complete(plan.base.checkpoint_id)
             return kept.operator, kept.directory, True

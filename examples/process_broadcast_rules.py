@@ -43,17 +43,26 @@ class Alerts(KeyedBroadcastProcessFunction):
         yield from ()
 
 
-def main() -> None:
-    root = sys.argv[1] if len(sys.argv) > 1 else "/tmp/flinkstate-examples/rules"
-    spark = spark_session()
+def main(root: str = "/tmp/flinkstate-examples/rules", spark: Any = None) -> dict[str, Any]:
+    """Runs the example under ``root`` on ``spark`` (default: a local session, stopped at the
+    end); returns the alerts and the rules the checkpoint holds."""
+    own = spark is None
+    spark = spark or spark_session()
     text = "a b a c a b c c c a"
     words = spark.createDataFrame([(w,) for w in text.split()], "word string")
     rules = spark.createDataFrame([("a", 3), ("c", 2)], "word string, threshold bigint")
-    process(words, "word", Alerts(), "word string, count bigint", root, "alerts", broadcast=rules).show()
+    alerts = process(words, "word", Alerts(), "word string, count bigint", root, "alerts", broadcast=rules)
+    alerts.show()
     state = spark.read.format("flinkstate").option("operator", "alerts").option("state", "rules")
     state.load(root).show()
-    spark.stop()
+    result = {
+        "alerts": sorted(map(tuple, alerts.collect())),
+        "rules": sorted(map(tuple, state.load(root).collect())),
+    }
+    if own:
+        spark.stop()
+    return result
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

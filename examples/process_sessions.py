@@ -57,13 +57,18 @@ class Sessions(KeyedProcessFunction):
             self.session.clear()
 
 
-def main() -> None:
-    root = sys.argv[1] if len(sys.argv) > 1 else "/tmp/flinkstate-examples/sessions"
-    spark = spark_session()
+def main(root: str = "/tmp/flinkstate-examples/sessions", spark: Any = None) -> dict[str, Any]:
+    """Runs the example under ``root`` on ``spark`` (default: a local session, stopped at the
+    end); returns the clicks and the sessions emitted."""
+    own = spark is None
+    spark = spark or spark_session()
     rnd = random.Random(1)
     day = 24 * 3600 * 1000
+    every: list[tuple[str, int]] = []
+    sessions: list[tuple[Any, ...]] = []
     for i in range(2):
         clicks = [(rnd.choice(["ann", "bob", "eve"]), i * day + rnd.randrange(day)) for _ in range(200)]
+        every += clicks
         df = spark.createDataFrame(clicks, "user string, ts bigint")
         out = process(
             df,
@@ -77,11 +82,14 @@ def main() -> None:
             end_of_input=i == 1,
         )
         out.orderBy("user", "start").show(5)
+        sessions += [tuple(r) for r in out.collect()]
         if i == 0:  # the sessions still open: their timers, read from the checkpoint
             timers = spark.read.format("flinkstate").option("operator", "sessions").option("timers", "true")
             timers.load(root).show()
-    spark.stop()
+    if own:
+        spark.stop()
+    return {"clicks": every, "sessions": sessions}
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

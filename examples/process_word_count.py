@@ -28,9 +28,11 @@ class WordCount(KeyedProcessFunction):
         yield value.word, n
 
 
-def main() -> None:
-    root = sys.argv[1] if len(sys.argv) > 1 else "/tmp/flinkstate-examples/word-count"
-    spark = spark_session()
+def main(root: str = "/tmp/flinkstate-examples/word-count", spark: Any = None) -> dict[str, Any]:
+    """Runs the example under ``root`` on ``spark`` (default: a local session, stopped at the
+    end); returns the batch state's counts and what the stream's sink got."""
+    own = spark is None
+    spark = spark or spark_session()
     text = "to be or not to be that is the question"
     df = spark.createDataFrame([(w,) for w in text.split()], "word string")
     for parallelism in (2, 3):
@@ -46,6 +48,12 @@ def main() -> None:
         out.orderBy("word", "count").show()
     counts = spark.read.format("flinkstate").option("operator", "counts").option("state", "count")
     counts.load(f"{root}/batch").orderBy("key").show()
+    state = {r.key: r.value for r in counts.load(f"{root}/batch").collect()}
+    delivered: list[tuple[int, list[Any]]] = []
+
+    def show(out: Any, batch_id: int) -> None:
+        delivered.append((batch_id, sorted(map(tuple, out.collect()))))
+        print(*delivered[-1])
 
     inbox = f"{root}/inbox"
     sink = foreach_batch(
@@ -54,15 +62,17 @@ def main() -> None:
         "word string, count bigint",
         f"{root}/stream",
         "counts",
-        sink=lambda out, batch_id: print(batch_id, sorted(map(tuple, out.collect()))),
+        sink=show,
     )
     for batch in [text, "to do is to be"]:  # a restart between the two batches
         spark.createDataFrame([(w,) for w in batch.split()], "word string").write.mode("append").json(inbox)
         stream = spark.readStream.schema("word string").option("maxFilesPerTrigger", 1).json(inbox)
         query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", f"{root}/spark")
         query.trigger(availableNow=True).start().awaitTermination()
-    spark.stop()
+    if own:
+        spark.stop()
+    return {"batch": state, "stream": delivered}
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

@@ -7,9 +7,12 @@ from datetime import timedelta
 from typing import Any
 
 from flinkstate.state import (
+    AggregateFunction,
+    AggregatingStateDescriptor,
     KeyedBroadcastProcessFunction,
     KeyedProcessFunction,
     MapStateDescriptor,
+    ReducingStateDescriptor,
     RuntimeContext,
     StateTtlConfig,
     TimeDomain,
@@ -181,3 +184,83 @@ class FailFirstAttempt(WordCount):
                 f.write(str(os.getpid()))
             raise RuntimeError("injected failure of the first attempt")
         yield from super().process_element(value, ctx)
+
+
+class TimerCount(KeyedProcessFunction):
+    """Counts a key's elements and sets an event-time timer at each element's time; a timer
+    emits (key, its time, the count when it fires): the count tells when the watermark moved."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.n = runtime_context.get_state(ValueStateDescriptor("n", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        self.n.update((self.n.value() or 0) + 1)
+        ts = ctx.timestamp()
+        assert ts is not None
+        ctx.timer_service().register_event_time_timer(ts)
+        yield from ()
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
+        yield ctx.get_current_key(), timestamp, self.n.value()
+
+
+class Mean(AggregateFunction):
+    """The mean of ints, its accumulator (sum, count)."""
+
+    def create_accumulator(self) -> tuple[int, int]:
+        return 0, 0
+
+    def add(self, value: int, accumulator: tuple[int, int]) -> tuple[int, int]:
+        return accumulator[0] + value, accumulator[1] + 1
+
+    def get_result(self, accumulator: tuple[int, int]) -> float:
+        return accumulator[0] / accumulator[1]
+
+    def merge(self, acc_a: tuple[int, int], acc_b: tuple[int, int]) -> tuple[int, int]:
+        return acc_a[0] + acc_b[0], acc_a[1] + acc_b[1]
+
+
+class Totals(KeyedProcessFunction):
+    """For every element (a row with ``v``): (key, largest v so far, mean of v so far, this
+    subtask's index, the number of subtasks), with reducing and aggregating state."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.largest = runtime_context.get_reducing_state(
+            ReducingStateDescriptor("largest", max, Types.LONG())
+        )
+        accumulator = Types.TUPLE([Types.LONG(), Types.LONG()])
+        self.mean = runtime_context.get_aggregating_state(
+            AggregatingStateDescriptor("mean", Mean(), accumulator)
+        )
+        self.where = (
+            runtime_context.get_index_of_this_subtask(),
+            runtime_context.get_number_of_parallel_subtasks(),
+        )
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        self.largest.add(value.v)
+        self.mean.add(value.v)
+        yield ctx.get_current_key(), self.largest.get(), self.mean.get(), *self.where
+
+
+def totals_model(rows: Iterable[tuple[Any, int]]) -> list[tuple[Any, int, float]]:
+    """(key, largest, mean) after every element of (key, v) rows, in order."""
+    seen: dict[Any, list[int]] = {}
+    out = []
+    for key, v in rows:
+        values = seen.setdefault(key, [])
+        values.append(v)
+        out.append((key, max(values), sum(values) / len(values)))
+    return out
+
+
+class Arrivals(KeyedProcessFunction):
+    """(key, the element's ``i``, its position among the key's elements), for every element."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.n = runtime_context.get_state(ValueStateDescriptor("n", Types.LONG()))
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        n = (self.n.value() or 0) + 1
+        self.n.update(n)
+        yield ctx.get_current_key(), value.i, n

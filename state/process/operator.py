@@ -222,14 +222,16 @@ class KeyedProcessOperator:
         self._opened = False
         self._watermark_delay = watermark_delay
 
-    def use(self, function: ProcessFunction) -> None:
-        """Run ``function`` from now on (a new run on a kept backend); closes the old one."""
+    def use(self, function: ProcessFunction, *, watermark_delay: int | None = None) -> None:
+        """Run ``function`` with ``watermark_delay`` from now on (a new run on a kept backend
+        gives every per-run setting again, as the constructor takes them); closes the old one."""
         if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
             raise InvalidArgumentError(
                 f"expected a process function, got {function!r}", code="INVALID_FUNCTION"
             )
         self.close()
         self.function = function
+        self._watermark_delay = watermark_delay
 
     @property
     def is_broadcast(self) -> bool:

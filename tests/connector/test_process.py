@@ -200,7 +200,7 @@ def test_sessions_over_event_time_across_runs(spark: Any, tmp_path: Path) -> Non
         out += [tuple(r) for r in result.collect()]
     assert sorted(out) == sessions_model(events)
     props = open_checkpoint(str(tmp_path / "c")).manifest.properties
-    assert int(props["flinkstate.process.watermark"]) == max(ts for _, ts in events)
+    assert int(props["flinkstate.process.watermark"]) == max(ts for _, ts in events) - 1  # Flink's
 
 
 def test_broadcast_rules(spark: Any, tmp_path: Path) -> None:
@@ -318,7 +318,8 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
     latest = CheckpointStorage(str(chk)).latest_id()
     replay = foreach_batch("word", WordCount(), "word bigint, count bigint", str(chk), "wc", sink=sink)
     replay(spark.range(5).selectExpr("id % 7 as word", "id as value"), last_id)
-    replay(spark.range(5).selectExpr("id % 7 as word", "id as value"), last_id - 1)
+    with pytest.raises(ProcessError, match="BATCH_ID_BEHIND"):  # not a replay: a reset query
+        replay(spark.range(5).selectExpr("id % 7 as word", "id as value"), last_id - 1)
     assert CheckpointStorage(str(chk)).latest_id() == latest and stored_counts(chk) == counts
     assert delivered[-1][0] == last_id and sorted(delivered[-1][1]) == sorted(last_out)
     assert len(delivered) == len(ids) + 1

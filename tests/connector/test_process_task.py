@@ -14,12 +14,20 @@ import pytest
 from flinkstate.checkpoint import CheckpointStorage, SubtaskResult
 from flinkstate.connector import ProcessError
 from flinkstate.connector.output import OutputSchema
-from flinkstate.connector.process_task import _KEPT, ROUTE, SEQ, TaskPlan, run_subtask
+from flinkstate.connector.process_task import (
+    _KEPT,
+    OUTPUT_STATE,
+    ROUTE,
+    SEQ,
+    TaskPlan,
+    output_uid,
+    run_subtask,
+)
 from flinkstate.connector.routing import route_values
 from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 from flinkstate.state.ttl.time import LONG_MIN
 
-from process_functions import Failing, WordCount
+from process_functions import Failing, TimerCount, WordCount
 
 
 def _schema() -> OutputSchema:
@@ -35,17 +43,23 @@ def _plan(
     base: Any = None,
     base_token: str | None = None,
     incremental: bool = True,
+    *,
+    timed: tuple[int, int, int] | None = None,
+    schema: OutputSchema | None = None,
 ) -> tuple[Any, Any]:
+    """A plan over words, or with ``timed`` = (watermark_delay, watermark, end watermark)
+    over rows (word, ts) with event time ``ts``."""
     storage = CheckpointStorage(str(root), incremental=incremental)
     pending = storage.begin()
+    delay, watermark, end = timed or (0, LONG_MIN, LONG_MIN)
     plan = TaskPlan(
         "wc",
         function,
         "heap",
         ("word",),
         Types.STRING(),
-        ("word",),
-        None,
+        ("word", "ts") if timed else ("word",),
+        "ts" if timed else None,
         1,
         128,
         pending.target,
@@ -54,12 +68,12 @@ def _plan(
         None if base is None else base.directory,
         base_token,
         token,
-        LONG_MIN,
-        LONG_MIN,
-        0,
+        watermark,
+        end,
+        delay,
         False,
         (),
-        _schema(),
+        schema or _schema(),
     )
     return plan, pending
 
@@ -152,3 +166,62 @@ def test_rows_of_another_range_are_refused(tmp_path: Path) -> None:
     plan, _ = _plan(tmp_path, WordCount(), "t1")
     with pytest.raises(ProcessError, match="ROUTING_FAILED"):
         list(run_subtask(plan, iter([_batch(["a"], route=route_values(1)[0] + 1)])))
+
+
+def _timed_batch(rows: list[tuple[str, int]]) -> pa.RecordBatch:
+    words, stamps = zip(*rows, strict=True)
+    schema = pa.schema([("word", pa.string()), ("ts", pa.int64()), (SEQ, pa.int64()), (ROUTE, pa.int32())])
+    return pa.RecordBatch.from_pydict(
+        {
+            "word": list(words),
+            "ts": list(stamps),
+            SEQ: list(range(len(rows))),
+            ROUTE: [route_values(1)[0]] * len(rows),
+        },
+        schema=schema,
+    )
+
+
+def _timer_output(checkpoint: Any) -> list[tuple[Any, ...]]:
+    (states,) = checkpoint.operator_states(output_uid("wc"))
+    (output,) = [s for s in states if s.name == OUTPUT_STATE]
+    return sorted(tuple(r) for r in output.elements)
+
+
+def _timed_run(
+    root: Path, rows: list[tuple[str, int]], delay: int, watermark: int, base: Any, token: Any
+) -> Any:
+    end = max(watermark, max(ts for _, ts in rows) - delay - 1)  # as the driver computes it
+    schema = OutputSchema.of(_timer_struct())
+    plan, pending = _plan(
+        root, TimerCount(), f"t{delay}", base, token, timed=(delay, watermark, end), schema=schema
+    )
+    (out,) = list(run_subtask(plan, iter([_timed_batch(rows)])))
+    results, stats = pickle.loads(out.column(0)[0].as_py())
+    return _commit(pending, results), stats, end
+
+
+def _timer_struct() -> Any:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    return StructType(
+        [StructField(n, t) for n, t in (("word", StringType()), ("t", LongType()), ("n", LongType()))]
+    )
+
+
+def test_a_kept_backend_runs_with_the_settings_of_each_run(tmp_path: Path) -> None:
+    """Run 2 changes watermark_delay: a reused backend must give what a restored one and a
+    fresh root give (with run 1's delay kept, the timer at 2000 fires late, counting 2)."""
+    _KEPT.clear()
+    run2 = [("a", 2000), ("a", 2500)]
+    first, stats, end = _timed_run(tmp_path / "kept", [("z", 0)], 1000, LONG_MIN, None, None)
+    assert _timer_output(first) == []
+    reused, reused_stats, _ = _timed_run(tmp_path / "kept", run2, 0, end, first, stats["attempt"])
+    assert reused_stats["reused"] == 1
+    _KEPT.clear()
+    restored, restored_stats, _ = _timed_run(tmp_path / "kept", run2, 0, end, first, stats["attempt"])
+    assert restored_stats["reused"] == 0
+    fresh, _, _ = _timed_run(tmp_path / "fresh", run2, 0, LONG_MIN, None, None)
+    assert _timer_output(fresh) == [("a", 2000, 1)]
+    assert _timer_output(reused) == _timer_output(restored) == [("a", 2000, 1), ("z", 0, 1)]
+    _KEPT.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from flinkstate.state import (
     assign_to_key_group,
 )
 from flinkstate.state.errors import StateAccessError, StateTypeError
+from flinkstate.state.keygroups import compute_operator_index_for_key_group
 from flinkstate.state.process import TIMER_STATES
 
 from process_functions import (
@@ -28,8 +30,10 @@ from process_functions import (
     Reminder,
     Sessions,
     ThresholdAlerts,
+    Totals,
     WordCount,
     sessions_model,
+    totals_model,
     word_count_model,
 )
 
@@ -242,3 +246,23 @@ def test_snapshot_restore_and_rescale_of_timers() -> None:
     back.end_input()
     fired = back.get_output()
     assert sorted(fired) == timers and [t for _, t in fired] == sorted(t for _, t in timers)
+
+
+def test_reducing_and_aggregating_state_and_the_subtask_a_function_sees() -> None:
+    from collections import namedtuple
+
+    value = namedtuple("value", "k v")
+    owner = partial(compute_operator_index_for_key_group, 128, 3)
+    keys = [k for k in (f"k{i}" for i in range(60)) if owner(assign_to_key_group(k, 128)) == 1][:4]
+    rnd = random.Random(11)
+    rows = [(rnd.choice(keys), rnd.randrange(-50, 50)) for _ in range(200)]
+    with KeyedProcessFunctionHarness(Totals(), lambda v: v.k, parallelism=3, subtask=1) as h:
+        for k, v in rows:
+            h.process_element(value(k, v))
+        out, snap = h.get_output(), h.snapshot()
+    assert [r[:3] for r in out] == totals_model(rows)
+    assert {r[3:] for r in out} == {(1, 3)}
+    # restored at parallelism 1: both states go on, the function sees its new place
+    with KeyedProcessFunctionHarness(Totals(), lambda v: v.k, restore_from=snap) as h:
+        h.process_element(value(keys[0], 1000))
+        assert h.get_output() == [(*totals_model([*rows, (keys[0], 1000)])[-1], 0, 1)]

@@ -1,0 +1,146 @@
+"""The arguments of a ``process`` / ``foreach_batch`` run, checked once against the input."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import flinkstate.state
+from flinkstate.state.process.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
+
+from .output import OutputSchema
+from .process_task import ROUTE, SEQ
+from .routing import ProcessError
+
+BACKENDS = ("heap", "rocksdb")
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A run's arguments, checked once against the input's schema."""
+
+    key_columns: tuple[str, ...]
+    function: Any
+    output: OutputSchema
+    output_struct: Any
+    checkpoint: str
+    uid: str
+    backend: str
+    parallelism: int | None
+    max_parallelism: int
+    event_time: str | None
+    watermark_delay: int
+    end_of_input: bool
+    storage_options: Mapping[str, Any]
+    initial_state: str | None
+    retain: int
+    incremental: bool
+
+
+def parse_job(
+    df: Any,
+    key: str | Sequence[str],
+    function: Any,
+    output_schema: Any,
+    checkpoint: str,
+    uid: str,
+    options: Mapping[str, Any],
+) -> Job:
+    from pyspark.sql.types import StructType
+
+    known = {
+        "backend",
+        "parallelism",
+        "max_parallelism",
+        "event_time",
+        "watermark_delay",
+        "end_of_input",
+        "broadcast",
+        "storage_options",
+        "initial_state",
+        "retain",
+        "incremental",
+    }
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ProcessError(f"unknown option(s) {unknown}; valid: {sorted(known)}")
+    keys = (key,) if isinstance(key, str) else tuple(key)
+    columns = list(df.columns)
+    missing = [k for k in keys if not isinstance(k, str) or k not in columns]
+    if not keys or missing:
+        raise ProcessError(
+            f"key column(s) {missing or keys!r} not in the input's columns {columns}", code="UNKNOWN_COLUMN"
+        )
+    if SEQ in columns or ROUTE in columns:
+        raise ProcessError(f"input columns {SEQ!r} and {ROUTE!r} are reserved", code="UNKNOWN_COLUMN")
+    if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
+        raise ProcessError(
+            f"function must be a KeyedProcessFunction or KeyedBroadcastProcessFunction, got {function!r}",
+            code="INVALID_FUNCTION",
+        )
+    if isinstance(output_schema, str):
+        output_schema = parse_schema(df.sparkSession, output_schema)
+    if not isinstance(output_schema, StructType):
+        raise ProcessError(f"output_schema must be a StructType or a DDL string, got {output_schema!r}")
+    event_time = options.get("event_time")
+    if event_time is not None:
+        if event_time not in columns:
+            raise ProcessError(f"event_time column {event_time!r} not in {columns}", code="UNKNOWN_COLUMN")
+        if df.schema[event_time].dataType.simpleString() not in _INTEGRAL:
+            raise ProcessError(
+                f"event_time column {event_time!r} must hold epoch milliseconds (an integer "
+                f"type), not {df.schema[event_time].dataType.simpleString()}"
+            )
+    backend = options.get("backend", "heap")
+    if backend == "rocksdb" and not hasattr(flinkstate.state, "RocksDBKeyedStateBackend"):
+        raise ProcessError("the rocksdb backend is not available in this flinkstate", code="UNKNOWN_BACKEND")
+    if backend not in BACKENDS:
+        raise ProcessError(
+            f"backend must be one of {list(BACKENDS)}, got {backend!r}", code="UNKNOWN_BACKEND"
+        )
+    ints = {
+        n: options.get(n, d) for n, d in (("max_parallelism", 128), ("watermark_delay", 0), ("retain", 3))
+    }
+    bad = [n for n, v in ints.items() if type(v) is not int or v < (0 if n == "watermark_delay" else 1)]
+    parallelism = options.get("parallelism")
+    if parallelism is not None and (type(parallelism) is not int or parallelism < 1):
+        bad.append("parallelism")
+    if bad:
+        raise ProcessError(f"option(s) {bad} must be positive ints (watermark_delay: >= 0)")
+    incremental = options.get("incremental", True)
+    if type(incremental) is not bool:
+        raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
+    if not isinstance(uid, str) or not uid or not isinstance(checkpoint, str) or not checkpoint:
+        raise ProcessError(f"checkpoint and uid must be non-empty strings, got {checkpoint!r}, {uid!r}")
+    return Job(
+        keys,
+        function,
+        OutputSchema.of(output_schema),
+        output_schema,
+        checkpoint,
+        uid,
+        backend,
+        parallelism,
+        ints["max_parallelism"],
+        event_time,
+        ints["watermark_delay"],
+        bool(options.get("end_of_input", False)),
+        dict(options.get("storage_options") or {}),
+        options.get("initial_state"),
+        ints["retain"],
+        incremental,
+    )
+
+
+_SCHEMAS: dict[str, Any] = {}
+"""DDL output schemas already parsed (a micro-batch each would parse its own again)."""
+
+
+def parse_schema(spark: Any, ddl: str) -> Any:
+    if ddl not in _SCHEMAS:
+        if len(_SCHEMAS) >= 64:
+            _SCHEMAS.clear()
+        _SCHEMAS[ddl] = spark.createDataFrame([], ddl).schema
+    return _SCHEMAS[ddl]
