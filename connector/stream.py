@@ -3,8 +3,9 @@
 Tasks write the batch's rows as upsert files under ``<path>/_data`` (an optional
 ``opColumn`` marks deletes). The driver's commit adds them, in order, to the latest
 version and commits a new version that records Spark's batch id. Spark commits at least
-once: a batch id that is not after the recorded one changes nothing (its files are
-deleted), so a replay is harmless, and a restarted query simply continues.
+once: the recorded batch id again changes nothing (its files are deleted), so a replay is
+harmless and a restarted query simply continues; an earlier batch id is an error
+(``[BATCH_ID_BEHIND]``: a reset checkpointLocation or another query), never skipped.
 
 Every version is an incremental checkpoint (see :mod:`flinkstate.checkpoint.increments`):
 a batch's files are deltas with the version as their origin, after the files of earlier
@@ -24,6 +25,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from pyspark.sql.types import StructType
 
 from flinkstate.checkpoint import CheckpointExistsError, Manifest, publish_manifest
+from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.format import storage_table, write_row_groups
 from flinkstate.checkpoint.increments import ChainPolicy
 from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
@@ -74,9 +76,18 @@ class StateSink(DataSourceStreamArrowWriter):
         files = task_files(messages)
         done = completed_ids(root)
         base = load_version(root, done[-1]) if done else None
-        if base is not None and batchId <= int(base.properties.get(BATCH_ID, "-1")):
-            self._delete(root, files)  # a replayed batch: already committed
-            return
+        last = int(base.properties.get(BATCH_ID, "-1")) if base is not None else -1
+        if batchId <= last:
+            self._delete(root, files)
+            if batchId == last:  # a replayed batch: already committed
+                return
+            raise CheckpointError(
+                f"batch {batchId} is before batch {last}, the last one committed to "
+                f"{self.options.path}: the query's checkpointLocation was reset or belongs to "
+                "another query, and its batches would be lost. Restart it with the "
+                f"checkpointLocation that committed batch {last}, or write to a new path",
+                code="BATCH_ID_BEHIND",
+            )
         ids = version_ids(root)
         version = (ids[-1] if ids else 0) + 1
         new_dir = f"chk-{version}"

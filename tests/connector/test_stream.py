@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from flinkstate.checkpoint import open_checkpoint
+from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.connector import stream
 from flinkstate.connector.stream import StateSink
 
@@ -124,6 +126,23 @@ def test_replayed_batch_changes_nothing(tmp_path: Path) -> None:
     assert after.checkpoint_id == before.checkpoint_id and after.files() == before.files()
     data = tmp_path / "out" / "_data"
     assert sorted(p.name for p in data.iterdir()) == sorted(Path(f.path).name for f in after.files())
+
+
+def test_an_earlier_batch_id_is_an_error_not_skipped(tmp_path: Path) -> None:
+    """A query restarted with a new checkpointLocation counts from batch 0 again: its
+    batches are refused, not dropped, and leave the state and the data directory as they were."""
+    sink = _sink(tmp_path)
+    for batch in range(3):
+        sink.commit([sink.write(iter([_rows([batch], batch)]))], batch)
+    before = open_checkpoint(str(tmp_path / "out")).manifest
+    data = tmp_path / "out" / "_data"
+    files = sorted(p.name for p in data.iterdir())
+    restarted = sink.write(iter([_rows([7], 70)]))
+    with pytest.raises(CheckpointError, match=r"\[BATCH_ID_BEHIND\] batch 0 is before batch 2"):
+        sink.commit([restarted], 0)
+    after = open_checkpoint(str(tmp_path / "out")).manifest
+    assert after.checkpoint_id == before.checkpoint_id and after.files() == before.files()
+    assert sorted(p.name for p in data.iterdir()) == files
 
 
 def test_many_batches_are_compacted_and_old_versions_collected(tmp_path: Path) -> None:
