@@ -208,6 +208,15 @@ def _scoped_rows(work: pa.Table, meta: StateMetaInfo, keys: list[Any]) -> pa.Tab
     return work.take(pa.array(keep, pa.int64()))
 
 
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for a ``to_pylist`` value (structs, lists, maps nested)."""
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
 def _gather_lists(work: pa.Table, groups: list[int], keys: list[Any], namespaces: list[Any]) -> pa.Table:
     members: dict[Any, list[int]] = {}
     for i, scope in enumerate(zip(groups, keys, namespaces, strict=True)):
@@ -256,6 +265,14 @@ def _stored_layout(table: pa.Table, meta: StateMetaInfo, schema: pa.Schema, now:
     return pa.table({name: cols[name] for name in schema.names}).cast(schema)
 
 
+def last_per_key(keys: pa.Array) -> pa.Array:
+    """Indexes (ascending) of the last row of each distinct key: later rows win."""
+    last: dict[Any, int] = {}
+    for i, k in enumerate(keys.to_pylist()):
+        last[_frozen(k)] = i
+    return pa.array(sorted(last.values()), pa.int64())
+
+
 def encode_operator(plan: WritePlan, table: pa.Table) -> WrittenFile:
     """This task's rows as one operator state file (a list, or a broadcast map)."""
     info = plan.operator_info()
@@ -263,10 +280,7 @@ def encode_operator(plan: WritePlan, table: pa.Table) -> WrittenFile:
     if info.mode is OperatorStateMode.BROADCAST:
         assert plan.key_type is not None
         keys = _column(table, plan.key_columns, plan.key_type)
-        last: dict[Any, int] = {}
-        for i, k in enumerate(_hashable(keys.to_pylist())):
-            last[k] = i
-        keep = pa.array(sorted(last.values()), pa.int64())
+        keep = last_per_key(keys)
         schema = operator_schema(plan.value_type, plan.key_type)
         out = pa.table({"key": keys.take(keep), "value": values.take(keep)}).cast(schema)
     else:
