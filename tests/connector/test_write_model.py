@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pytest
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.connector.source import FlinkStateDataSource
-from flinkstate.connector.stream import StateSink
-from flinkstate.state import MapStateDescriptor, Types
+from flinkstate.connector.stream import COMPACT_AFTER, StateSink
+from flinkstate.state import ListStateDescriptor, MapStateDescriptor, Types
 
 
 def _options(path: Path, **options: str) -> dict[str, str]:
@@ -102,3 +103,102 @@ def test_broadcast_with_row_keys_from_several_tasks(tmp_path: Path) -> None:
                               Types.STRING())  # fmt: skip
     got = dict(open_checkpoint(str(path)).operator_backend("op", 0, 1).get_broadcast_state(desc).items())
     assert got == {("a", 1): "z", ("b", 2): "y", ("a", 2): "ü"}
+
+
+# -- list state: deletes, appends and null elements --------------------------------------
+
+LIST = ListStateDescriptor("l", Types.LONG())
+LIST_OPTIONS = {"state": "l", "stateType": "list", "keyColumns": "k", "valueColumns": "v", "opColumn": "op"}
+
+
+def _restored_lists(path: Path, keys: list[str]) -> dict[str, list[int]]:
+    backend = open_checkpoint(str(path)).keyed_backend("op", 0, 1)
+    state = backend.get_list_state(LIST)
+    out = {}
+    for key in keys:
+        backend.set_current_key(key)
+        got = state.get()
+        if got is not None and list(got):
+            out[key] = list(got)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_streaming_list_ops_apply_in_order(tmp_path: Path, seed: int) -> None:
+    """Random appends and deletes per key, within and across batches and tasks, against a
+    model that applies the rows in order (partition order, then row order)."""
+    rng = random.Random(seed)
+    keys = ["k", "ключ", "鍵", "\U0001f511", "k2"]
+    model: dict[str, list[int]] = {}
+    path = tmp_path / "out"
+    for batch_id in range(COMPACT_AFTER + 4):  # past compaction too
+        tasks = []
+        for _ in range(rng.randrange(1, 4)):
+            rows: list[tuple[str, int | None, str]] = []
+            for _ in range(rng.randrange(0, 8)):
+                key = rng.choice(keys)
+                if rng.random() < 0.25:
+                    rows.append((key, None, "delete"))
+                    model.pop(key, None)
+                else:
+                    rows.append((key, value := rng.randrange(1000), "upsert"))
+                    model.setdefault(key, []).append(value)
+            tasks.append(pa.table({"k": pa.array([r[0] for r in rows], pa.string()),
+                                   "v": pa.array([r[1] for r in rows], pa.int64()),
+                                   "op": pa.array([r[2] for r in rows], pa.string())}))  # fmt: skip
+        stream_batch(path, batch_id, tasks, **LIST_OPTIONS)
+        read_back = read(path, state="l", flatten="false")
+        assert {r["key"]: r["value"] for r in read_back} == model, f"batch {batch_id}"
+        assert len(read_back) == len(model)
+        assert _restored_lists(path, keys) == model, f"batch {batch_id}"
+
+
+def test_streaming_list_delete_then_append_in_one_batch(tmp_path: Path) -> None:
+    path = tmp_path / "out"
+
+    def batch(batch_id: int, rows: list[tuple[int, int | None, str]]) -> None:
+        keys, values, ops = zip(*rows, strict=True)
+        table = pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array(values, pa.int64()), "op": ops})
+        stream_batch(path, batch_id, [table], **LIST_OPTIONS, ttl="3600000")
+
+    batch(0, [(1, 10, "upsert"), (2, 20, "upsert")])
+    batch(1, [(1, 11, "upsert"), (1, None, "delete"), (1, 12, "upsert"), (2, None, "delete")])
+    assert sorted((r["key"], r["position"], r["value"]) for r in read(path, state="l")) == [(1, 0, 12)]
+    feed = read(path, state="l", readChangeFeed="true", changeStartCheckpointId="2")
+    assert [(r["key"], r["position"], r["value"], r["change_type"]) for r in feed] == [
+        (1, None, None, "delete"),
+        (1, 0, 12, "update"),
+        (2, None, None, "delete"),
+    ]
+
+
+# -- namespaces that are structs --------------------------------------------------------
+
+
+class Window(NamedTuple):
+    start: int
+    end: int
+
+
+def test_list_state_with_a_struct_namespace_round_trips(tmp_path: Path) -> None:
+    window = pa.struct([("start", pa.int64()), ("end", pa.int64())])
+    rows = [(1, (0, 10), 1), (1, (0, 10), 2), (1, (10, 20), 3), (2, (0, 10), 4), (1, (0, 10), 5)]
+    table = pa.table({
+        "k": pa.array([r[0] for r in rows], pa.int64()),
+        "w": pa.array([{"start": r[1][0], "end": r[1][1]} for r in rows], window),
+        "v": pa.array([r[2] for r in rows], pa.int64()),
+    })  # fmt: skip
+    model: dict[tuple[int, tuple[int, int]], list[int]] = {}
+    for key, ns, value in rows:
+        model.setdefault((key, ns), []).append(value)
+    path = tmp_path / "sp"
+    write(path, [table.slice(0, 3), table.slice(3)], state="l", stateType="list", keyColumns="k",
+          valueColumns="v", namespaceColumn="w")  # fmt: skip
+    got: dict[tuple[int, tuple[int, int]], list[int]] = {}
+    for r in read(path, state="l"):
+        got.setdefault((r["key"], (r["namespace"]["start"], r["namespace"]["end"])), []).append(r["value"])
+    assert got == model
+    backend = open_checkpoint(str(path)).keyed_backend("op", 0, 1)
+    for (key, ns), values in model.items():
+        backend.set_current_key(key)
+        assert list(backend.get_partitioned_state(Window(*ns), LIST).get()) == values
