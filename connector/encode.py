@@ -6,7 +6,7 @@ per subtask range the task touched, with one row group per key group. Within a f
 scope appears once: for VALUE and MAP state the task's last row for it wins, LIST rows
 are gathered into the list (by ``positionColumn`` when given, else in row order); in a
 streaming batch a LIST scope that a delete row emptied is a delete row, then the list of
-the elements after that delete.
+the elements after that delete. A list never takes a null element.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from flinkstate.checkpoint.format import (
 )
 from flinkstate.checkpoint.manifest import OperatorStateInfo
 from flinkstate.state.descriptors import StateKind
+from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keygroups import compute_operator_index_for_key_group
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.snapshot import StateMetaInfo
@@ -147,6 +148,8 @@ def encode_keyed(plan: WritePlan, table: pa.Table, streaming: bool = False) -> d
         cols["position"] = table.column(opts.position_column).combine_chunks()
     if streaming and opts.op_column:
         cols["op"] = _ops(table.column(opts.op_column))
+    if meta.kind is StateKind.LIST:
+        refuse_null_elements(plan, cols["value"], cols.get("op"))
     work = pa.table(cols)
     work = work.take(pc.sort_indices(work, sort_keys=[("key_group", "ascending")]))
     if meta.kind is StateKind.LIST or _repeats(work, meta):
@@ -289,6 +292,22 @@ def _stored_layout(table: pa.Table, meta: StateMetaInfo, schema: pa.Schema, now:
     return pa.table({name: cols[name] for name in schema.names}).cast(schema)
 
 
+def refuse_null_elements(plan: WritePlan, values: pa.Array, ops: pa.Array | None = None) -> None:
+    """A list (keyed or operator) cannot hold None: a null value, but in a delete row, is
+    ``[NULL_ELEMENT]`` naming the column(s), raised before anything is written."""
+    nulls = values.is_null()
+    if ops is not None:
+        nulls = pc.and_(nulls, pc.not_equal(pc.fill_null(ops, 0), DELETE))
+    count = pc.sum(nulls.cast(pa.int64())).as_py() or 0
+    if count:
+        columns = ", ".join(plan.value_columns)
+        raise InvalidArgumentError(
+            f"{count} row(s) hold null in value column {columns}: a list state cannot hold None "
+            "elements; filter them out or fill them",
+            code="NULL_ELEMENT",
+        )
+
+
 def last_per_key(keys: pa.Array) -> pa.Array:
     """Indexes (ascending) of the last row of each distinct key: later rows win."""
     last: dict[Any, int] = {}
@@ -308,6 +327,7 @@ def encode_operator(plan: WritePlan, table: pa.Table) -> WrittenFile:
         schema = operator_schema(plan.value_type, plan.key_type)
         out = pa.table({"key": keys.take(keep), "value": values.take(keep)}).cast(schema)
     else:
+        refuse_null_elements(plan, values)
         schema = operator_schema(plan.value_type, None)
         position = pa.array(range(table.num_rows), pa.int64())
         out = pa.table({"position": position, "value": values}).cast(schema)

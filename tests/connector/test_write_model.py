@@ -17,7 +17,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.connector.source import FlinkStateDataSource
 from flinkstate.connector.stream import COMPACT_AFTER, StateSink
-from flinkstate.state import ListStateDescriptor, MapStateDescriptor, Types
+from flinkstate.state import FlinkStateError, ListStateDescriptor, MapStateDescriptor, Types
 
 
 def _options(path: Path, **options: str) -> dict[str, str]:
@@ -25,12 +25,17 @@ def _options(path: Path, **options: str) -> dict[str, str]:
 
 
 def write(path: Path, tasks: list[pa.Table], overwrite: bool = True, **options: str) -> None:
-    """A batch write: one task per table, committed in partition order."""
+    """A batch write: one task per table, committed in partition order (a task that fails
+    aborts the job, as Spark does)."""
     source = FlinkStateDataSource(_options(path, **options))
     writer = source.writer(from_arrow_schema(tasks[0].schema), overwrite)
     messages = []
     for partition, table in enumerate(tasks):
-        message = writer.write(iter(table.to_batches()))
+        try:
+            message = writer.write(iter(table.to_batches()))
+        except Exception:
+            writer.abort(messages)
+            raise
         message.partition = partition
         messages.append(message)
     writer.commit(messages)
@@ -170,6 +175,38 @@ def test_streaming_list_delete_then_append_in_one_batch(tmp_path: Path) -> None:
         (1, 0, 12, "update"),
         (2, None, None, "delete"),
     ]
+
+
+def test_null_list_elements_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "sp"
+    options = dict(state="l", stateType="list", keyColumns="k", valueColumns="v", positionColumn="pos")
+    good = pa.table({"k": pa.array([1, 1], pa.int64()), "pos": pa.array([2, 1], pa.int64()), "v": ["b", "á"]})
+    write(path, [good], **options)
+    bad = pa.table({"k": pa.array([1, 1, 1], pa.int64()), "pos": pa.array([3, 1, 2], pa.int64()),
+                    "v": pa.array(["c", "a", None])})  # fmt: skip
+    for overwrite in (True, False):
+        with pytest.raises(FlinkStateError, match=r"NULL_ELEMENT.*column v") as info:
+            write(path, [good, bad], overwrite=overwrite, **options)
+        assert info.value.code == "NULL_ELEMENT"
+        assert [p.name for p in (path / "chk-2").iterdir()] == []  # nothing written
+    assert [(r["key"], r["value"]) for r in read(path, state="l")] == [(1, "á"), (1, "b")]
+    backend = open_checkpoint(str(path)).keyed_backend("op", 0, 1)
+    backend.set_current_key(1)
+    assert list(backend.get_list_state(ListStateDescriptor("l", Types.STRING())).get()) == ["á", "b"]
+    with pytest.raises(FlinkStateError, match="NULL_ELEMENT"):
+        write(tmp_path / "ops", [pa.table({"v": pa.array([1, None], pa.int64())})], state="s",
+              stateType="split")  # fmt: skip
+
+
+def test_streaming_null_element_is_refused_but_a_delete_row_may_be_null(tmp_path: Path) -> None:
+    path = tmp_path / "out"
+    ok = pa.table({"k": pa.array([1, 1], pa.int64()), "v": pa.array([5, None], pa.int64()),
+                   "op": ["upsert", "delete"]})  # fmt: skip
+    stream_batch(path, 0, [ok], **LIST_OPTIONS)
+    bad = pa.table({"k": pa.array([1], pa.int64()), "v": pa.array([None], pa.int64()), "op": ["upsert"]})
+    with pytest.raises(FlinkStateError, match=r"NULL_ELEMENT.*column v"):
+        stream_batch(path, 1, [bad], **LIST_OPTIONS)
+    assert read(path, state="l") == []
 
 
 # -- namespaces that are structs --------------------------------------------------------
