@@ -17,7 +17,13 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.connector.source import FlinkStateDataSource
 from flinkstate.connector.stream import COMPACT_AFTER, StateSink
-from flinkstate.state import FlinkStateError, ListStateDescriptor, MapStateDescriptor, Types
+from flinkstate.state import (
+    FlinkStateError,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    Types,
+    ValueStateDescriptor,
+)
 
 
 def _options(path: Path, **options: str) -> dict[str, str]:
@@ -108,6 +114,42 @@ def test_broadcast_with_row_keys_from_several_tasks(tmp_path: Path) -> None:
                               Types.STRING())  # fmt: skip
     got = dict(open_checkpoint(str(path)).operator_backend("op", 0, 1).get_broadcast_state(desc).items())
     assert got == {("a", 1): "z", ("b", 2): "y", ("a", 2): "ü"}
+
+
+def test_value_and_map_keys_in_several_tasks_keep_their_last_row(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    keys = ["a", "ä", "鍵", "\U0001f511"]
+    tasks = []
+    for _ in range(3):
+        n = rng.randrange(1, 7)
+        tasks.append(pa.table({
+            "k": [rng.choice(keys) for _ in range(n)],
+            "u": [rng.choice(["x", "ÿ"]) for _ in range(n)],
+            "s": [rng.choice([None, "s", "ß"]) for _ in range(n)],
+            "n": pa.array([rng.choice([None, rng.randrange(9)]) for _ in range(n)], pa.int64()),
+        }))  # fmt: skip
+    values: dict[str, tuple[str | None, int | None]] = {}
+    maps: dict[str, dict[str, str | None]] = {}
+    for table in tasks:  # partitions in order, rows in order
+        for row in table.to_pylist():
+            values[row["k"]] = (row["s"], row["n"])
+            maps.setdefault(row["k"], {})[row["u"]] = row["s"]
+    path = tmp_path / "sp"
+    write(path, tasks, state="v", stateType="value", keyColumns="k", valueColumns="s,n", parallelism="2")
+    write(path, tasks, overwrite=False, state="m", stateType="map", keyColumns="k", userKeyColumn="u",
+          valueColumns="s", parallelism="2")  # fmt: skip
+    checkpoint = open_checkpoint(str(path))
+    value_desc = ValueStateDescriptor("v", Types.ROW_NAMED(["s", "n"], [Types.STRING(), Types.LONG()]))
+    map_desc = MapStateDescriptor("m", Types.STRING(), Types.STRING())
+    got_values, got_maps = {}, {}
+    for subtask in range(2):
+        backend = checkpoint.keyed_backend("op", subtask, 2)
+        for key in backend.get_keys("v", None):
+            backend.set_current_key(key)
+            got_values[key] = backend.get_state(value_desc).value()
+            got_maps[key] = dict(backend.get_map_state(map_desc).items())
+    assert got_values == values
+    assert got_maps == maps
 
 
 # -- list state: deletes, appends and null elements --------------------------------------
