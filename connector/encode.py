@@ -4,7 +4,9 @@ Used by the batch writer and the streaming sink. Keys get their key groups exact
 the state engine assigns them; rows are sorted by key group (stably), a file is written
 per subtask range the task touched, with one row group per key group. Within a file a
 scope appears once: for VALUE and MAP state the task's last row for it wins, LIST rows
-are gathered into the list (by ``positionColumn`` when given, else in row order).
+are gathered into the list (by ``positionColumn`` when given, else in row order); in a
+streaming batch a LIST scope that a delete row emptied is a delete row, then the list of
+the elements after that delete. A list never takes a null element.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from flinkstate.checkpoint.format import (
 )
 from flinkstate.checkpoint.manifest import OperatorStateInfo
 from flinkstate.state.descriptors import StateKind
+from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keygroups import compute_operator_index_for_key_group
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.snapshot import StateMetaInfo
@@ -42,6 +45,7 @@ _MODES = {
     "broadcast": OperatorStateMode.BROADCAST,
 }
 DELETE_WORDS = frozenset({"delete", "d", "-", "true", "1"})
+DELETE = 1  # ``op`` of a row that deletes
 
 
 @dataclass(frozen=True)
@@ -124,10 +128,6 @@ def _column(table: pa.Table, columns: tuple[str, ...], t: TypeInformation) -> pa
     return pa.StructArray.from_arrays(arrays, names=list(columns)).cast(t.to_arrow())
 
 
-def _hashable(values: list[Any]) -> list[Any]:
-    return [tuple(v) if isinstance(v, list) else v for v in values]
-
-
 def encode_keyed(plan: WritePlan, table: pa.Table, streaming: bool = False) -> dict[int, WrittenFile]:
     """This task's rows as one file per subtask range they fall in."""
     assert plan.key_type is not None
@@ -148,6 +148,8 @@ def encode_keyed(plan: WritePlan, table: pa.Table, streaming: bool = False) -> d
         cols["position"] = table.column(opts.position_column).combine_chunks()
     if streaming and opts.op_column:
         cols["op"] = _ops(table.column(opts.op_column))
+    if meta.kind is StateKind.LIST:
+        refuse_null_elements(plan, cols["value"], cols.get("op"))
     work = pa.table(cols)
     work = work.take(pc.sort_indices(work, sort_keys=[("key_group", "ascending")]))
     if meta.kind is StateKind.LIST or _repeats(work, meta):
@@ -190,14 +192,17 @@ def _scoped_rows(work: pa.Table, meta: StateMetaInfo, keys: list[Any]) -> pa.Tab
     """Rows sorted by key group with each scope once (last wins / lists gathered)."""
     n = work.num_rows
     namespaces = (
-        _hashable(work.column("namespace").to_pylist()) if "namespace" in work.column_names else [None] * n
+        [_frozen(v) for v in work.column("namespace").to_pylist()]
+        if "namespace" in work.column_names
+        else [None] * n
     )
     groups = work.column("key_group").to_pylist()
+    frozen_keys = [_frozen(k) for k in keys]
+    scopes: list[Any] = list(zip(groups, frozen_keys, namespaces, strict=True))
     if meta.kind is StateKind.LIST:
-        return _gather_lists(work, groups, keys, namespaces)
-    scopes: list[Any] = list(zip(groups, keys, namespaces, strict=True))
+        return _gather_lists(work, scopes)
     if meta.kind is StateKind.MAP:
-        user_keys = _hashable(work.column("user_key").to_pylist())
+        user_keys = [_frozen(u) for u in work.column("user_key").to_pylist()]
         scopes = [(*s, u) for s, u in zip(scopes, user_keys, strict=True)]
     last: dict[Any, int] = {}
     for i, scope in enumerate(scopes):
@@ -208,28 +213,58 @@ def _scoped_rows(work: pa.Table, meta: StateMetaInfo, keys: list[Any]) -> pa.Tab
     return work.take(pa.array(keep, pa.int64()))
 
 
-def _gather_lists(work: pa.Table, groups: list[int], keys: list[Any], namespaces: list[Any]) -> pa.Table:
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for a ``to_pylist`` value (structs, lists, maps nested)."""
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _gather_lists(work: pa.Table, scopes: list[Any]) -> pa.Table:
+    """One list row per scope, the scope's rows applied in order (by ``position`` when
+    given): a delete row (``op``) empties the list, other rows append their element. A
+    scope a delete emptied starts with a delete row; the elements after it follow."""
     members: dict[Any, list[int]] = {}
-    for i, scope in enumerate(zip(groups, keys, namespaces, strict=True)):
+    for i, scope in enumerate(scopes):
         members.setdefault(scope, []).append(i)
     if "position" in work.column_names:
         positions = work.column("position").to_pylist()
         for rows in members.values():
             rows.sort(key=lambda i: (positions[i] is None, positions[i]))
-    firsts = pa.array([rows[0] for rows in members.values()], pa.int64())
-    flat = pa.array([i for rows in members.values() for i in rows], pa.int64())
-    offsets = [0]
+    ops = work.column("op").to_pylist() if "op" in work.column_names else None
+    heads: list[int] = []  # the row whose key and namespace each output row takes
+    out_ops: list[int] = []
+    elements: list[list[int]] = []
     for rows in members.values():
+        cut = 0
+        if ops is not None:
+            deletes = [j for j, i in enumerate(rows) if ops[i] == DELETE]
+            if deletes:
+                cut = deletes[-1] + 1
+                heads.append(rows[deletes[-1]])
+                out_ops.append(DELETE)
+                elements.append([])
+        if cut < len(rows):
+            heads.append(rows[cut])
+            out_ops.append(0)
+            elements.append(rows[cut:])
+    flat = pa.array([i for rows in elements for i in rows], pa.int64())
+    offsets = [0]
+    for rows in elements:
         offsets.append(offsets[-1] + len(rows))
+    deleted = pa.array([op == DELETE for op in out_ops], pa.bool_())
     values = pa.ListArray.from_arrays(
-        pa.array(offsets, pa.int32()), work.column("value").combine_chunks().take(flat)
+        pa.array(offsets, pa.int32()), work.column("value").combine_chunks().take(flat), mask=deleted
     )
+    take = pa.array(heads, pa.int64())
     out = {
-        name: work.column(name).take(firsts)
-        for name in work.column_names
-        if name not in ("value", "position")
+        name: work.column(name).take(take) for name in work.column_names if name not in ("value", "position")
     }
     out["value"] = values
+    if ops is not None:
+        out["op"] = pa.array(out_ops, pa.int8())
     return pa.table(out)
 
 
@@ -249,11 +284,36 @@ def _stored_layout(table: pa.Table, meta: StateMetaInfo, schema: pa.Schema, now:
     if meta.ttl is not None:
         n = table.num_rows
         if meta.kind is StateKind.LIST:
-            lengths = pc.list_value_length(table.column("value")).to_pylist()
-            cols["ttl_timestamp"] = pa.array([[now] * length for length in lengths], pa.list_(pa.int64()))
+            lengths = pc.list_value_length(table.column("value")).to_pylist()  # null: a delete row
+            stamps = [None if length is None else [now] * length for length in lengths]
+            cols["ttl_timestamp"] = pa.array(stamps, pa.list_(pa.int64()))
         else:
             cols["ttl_timestamp"] = pa.array([now] * n, pa.int64())
     return pa.table({name: cols[name] for name in schema.names}).cast(schema)
+
+
+def refuse_null_elements(plan: WritePlan, values: pa.Array, ops: pa.Array | None = None) -> None:
+    """A list (keyed or operator) cannot hold None: a null value, but in a delete row, is
+    ``[NULL_ELEMENT]`` naming the column(s), raised before anything is written."""
+    nulls = values.is_null()
+    if ops is not None:
+        nulls = pc.and_(nulls, pc.not_equal(pc.fill_null(ops, 0), DELETE))
+    count = pc.sum(nulls.cast(pa.int64())).as_py() or 0
+    if count:
+        columns = ", ".join(plan.value_columns)
+        raise InvalidArgumentError(
+            f"{count} row(s) hold null in value column {columns}: a list state cannot hold None "
+            "elements; filter them out or fill them",
+            code="NULL_ELEMENT",
+        )
+
+
+def last_per_key(keys: pa.Array) -> pa.Array:
+    """Indexes (ascending) of the last row of each distinct key: later rows win."""
+    last: dict[Any, int] = {}
+    for i, k in enumerate(keys.to_pylist()):
+        last[_frozen(k)] = i
+    return pa.array(sorted(last.values()), pa.int64())
 
 
 def encode_operator(plan: WritePlan, table: pa.Table) -> WrittenFile:
@@ -263,13 +323,11 @@ def encode_operator(plan: WritePlan, table: pa.Table) -> WrittenFile:
     if info.mode is OperatorStateMode.BROADCAST:
         assert plan.key_type is not None
         keys = _column(table, plan.key_columns, plan.key_type)
-        last: dict[Any, int] = {}
-        for i, k in enumerate(_hashable(keys.to_pylist())):
-            last[k] = i
-        keep = pa.array(sorted(last.values()), pa.int64())
+        keep = last_per_key(keys)
         schema = operator_schema(plan.value_type, plan.key_type)
         out = pa.table({"key": keys.take(keep), "value": values.take(keep)}).cast(schema)
     else:
+        refuse_null_elements(plan, values)
         schema = operator_schema(plan.value_type, None)
         position = pa.array(range(table.num_rows), pa.int64())
         out = pa.table({"position": position, "value": values}).cast(schema)

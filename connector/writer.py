@@ -6,7 +6,10 @@ this state added or replaced and everything else referenced, not copied; the pre
 version stays readable (``checkpointId``) until removed. Tasks write uniquely named
 files and report them; the driver's commit writes the manifest (create-if-absent), so
 retried and speculative tasks never duplicate rows: only the files in the commit
-messages Spark hands over are referenced, and the rest are deleted.
+messages Spark hands over are referenced, and the rest are deleted. A broadcast state
+is one map, the same on every subtask: the commit merges the tasks' maps into one file
+(partition order, a later row winning a duplicate key, as for keyed value states) that
+every subtask references.
 """
 
 from __future__ import annotations
@@ -21,15 +24,16 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from flinkstate.checkpoint import Manifest, publish_manifest
-from flinkstate.checkpoint.format import WrittenFile
+from flinkstate.checkpoint.format import WrittenFile, operator_schema, read_row_group, write_row_groups
 from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint.verified import open_whole
 from flinkstate.checkpoint.versions import completed_ids, load_version, rebase, replace_operator, version_ids
 from flinkstate.checkpoint.writer import store_file
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
 
-from .encode import WritePlan, encode_keyed, encode_operator, make_plan
+from .encode import WritePlan, encode_keyed, encode_operator, last_per_key, make_plan
 from .options import OptionError, WriteOptions
 
 
@@ -79,6 +83,25 @@ def write_task(
     return message
 
 
+def is_broadcast(plan: WritePlan) -> bool:
+    return not plan.keyed and plan.operator_info().mode is OperatorStateMode.BROADCAST
+
+
+def one_broadcast_map(plan: WritePlan, directory: Storage, refs: list[FileRef]) -> FileRef:
+    """The tasks' broadcast maps (in partition order) as one file: a later row wins a key."""
+    if len(refs) == 1:
+        return refs[0]
+    tables = []
+    for ref in refs:
+        pf = open_whole(directory, ref)
+        tables += [read_row_group(pf, i, ref.path) for i in range(pf.num_row_groups)]
+    assert plan.key_type is not None
+    schema = operator_schema(plan.value_type, plan.key_type)
+    table = pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
+    merged = table.take(last_per_key(table.column("key").combine_chunks()))
+    return store(directory, "broadcast", 0, write_row_groups(schema, [(0, merged)]))
+
+
 def operator_entry(
     plan: WritePlan, files: list[tuple[int, FileRef]], base: OperatorEntry | None
 ) -> OperatorEntry:
@@ -97,7 +120,7 @@ def operator_entry(
     per_subtask: dict[int, list[FileRef]] = {i: [] for i in range(p)}
     for index, ref in files:
         per_subtask[index].append(ref)
-    broadcast = not plan.keyed and plan.operator_info().mode is OperatorStateMode.BROADCAST
+    broadcast = is_broadcast(plan)
     subtasks = []
     for i in range(p):
         old = base.subtasks[i] if base is not None and i < len(base.subtasks) else SubtaskEntry(i)
@@ -151,7 +174,10 @@ class BootstrapWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         root = Storage(self.options.path, self.options.storage)
-        files = task_files(messages)
+        files = written = task_files(messages)
+        directory = self._directory()
+        if is_broadcast(self.plan) and files:
+            files = [(0, one_broadcast_map(self.plan, directory, [ref for _, ref in files]))]
         base = None
         if self.base_version is not None:
             base = rebase(
@@ -163,8 +189,7 @@ class BootstrapWriter(DataSourceArrowWriter):
         manifest = Manifest(self.version, "savepoint", manifest.operators,
                             {"writer": "spark", "mode": "overwrite" if self.overwrite else "append"},
                             int(time.time() * 1000))  # fmt: skip
-        directory = self._directory()
-        mine = [ref.path for _, ref in files]
+        mine = sorted({ref.path for _, ref in (*written, *files)})
         # retention also deletes files of failed or speculative task attempts (unreferenced)
         publish_manifest(directory, manifest, mine, root=root, retain=self.options.retain)
         if self.overwrite and root.exists(METADATA):

@@ -2,11 +2,14 @@
 
 Integer and boolean keys are hashed in bulk: Java ``hashCode`` then Flink's murmur
 finalizer, by the C accelerator over the column's buffer when it is built, else with numpy
-in wrapping 32-bit arithmetic; other keys go through the per-key function.
+in wrapping 32-bit arithmetic; other keys go through the per-key function, as the Python
+values the state engine takes (a struct is a ROW key: a tuple).
 Results equal :func:`flinkstate.state.keygroups.assign_to_key_group` for every key.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +17,7 @@ import pyarrow as pa
 from .errors import InvalidArgumentError
 from .hashing import _speedups, key_group_assigner
 from .keygroups import check_max_parallelism
-from .typeinfo import BasicTypeInfo, TypeInformation
+from .typeinfo import BasicTypeInfo, ListTypeInfo, MapTypeInfo, RowTypeInfo, TypeInformation
 
 _INTEGERS = {"BYTE": np.int8, "SHORT": np.int16, "INT": np.int32, "LONG": np.int64}
 
@@ -82,4 +85,19 @@ def assign_key_groups(
             return _int32_array(_speedups.key_groups_of_codes(np.ascontiguousarray(codes), max_parallelism))
         return pa.array((murmur_hash_array(codes) % max_parallelism).astype(np.int32), pa.int32())
     assign = key_group_assigner(key_type)
-    return pa.array([assign(k, max_parallelism) for k in values.to_pylist()], pa.int32())
+    keys = values.to_pylist(maps_as_pydicts="strict")
+    return pa.array([assign(engine_value(k, key_type), max_parallelism) for k in keys], pa.int32())
+
+
+def engine_value(value: Any, t: TypeInformation) -> Any:
+    """A ``to_pylist`` value as the state engine holds it: structs as tuples (field order),
+    nested through lists and maps."""
+    if value is None:
+        return None
+    if isinstance(t, RowTypeInfo):
+        return tuple(engine_value(value[n], f) for n, f in zip(t.field_names, t.field_types, strict=True))
+    if isinstance(t, ListTypeInfo) and not t.is_bytes:
+        return [engine_value(e, t.element) for e in value]
+    if isinstance(t, MapTypeInfo):
+        return {engine_value(k, t.key): engine_value(v, t.value) for k, v in value.items()}
+    return value

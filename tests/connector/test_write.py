@@ -260,3 +260,29 @@ def test_abort_deletes_the_attempts_files(tmp_path: Path) -> None:
     writer = _writer(tmp_path)
     writer.abort([writer.write(iter([_batch([1])]))])
     assert os.listdir(tmp_path / "sp" / "chk-1") == []
+
+
+def test_composite_key_round_trip(spark: Any, tmp_path: Path) -> None:
+    """keyColumns="a,b": a ROW key, read back as a struct, restored as a tuple."""
+    path = str(tmp_path / "sp")
+    rows = [("alice", 1, "x", 1.5), ("b\u00f8b", 2, None, None), ("\U0001f600", -3, "\u00fc", 0.0),
+            ("alice", 2, "y", None), ("alice", 1, "last", 9.0)]  # fmt: skip
+    model: dict[tuple[str, int], tuple[str | None, float | None]] = {}
+    for a, b, s, f in rows:  # the last row of a key wins
+        model[(a, b)] = (s, f)
+    df = spark.createDataFrame(rows, "a string, b long, s string, f double").coalesce(1)
+    _write(df, path, state="v", stateType="value", keyColumns="a,b", maxParallelism="32", parallelism="2")
+    back = {(r.key.a, r.key.b): (r.value.s, r.value.f) for r in _read(spark, path, "v").collect()}
+    assert back == model
+    checkpoint = open_checkpoint(path)
+    key_type = Types.ROW_NAMED(["a", "b"], [Types.STRING(), Types.LONG()])
+    value_type = Types.ROW_NAMED(["s", "f"], [Types.STRING(), Types.DOUBLE()])
+    restored = {}
+    for subtask in range(2):
+        backend = checkpoint.keyed_backend("op", subtask, 2)
+        state = backend.get_state(ValueStateDescriptor("v", value_type))
+        for key in model:
+            if assign_to_key_group(key, 32, key_type) in backend.key_group_range:
+                backend.set_current_key(key)
+                restored[key] = state.value()
+    assert restored == model

@@ -60,3 +60,20 @@ def test_null_keys_and_bad_parallelism_are_typed_errors(accelerated: str) -> Non
         vectorized.assign_key_groups(pa.array([1, None], pa.int64()), Types.LONG(), 128)
     with pytest.raises(InvalidArgumentError):
         vectorized.assign_key_groups(pa.array([1], pa.int64()), Types.LONG(), 0)
+
+
+def test_struct_columns_are_row_keys() -> None:
+    """A struct column's keys are the engine's ROW keys (tuples in field order)."""
+    inner = Types.ROW_NAMED(["x", "tags"], [Types.INT(), Types.LIST(Types.STRING())])
+    attrs = Types.MAP(Types.STRING(), Types.INT())
+    key_type = Types.ROW_NAMED(["name", "n", "inner", "attrs"], [Types.STRING(), Types.LONG(), inner, attrs])
+    keys = [
+        ("alice", 1, (7, ["a"]), {"k": 1}),
+        ("b\u00f8b", -2, (None, []), {}),
+        ("\U0001f600", 2**40, (1, ["é", "ü"]), {"ä": 2, "z": 3}),
+    ]
+    rows = [{"name": k[0], "n": k[1], "inner": {"x": k[2][0], "tags": k[2][1]}, "attrs": list(k[3].items())}
+            for k in keys]  # fmt: skip
+    column = pa.array(rows, key_type.to_arrow())
+    got = vectorized.assign_key_groups(column, key_type, 128).to_pylist()
+    assert got == [assign_to_key_group(k, 128, key_type) for k in keys]
