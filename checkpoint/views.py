@@ -9,8 +9,11 @@ and ``position`` (or ``key`` for broadcast state).
 
 from __future__ import annotations
 
+import math
+import struct
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -110,6 +113,18 @@ def _positions(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     return parents, pc.subtract(index, starts).cast(pa.int32())
 
 
+def scope_token(value: Any) -> Any:
+    """A hashable stand-in for a value as ``to_pylist`` gives it (a key, a namespace), equal
+    exactly when Flink's serialized keys are: floats by bits, so -0.0 is not 0.0 and NaN is NaN."""
+    if isinstance(value, float):
+        return ("NaN",) if math.isnan(value) else ("float", struct.pack("<d", value))
+    if isinstance(value, dict):
+        return tuple((name, scope_token(v)) for name, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(scope_token(v) for v in value)
+    return value
+
+
 def keyed_view(table: pa.Table, meta: StateMetaInfo, flatten: bool, expired_before: int | None) -> pa.Table:
     """One row group (stored layout) as view rows; drops entries expired before the cutoff."""
     n = table.num_rows
@@ -175,25 +190,23 @@ def _nested_ttl(cols: dict[str, Any], ttl: Any, expired_before: int | None, kind
 
 
 def _fold_maps(cols: dict[str, Any], table: pa.Table, ttl: Any, expired_before: int | None) -> pa.Table:
-    """One row per (key, namespace) with a map column (rows of one scope are adjacent)."""
+    """One row per (key, namespace) with a map column; a scope's rows need not be adjacent
+    (the writer sorts by key group only, and several files' rows are concatenated)."""
     keys = table.column("key").to_pylist()
     namespaces = cols["namespace"].to_pylist()
     user_keys = table.column("user_key").combine_chunks()
     values = table.column("value").combine_chunks()
     stamps = ttl.to_pylist() if ttl is not None else None
-    starts: list[int] = []
-    kept: list[int] = []
-    last: Any = object()
-    for i, scope in enumerate(zip(keys, namespaces, strict=True)):
+    scopes: dict[Any, list[int]] = {}
+    for i, (key, namespace) in enumerate(zip(keys, namespaces, strict=True)):
         if stamps is not None and expired_before is not None and stamps[i] <= expired_before:
             continue
-        if scope != last:
-            starts.append(len(kept))
-            last = scope
-        kept.append(i)
+        scopes.setdefault((scope_token(key), scope_token(namespace)), []).append(i)
+    kept = [i for members in scopes.values() for i in members]
+    sizes = np.cumsum([0, *(len(members) for members in scopes.values())])
     rows = pa.array(kept, pa.int64())
-    offsets = pa.array([*starts, len(kept)], pa.int32())
-    firsts = pa.array([kept[s] for s in starts], pa.int64())
+    offsets = pa.array(sizes, pa.int32())
+    firsts = pa.array([members[0] for members in scopes.values()], pa.int64())
     result = {name: pc.take(cols[name], firsts) for name in ("key_group", "key", "namespace")}
     result["value"] = pa.MapArray.from_arrays(offsets, pc.take(user_keys, rows), pc.take(values, rows))
     if stamps is not None:

@@ -1,0 +1,109 @@
+"""Reads of checkpoints against models: a restore of the same checkpoint, or plain Python.
+
+Spark-written checkpoints are written and read by driving the data source as Spark's tasks
+do (one Arrow table per task, no SparkSession): rows of one key can be split across tasks
+and interleaved with other keys of their key group.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections import namedtuple
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
+from flinkstate.connector.source import FlinkStateDataSource
+from flinkstate.connector.writer import TaskFiles
+from flinkstate.state import (
+    HeapKeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    StateTtlConfig,
+    Types,
+    ValueStateDescriptor,
+    assign_to_key_group,
+)
+from flinkstate.state.ttl import ManualTimeProvider
+from flinkstate.state.types import BasicTypeInfo, RowTypeInfo
+
+
+def _write(path: Path, tasks: list[pa.Table], **options: str) -> str:
+    """``tasks`` written as Spark's tasks would write them, one table each, then committed."""
+    opts = {k.lower(): v for k, v in {"path": str(path), "operator": "op", **options}.items()}
+    writer = FlinkStateDataSource(opts).writer(from_arrow_schema(tasks[0].schema), True)
+    messages = []
+    for i, table in enumerate(tasks):
+        message = writer.write(iter(table.to_batches()))
+        assert isinstance(message, TaskFiles)
+        message.partition = i
+        messages.append(message)
+    writer.commit(messages)
+    return str(path)
+
+
+def _tasks(table: pa.Table, split: list[int]) -> list[pa.Table]:
+    """``table``'s rows cut into tasks of ``split`` rows each, in order."""
+    starts = np.cumsum([0, *split[:-1]])
+    return [table.slice(int(start), n) for start, n in zip(starts, split, strict=True)]
+
+
+def _read(path: str, schema: str | None = None, **options: str) -> list[dict[str, Any]]:
+    opts = {k.lower(): v for k, v in {"path": path, "operator": "op", **options}.items()}
+    source = FlinkStateDataSource(opts)
+    spark_schema = source.schema() if schema is None else _subset(source.schema(), schema)
+    reader = source.reader(spark_schema)
+    batches = [b for p in reader.partitions() for b in reader.read(p)]
+    arrow = to_arrow_schema(spark_schema, timezone="UTC")
+    return pa.Table.from_batches(batches, schema=arrow).to_pylist()
+
+
+def _subset(full: Any, names: str) -> Any:
+    from pyspark.sql.types import StructType
+
+    return StructType([full[n] for n in names.split(",")])
+
+
+def _same_group_keys(count: int) -> list[str]:
+    """``count`` unicode keys of one key group (max parallelism 128)."""
+    by_group: dict[int, list[str]] = {}
+    for i in range(10_000):
+        key = f"ключ-{i}-é"
+        members = by_group.setdefault(assign_to_key_group(key, 128, Types.STRING()), [])
+        members.append(key)
+        if len(members) == count:
+            return members
+    raise AssertionError("no key group holds enough keys")
+
+
+def _restored_map(path: str, keys: list[str]) -> dict[str, dict[str, Any]]:
+    backend = open_checkpoint(path).keyed_backend("op", subtask=0, parallelism=1)
+    state = backend.get_map_state(MapStateDescriptor("m", Types.STRING(), Types.LONG()))
+    out = {}
+    for key in keys:
+        backend.set_current_key(key)
+        entries = dict(state.items())
+        if entries:
+            out[key] = entries
+    return out
+
+
+MAP = {"state": "m", "stateType": "map", "keyColumns": "k", "userKeyColumn": "uk", "valueColumns": "v"}
+
+
+@pytest.mark.parametrize("split", [[4], [1, 3], [2, 2], [1, 1, 1, 1]])
+def test_map_unflattened_one_row_per_key_when_rows_interleave(tmp_path: Path, split: list[int]) -> None:
+    a, b = _same_group_keys(2)
+    table = pa.table(
+        {"k": [a, b, a, b], "uk": ["x", "y", "z", "ü"], "v": pa.array([1, 2, None, 4], pa.int64())}
+    )
+    path = _write(tmp_path / "sp", _tasks(table, split), **MAP)
+    rows = _read(path, state="m", flatten="false")
+    assert sorted(r["key"] for r in rows) == [a, b]  # one row per key
+    assert {r["key"]: dict(r["value"]) for r in rows} == _restored_map(path, [a, b])
