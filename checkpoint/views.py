@@ -104,13 +104,14 @@ state's data files (all subtasks) and how many of them hold changes over earlier
 ``file_checkpoints``: the checkpoints that wrote them (empty for older manifests)."""
 
 
-def _positions(values: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """(parent row index, position in its list) of every element of a list column."""
-    parents = pc.list_parent_indices(values)
-    offsets = values.offsets
-    starts = pc.take(offsets, parents)
-    index = pa.array(range(len(parents)), pa.int64()) if len(parents) else pa.array([], pa.int64())
-    return parents, pc.subtract(index, starts).cast(pa.int32())
+def _positions(parents: pa.Array) -> pa.Array:
+    """Each element's position in its list, from the (ascending) parent row of every element."""
+    rows = parents.to_numpy(zero_copy_only=False)
+    index = np.arange(len(rows), dtype=np.int64)
+    starts = np.ones(len(rows), dtype=bool)
+    starts[1:] = rows[1:] != rows[:-1]
+    first = np.maximum.accumulate(np.where(starts, index, 0)) if len(rows) else index
+    return pa.array((index - first).astype(np.int32), pa.int32())
 
 
 def scope_token(value: Any) -> Any:
@@ -136,12 +137,16 @@ def keyed_view(table: pa.Table, meta: StateMetaInfo, flatten: bool, expired_befo
     if meta.kind is StateKind.LIST:
         values = table.column("value").combine_chunks()
         if flatten:
-            parents, positions = _positions(values)
+            parents, elements = pc.list_parent_indices(values), pc.list_flatten(values)
+            stamps = pc.list_flatten(ttl.combine_chunks()) if ttl is not None else None
+            if stamps is not None and expired_before is not None:  # positions count live elements
+                live = pc.greater(stamps, pa.scalar(expired_before, pa.int64()))
+                parents, elements, stamps = (pc.filter(a, live) for a in (parents, elements, stamps))
             cols = {k: pc.take(v, parents) for k, v in cols.items()}
-            cols["position"] = positions
-            cols["value"] = pc.list_flatten(values)
-            if ttl is not None:
-                cols["ttl_timestamp"] = pc.list_flatten(ttl.combine_chunks())
+            cols["position"] = _positions(parents)
+            cols["value"] = elements
+            if stamps is not None:
+                cols["ttl_timestamp"] = stamps
         else:
             cols["value"] = values
             if ttl is not None:

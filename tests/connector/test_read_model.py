@@ -107,3 +107,32 @@ def test_map_unflattened_one_row_per_key_when_rows_interleave(tmp_path: Path, sp
     rows = _read(path, state="m", flatten="false")
     assert sorted(r["key"] for r in rows) == [a, b]  # one row per key
     assert {r["key"]: dict(r["value"]) for r in rows} == _restored_map(path, [a, b])
+
+
+def test_ttl_list_positions_count_live_elements(tmp_path: Path) -> None:
+    now = int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000)
+    ttl = 3_600_000
+    clock = ManualTimeProvider(now - 2 * ttl)
+    backend = HeapKeyedStateBackend(key_type=Types.STRING(), time_provider=clock)
+    desc = ListStateDescriptor("l", Types.STRING())
+    desc.enable_time_to_live(
+        StateTtlConfig.new_builder(datetime.timedelta(milliseconds=ttl))
+        .disable_cleanup_in_background()
+        .build()
+    )
+    state = backend.get_list_state(desc)
+    for key, old in (("mixed", ["a", "b"]), ("gone", ["c"]), ("fresh", [])):
+        backend.set_current_key(key)
+        state.add_all(old)
+    clock.now = now - 1000
+    for key, new in (("mixed", ["ü", None]), ("fresh", ["d", "e"])):
+        backend.set_current_key(key)
+        state.add_all([e for e in new if e is not None])
+    pending = CheckpointStorage(str(tmp_path / "chk")).begin()
+    pending.write_keyed("op", backend)
+    pending.commit()
+    path = str(tmp_path / "chk")
+    nested = {r["key"]: r["value"] for r in _read(path, state="l", flatten="false")}
+    assert nested == {"mixed": ["ü"], "fresh": ["d", "e"]}
+    flat = sorted((r["key"], r["position"], r["value"]) for r in _read(path, state="l"))
+    assert flat == sorted((k, i, v) for k, vs in nested.items() for i, v in enumerate(vs))
