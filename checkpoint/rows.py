@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from flinkstate.state.descriptors import StateKind
 from flinkstate.state.snapshot import StateMetaInfo
 from flinkstate.state.ttl import TtlTimeCharacteristic
 from flinkstate.state.types import TypeInformation
@@ -51,6 +53,7 @@ def key_group_rows(
             raise CheckpointCorruptError(f"state {meta.name!r} has rows but its operator has no key type")
         merged = merge_keyed(tables, meta, key_type, allow_pickle)
         table = storage_table(meta, key_type, key_group, merged)
+    table = _storing_something(table, meta)
     if keys is not None:
         if key_type is None:
             raise CheckpointError(
@@ -62,6 +65,18 @@ def key_group_rows(
         return None
     view = keyed_view(table, meta, flatten, expired_before)
     return view if view.num_rows else None
+
+
+def _storing_something(table: pa.Table, meta: StateMetaInfo) -> pa.Table:
+    """``table`` without rows that store nothing, as a restore drops them: a null value (in
+    Flink a null value is no value) or, for LIST, a null or empty list. Map entries may be null."""
+    if meta.kind is StateKind.MAP:
+        return table
+    value = table.column("value")
+    stored = pc.is_valid(value)
+    if meta.kind is StateKind.LIST:
+        stored = pc.and_(stored, pc.fill_null(pc.greater(pc.list_value_length(value), 0), False))
+    return table if pc.all(stored).as_py() is not False else table.filter(stored)
 
 
 def operator_rows(

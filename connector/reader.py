@@ -269,8 +269,8 @@ class FlinkStateReader(DataSourceReader):
         assert meta is not None
         wanted = {"position": "value"}
         needed = {"key_group", "key"} | {wanted.get(n, n) for n in self.arrow_schema.names}
-        if meta.kind is StateKind.LIST and self.options.flatten:
-            needed.add("value")  # one row per element
+        if meta.kind is not StateKind.MAP:
+            needed.add("value")  # a null value or empty list stores nothing (no row); list elements are rows
         if meta.kind is StateKind.MAP and not self.options.flatten:
             needed |= {"namespace", "user_key", "value"}  # entries folded per scope
         if expired_before is not None:

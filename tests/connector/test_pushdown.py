@@ -5,6 +5,7 @@ The reader is built and driven directly (no SparkSession), as Spark's workers wo
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,15 @@ import pytest
 from checkpoint_data import write_values
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
 
-from flinkstate.checkpoint import Storage
+from flinkstate.checkpoint import CheckpointStorage, Storage
 from flinkstate.connector.options import ReadOptions
 from flinkstate.connector.reader import FlinkStateReader, open_for_read, view_schema_of
-from flinkstate.state import Types, assign_to_key_group
+from flinkstate.state import (
+    HeapKeyedStateBackend,
+    MapStateDescriptor,
+    Types,
+    assign_to_key_group,
+)
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +113,18 @@ def test_guard_sees_no_pushfilters_override(root: str, tmp_path: Path) -> None:
     assert getattr(reader.pushFilters, "__func__", None) is DataSourceReader.pushFilters
 
 
-def test_user_schema_decodes_only_its_columns(root: str) -> None:
-    options = ReadOptions.parse({"path": root, "operator": "op", "state": "count"})
+def test_user_schema_decodes_only_its_columns(root: str, tmp_path: Path) -> None:
+    backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    entries = backend.get_map_state(MapStateDescriptor("m", Types.STRING(), Types.STRING()))
+    for k in range(2_000):
+        backend.set_current_key(k)
+        entries.put_all({f"entry {i}": hashlib.sha512(b"%d,%d" % (k, i)).hexdigest() for i in range(10)})
+    pending = CheckpointStorage(str(tmp_path / "map")).begin()
+    pending.write_keyed("op", backend)
+    pending.commit()
+    options = ReadOptions.parse(
+        {"path": str(tmp_path / "map"), "operator": "op", "state": "m", "keygroupsperpartition": "8"}
+    )
     checkpoint = open_for_read(options)
     narrow = pa.schema([pa.field("key", pa.int64())])
     reader = FlinkStateReader(options, checkpoint, narrow)
@@ -119,7 +135,15 @@ def test_user_schema_decodes_only_its_columns(root: str) -> None:
     list(full.read_from(wide_storage, partition))
     batches = list(reader.read_from(narrow_storage, partition))
     assert batches and batches[0].schema.names == ["key"]
-    assert narrow_storage.bytes_read < wide_storage.bytes_read
+    assert narrow_storage.bytes_read * 2 < wide_storage.bytes_read
+
+
+def test_value_state_user_schema_reads_the_value(root: str) -> None:
+    """A null value stores nothing, so whether a row is shown depends on its value."""
+    options = ReadOptions.parse({"path": root, "operator": "op", "state": "count"})
+    checkpoint = open_for_read(options)
+    reader = FlinkStateReader(options, checkpoint, pa.schema([pa.field("key", pa.int64())]))
+    assert reader._needed_columns(view_schema_of(options, checkpoint), None) == ["key_group", "key", "value"]
 
 
 @pytest.mark.parametrize("damage", ["altered page", "truncated"])

@@ -109,6 +109,31 @@ def test_map_unflattened_one_row_per_key_when_rows_interleave(tmp_path: Path, sp
     assert {r["key"]: dict(r["value"]) for r in rows} == _restored_map(path, [a, b])
 
 
+VALUE = {"state": "v", "stateType": "value", "keyColumns": "k", "valueColumns": "v"}
+
+
+@pytest.mark.parametrize("split", [[5], [2, 3], [1, 1, 1, 1, 1]])
+@pytest.mark.parametrize("columns", [None, "key", "key,value"])
+def test_null_values_store_nothing_however_tasks_split(
+    tmp_path: Path, split: list[int], columns: str | None
+) -> None:
+    keys = ["ä", "ä", "b", "ç", "ç"]
+    values = [10, None, None, None, 7]
+    table = pa.table({"k": keys, "v": pa.array(values, pa.int64())})
+    path = _write(tmp_path / "sp", _tasks(table, split), **VALUE)
+    backend = open_checkpoint(path).keyed_backend("op", subtask=0, parallelism=1)
+    state = backend.get_state(ValueStateDescriptor("v", Types.LONG()))
+    restored = {}
+    for key in set(keys):
+        backend.set_current_key(key)
+        if state.value() is not None:
+            restored[key] = state.value()
+    rows = _read(path, columns, state="v")
+    assert sorted(r["key"] for r in rows) == sorted(restored)
+    if columns != "key":
+        assert {r["key"]: r["value"] for r in rows} == restored
+
+
 def test_ttl_list_positions_count_live_elements(tmp_path: Path) -> None:
     now = int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000)
     ttl = 3_600_000
