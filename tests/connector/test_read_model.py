@@ -134,6 +134,22 @@ def test_null_values_store_nothing_however_tasks_split(
         assert {r["key"]: r["value"] for r in rows} == restored
 
 
+@pytest.mark.parametrize("split", [[5], [2, 3], [1, 1, 1, 1, 1]])
+def test_broadcast_state_reads_as_the_map_a_restore_gives(tmp_path: Path, split: list[int]) -> None:
+    table = pa.table(
+        {"rule": ["r1", "règle", "r1", "r3", "règle"], "v": pa.array([1, 2, 3, None, 5], pa.int64())}
+    )
+    options = {"state": "rules", "stateType": "broadcast", "keyColumns": "rule", "valueColumns": "v"}
+    path = _write(tmp_path / "sp", _tasks(table, split), **options, parallelism="2")
+    rows = _read(path, state="rules")
+    for subtask in range(2):
+        backend = open_checkpoint(path).operator_backend("op", subtask=subtask, parallelism=2)
+        restored = dict(
+            backend.get_broadcast_state(MapStateDescriptor("rules", Types.STRING(), Types.LONG())).items()
+        )
+        assert sorted((r["key"], r["value"]) for r in rows) == sorted(restored.items())
+
+
 def test_ttl_list_positions_count_live_elements(tmp_path: Path) -> None:
     now = int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000)
     ttl = 3_600_000
