@@ -253,6 +253,12 @@ def _normal(value: Any, t: pa.DataType | None) -> Any:
         return tuple(_normal(v, f.type) for v, f in zip(items, fields, strict=True))
     if isinstance(value, list):
         return bytes(value) if t is not None and pa.types.is_binary(t) else tuple(value)
+    if t is not None and pa.types.is_float32(t) and type(value) in (int, float):
+        try:  # the FLOAT nearest the number: what the key stores, as Arrow decodes it
+            single: float = struct.unpack("<f", struct.pack("<f", value))[0]
+        except OverflowError:  # no FLOAT: matches no key
+            return value
+        return single
     return value
 
 

@@ -177,3 +177,41 @@ def test_ttl_list_positions_count_live_elements(tmp_path: Path) -> None:
     assert nested == {"mixed": ["ü"], "fresh": ["d", "e"]}
     flat = sorted((r["key"], r["position"], r["value"]) for r in _read(path, state="l"))
     assert flat == sorted((k, i, v) for k, vs in nested.items() for i, v in enumerate(vs))
+
+
+Person = namedtuple("Person", ["name", "score"])
+
+
+def test_keys_option_on_a_row_key_with_a_float_field(tmp_path: Path) -> None:
+    key_type = RowTypeInfo((BasicTypeInfo("STRING"), BasicTypeInfo("FLOAT")), ("name", "score"))
+    backend = HeapKeyedStateBackend(key_type=key_type, max_parallelism=128)
+    state = backend.get_state(ValueStateDescriptor("v", Types.LONG()))
+    people = [
+        Person("alice", 0.5),
+        Person("bob", 0.1),
+        Person("zoë", 2.7),
+        Person("zoë", -0.0),
+        Person("zoë", 0.0),
+    ]
+    for i, person in enumerate(people):
+        backend.set_current_key(person)
+        state.update(i)
+    pending = CheckpointStorage(str(tmp_path / "chk")).begin()
+    pending.write_keyed("op", backend)
+    pending.commit()
+    path = str(tmp_path / "chk")
+    everything = _read(path, state="v")
+    for wanted in (
+        [["bob", 0.1]],
+        [{"name": "zoë", "score": 2.7}, ["alice", 0.5]],
+        [["zoë", 0.0]],
+        [["bob", 0.2]],
+    ):
+        pairs = [(w["name"], w["score"]) if isinstance(w, dict) else tuple(w) for w in wanted]
+        model = {(n, np.float32(s).tobytes()) for n, s in pairs}  # the FLOAT a key stores, bit for bit
+        expected = [
+            r for r in everything if (r["key"]["name"], np.float32(r["key"]["score"]).tobytes()) in model
+        ]
+        got = _read(path, state="v", keys=json.dumps(wanted))
+        assert sorted(got, key=repr) == sorted(expected, key=repr)
+        assert got or wanted == [["bob", 0.2]]
