@@ -6,6 +6,7 @@ The reader is built and driven directly (no SparkSession), as Spark's workers wo
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ from flinkstate.state import (
     HeapKeyedStateBackend,
     MapStateDescriptor,
     Types,
+    ValueStateDescriptor,
     assign_to_key_group,
 )
+from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +203,52 @@ def test_every_read_path_checks_files_against_the_manifest(
     target.write_bytes(bytes(data))
     with pytest.raises(CheckpointCorruptError, match=r"\[CHECKPOINT_CORRUPT\].*" + Path(ref.path).name):
         list(reader.read(partition))
+
+
+@pytest.fixture(scope="module")
+def float_roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """DOUBLE and FLOAT keys 0.0, -0.0 (distinct keys in Flink), NaN and 1.5, at parallelism 2."""
+    roots = {}
+    for name, key_type in (("double", Types.DOUBLE()), ("float", Types.FLOAT())):
+        path = str(tmp_path_factory.mktemp("floats") / name)
+        pending = CheckpointStorage(path).begin()
+        for i in range(2):
+            rng = compute_key_group_range_for_operator_index(128, 2, i)
+            backend = HeapKeyedStateBackend(key_type=key_type, key_group_range=rng)
+            state = backend.get_state(ValueStateDescriptor("v", Types.LONG()))
+            for key, value in ((0.0, 1), (-0.0, 2), (math.nan, 3), (1.5, 4)):
+                if assign_to_key_group(key, 128, key_type) in rng:
+                    backend.set_current_key(key)
+                    state.update(value)
+            pending.write_keyed("op", backend, i, 2)
+        pending.commit()
+        roots[name] = path
+    return roots
+
+
+@pytest.mark.parametrize("key_type", ["double", "float"])
+@pytest.mark.parametrize(
+    "condition",
+    ["key = 0.0", "key = -0.0", "key = double('NaN')", "key IN (0.0, 1.5)", "key IN (-0.0, double('NaN'))",
+     "key = cast(0.0 as float)", "key IN (cast('NaN' as float), cast(-0.0 as float))"],
+)  # fmt: skip
+def test_float_key_filters_match_spark_without_pushdown(
+    spark: Any, float_roots: dict[str, str], key_type: str, condition: str
+) -> None:
+    """Spark's = takes 0.0 = -0.0 and NaN = NaN: a pushed filter must give what Spark's own gives."""
+    from flinkstate.connector import PUSHDOWN_CONF
+
+    def rows() -> list[tuple[str, int]]:
+        df = spark.read.format("flinkstate").option("operator", "op").option("state", "v")
+        return sorted(
+            (repr(r.key), r.value) for r in df.load(float_roots[key_type]).filter(condition).collect()
+        )
+
+    spark.conf.set(PUSHDOWN_CONF, "false")
+    without = rows()
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    try:
+        assert rows() == without
+    finally:
+        spark.conf.set(PUSHDOWN_CONF, "false")
+    assert without  # every condition matches a key
