@@ -9,6 +9,7 @@ groups are comma-separated numbers and inclusive ranges: ``0-15,40``.
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ import pyarrow.compute as pc
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keygroups import assign_to_key_group
 from flinkstate.state.typeinfo import BasicTypeInfo, ListTypeInfo, RowTypeInfo, TypeInformation
+
+from .views import scope_token
 
 _INT_BITS = {"BYTE": 8, "SHORT": 16, "INT": 32, "LONG": 64}
 
@@ -82,7 +85,13 @@ def _coerce(value: Any, t: TypeInformation, option: str, whole: Any) -> Any:
         if t.name in ("DOUBLE", "FLOAT"):
             if type(value) not in (int, float):
                 raise wrong()
-            return float(value)
+            if t.name == "DOUBLE":
+                return float(value)
+            try:  # the FLOAT nearest the number: what the key stores and is compared as
+                single: float = struct.unpack("<f", struct.pack("<f", value))[0]
+            except OverflowError:
+                raise wrong() from None
+            return single
         if t.name == "BOOLEAN":
             if type(value) is not bool:
                 raise wrong()
@@ -117,10 +126,10 @@ def key_groups_of(keys: Iterable[Any], key_type: TypeInformation, max_parallelis
 
 def key_mask(column: pa.ChunkedArray | pa.Array, keys: Sequence[Any], key_type: TypeInformation) -> pa.Array:
     """A boolean mask: which rows of a ``key`` column hold one of ``keys``."""
-    if isinstance(key_type, RowTypeInfo):  # Arrow cannot test structs for membership
-        wanted = set(keys)
+    if isinstance(key_type, RowTypeInfo):  # Arrow cannot test structs: compare as Arrow would
+        wanted = {scope_token(k) for k in keys}
         rows = column.to_pylist()
-        return pa.array([r is not None and _as_tuple(r) in wanted for r in rows], pa.bool_())
+        return pa.array([r is not None and scope_token(_as_tuple(r)) in wanted for r in rows], pa.bool_())
     return pc.is_in(column, value_set=pa.array(list(keys), key_type.to_arrow()))
 
 

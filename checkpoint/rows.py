@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from flinkstate.state.descriptors import StateKind
 from flinkstate.state.snapshot import StateMetaInfo
 from flinkstate.state.ttl import TtlTimeCharacteristic
 from flinkstate.state.types import TypeInformation
@@ -26,7 +28,7 @@ from .manifest import FileRef
 from .merge import combine_key_group, merge_keyed
 from .storage import Storage
 from .verified import open_whole
-from .views import keyed_view
+from .views import keyed_view, scope_token
 
 
 def key_group_rows(
@@ -51,6 +53,7 @@ def key_group_rows(
             raise CheckpointCorruptError(f"state {meta.name!r} has rows but its operator has no key type")
         merged = merge_keyed(tables, meta, key_type, allow_pickle)
         table = storage_table(meta, key_type, key_group, merged)
+    table = _storing_something(table, meta)
     if keys is not None:
         if key_type is None:
             raise CheckpointError(
@@ -64,12 +67,25 @@ def key_group_rows(
     return view if view.num_rows else None
 
 
+def _storing_something(table: pa.Table, meta: StateMetaInfo) -> pa.Table:
+    """``table`` without rows that store nothing, as a restore drops them: a null value (in
+    Flink a null value is no value) or, for LIST, a null or empty list. Map entries may be null."""
+    if meta.kind is StateKind.MAP:
+        return table
+    value = table.column("value")
+    stored = pc.is_valid(value)
+    if meta.kind is StateKind.LIST:
+        stored = pc.and_(stored, pc.fill_null(pc.greater(pc.list_value_length(value), 0), False))
+    return table if pc.all(stored).as_py() is not False else table.filter(stored)
+
+
 def operator_rows(
     directory: Storage, refs: Sequence[FileRef], subtask: int, broadcast: bool
 ) -> pa.Table | None:
     """One subtask's operator state (its files, in order) as view rows: ``key`` and ``value``
-    for broadcast state, else ``subtask``, ``position`` and ``value`` (``None``: no rows).
-    Each file is read whole and checked against its SHA-256."""
+    for broadcast state (one map: a key's last row wins, as in a restore), else ``subtask``,
+    ``position`` and ``value`` (``None``: no rows). Each file is read whole and checked
+    against its SHA-256."""
     tables = []
     for ref in refs:
         pf = open_whole(directory, ref)
@@ -78,13 +94,28 @@ def operator_rows(
         return None
     table = pa.concat_tables(tables)
     if broadcast:
-        view = table.select(["key", "value"])
+        view = _last_per_key(table.select(["key", "value"]))
     else:
         n = table.num_rows
         subtasks = pa.array([subtask] * n, pa.int32())
         positions = pa.array(range(n), pa.int32())
         view = pa.table({"subtask": subtasks, "position": positions, "value": table.column("value")})
     return view if view.num_rows else None
+
+
+def _last_per_key(table: pa.Table) -> pa.Table:
+    """One row per key: at its first row's place, with its last row's value (a dict's update)."""
+    first: dict[Any, int] = {}
+    last: dict[Any, int] = {}
+    for i, key in enumerate(table.column("key").to_pylist()):
+        token = scope_token(key)
+        first.setdefault(token, i)
+        last[token] = i
+    if len(first) == table.num_rows:
+        return table
+    keys = pc.take(table.column("key"), pa.array(list(first.values()), pa.int64()))
+    values = pc.take(table.column("value"), pa.array(list(last.values()), pa.int64()))
+    return pa.table({"key": keys, "value": values})
 
 
 def expiry_cutoff(meta: StateMetaInfo, watermark: int | None = None, now_ms: int | None = None) -> int | None:

@@ -9,8 +9,11 @@ and ``position`` (or ``key`` for broadcast state).
 
 from __future__ import annotations
 
+import math
+import struct
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -101,13 +104,26 @@ state's data files (all subtasks) and how many of them hold changes over earlier
 ``file_checkpoints``: the checkpoints that wrote them (empty for older manifests)."""
 
 
-def _positions(values: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """(parent row index, position in its list) of every element of a list column."""
-    parents = pc.list_parent_indices(values)
-    offsets = values.offsets
-    starts = pc.take(offsets, parents)
-    index = pa.array(range(len(parents)), pa.int64()) if len(parents) else pa.array([], pa.int64())
-    return parents, pc.subtract(index, starts).cast(pa.int32())
+def _positions(parents: pa.Array) -> pa.Array:
+    """Each element's position in its list, from the (ascending) parent row of every element."""
+    rows = parents.to_numpy(zero_copy_only=False)
+    index = np.arange(len(rows), dtype=np.int64)
+    starts = np.ones(len(rows), dtype=bool)
+    starts[1:] = rows[1:] != rows[:-1]
+    first = np.maximum.accumulate(np.where(starts, index, 0)) if len(rows) else index
+    return pa.array((index - first).astype(np.int32), pa.int32())
+
+
+def scope_token(value: Any) -> Any:
+    """A hashable stand-in for a value as ``to_pylist`` gives it (a key, a namespace), equal
+    exactly when Flink's serialized keys are: floats by bits, so -0.0 is not 0.0 and NaN is NaN."""
+    if isinstance(value, float):
+        return ("NaN",) if math.isnan(value) else ("float", struct.pack("<d", value))
+    if isinstance(value, dict):
+        return tuple((name, scope_token(v)) for name, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(scope_token(v) for v in value)
+    return value
 
 
 def keyed_view(table: pa.Table, meta: StateMetaInfo, flatten: bool, expired_before: int | None) -> pa.Table:
@@ -121,12 +137,16 @@ def keyed_view(table: pa.Table, meta: StateMetaInfo, flatten: bool, expired_befo
     if meta.kind is StateKind.LIST:
         values = table.column("value").combine_chunks()
         if flatten:
-            parents, positions = _positions(values)
+            parents, elements = pc.list_parent_indices(values), pc.list_flatten(values)
+            stamps = pc.list_flatten(ttl.combine_chunks()) if ttl is not None else None
+            if stamps is not None and expired_before is not None:  # positions count live elements
+                live = pc.greater(stamps, pa.scalar(expired_before, pa.int64()))
+                parents, elements, stamps = (pc.filter(a, live) for a in (parents, elements, stamps))
             cols = {k: pc.take(v, parents) for k, v in cols.items()}
-            cols["position"] = positions
-            cols["value"] = pc.list_flatten(values)
-            if ttl is not None:
-                cols["ttl_timestamp"] = pc.list_flatten(ttl.combine_chunks())
+            cols["position"] = _positions(parents)
+            cols["value"] = elements
+            if stamps is not None:
+                cols["ttl_timestamp"] = stamps
         else:
             cols["value"] = values
             if ttl is not None:
@@ -175,25 +195,23 @@ def _nested_ttl(cols: dict[str, Any], ttl: Any, expired_before: int | None, kind
 
 
 def _fold_maps(cols: dict[str, Any], table: pa.Table, ttl: Any, expired_before: int | None) -> pa.Table:
-    """One row per (key, namespace) with a map column (rows of one scope are adjacent)."""
+    """One row per (key, namespace) with a map column; a scope's rows need not be adjacent
+    (the writer sorts by key group only, and several files' rows are concatenated)."""
     keys = table.column("key").to_pylist()
     namespaces = cols["namespace"].to_pylist()
     user_keys = table.column("user_key").combine_chunks()
     values = table.column("value").combine_chunks()
     stamps = ttl.to_pylist() if ttl is not None else None
-    starts: list[int] = []
-    kept: list[int] = []
-    last: Any = object()
-    for i, scope in enumerate(zip(keys, namespaces, strict=True)):
+    scopes: dict[Any, list[int]] = {}
+    for i, (key, namespace) in enumerate(zip(keys, namespaces, strict=True)):
         if stamps is not None and expired_before is not None and stamps[i] <= expired_before:
             continue
-        if scope != last:
-            starts.append(len(kept))
-            last = scope
-        kept.append(i)
+        scopes.setdefault((scope_token(key), scope_token(namespace)), []).append(i)
+    kept = [i for members in scopes.values() for i in members]
+    sizes = np.cumsum([0, *(len(members) for members in scopes.values())])
     rows = pa.array(kept, pa.int64())
-    offsets = pa.array([*starts, len(kept)], pa.int32())
-    firsts = pa.array([kept[s] for s in starts], pa.int64())
+    offsets = pa.array(sizes, pa.int32())
+    firsts = pa.array([members[0] for members in scopes.values()], pa.int64())
     result = {name: pc.take(cols[name], firsts) for name in ("key_group", "key", "namespace")}
     result["value"] = pa.MapArray.from_arrays(offsets, pc.take(user_keys, rows), pc.take(values, rows))
     if stamps is not None:

@@ -25,10 +25,9 @@ from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read
 from flinkstate.checkpoint.flink.rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from flinkstate.checkpoint.views import spark_compatible
 from flinkstate.state.keygroups import assign_to_key_group
-from flinkstate.state.typeinfo import BasicTypeInfo
 
 from .options import OptionError, ReadOptions
-from .reader import _int_filter, _predicate, _PushFilters
+from .reader import _int_filter, _predicate, _pushable_key_type, _PushFilters
 
 _UNSUPPORTED = {"checkpoint_id": None, "watermark": None, "flatten": True}
 
@@ -142,7 +141,7 @@ class FlinkSavepointReader(DataSourceReader):
         return rejected
 
     def _key_filter(self, f: Filter) -> bool:
-        if not isinstance(f, EqualTo | In) or not isinstance(self.key_type, BasicTypeInfo):
+        if not isinstance(f, EqualTo | In) or not _pushable_key_type(self.key_type):
             return False
         values = set(f.value) if isinstance(f, In) else {f.value}
         if any(v is None or not isinstance(v, self.key_type.python_type) for v in values):
@@ -253,6 +252,12 @@ def _normal(value: Any, t: pa.DataType | None) -> Any:
         return tuple(_normal(v, f.type) for v, f in zip(items, fields, strict=True))
     if isinstance(value, list):
         return bytes(value) if t is not None and pa.types.is_binary(t) else tuple(value)
+    if t is not None and pa.types.is_float32(t) and type(value) in (int, float):
+        try:  # the FLOAT nearest the number: what the key stores, as Arrow decodes it
+            single: float = struct.unpack("<f", struct.pack("<f", value))[0]
+        except OverflowError:  # no FLOAT: matches no key
+            return value
+        return single
     return value
 
 

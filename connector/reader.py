@@ -1,16 +1,16 @@
 """Reading checkpoints into DataFrames: planning partitions, pushing filters, reading batches.
 
 Partitions are small picklable descriptions (files and row groups); executors open the
-files themselves. Filters on ``key_group``, on the ``key`` (equality or IN: the key's
-group is computed, and only it is read) and on ``subtask`` are pushed down and applied
-exactly; everything else is left to Spark.
+files themselves. Filters on ``key_group``, on the ``key`` (equality or IN on a non-float
+key: the key's group is computed, and only it is read) and on ``subtask`` are pushed down
+and applied exactly; everything else is left to Spark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -89,6 +89,13 @@ def _int_filter(f: Filter) -> bool:
     return all(type(v) is int for v in values)
 
 
+def _pushable_key_type(key_type: Any) -> TypeGuard[BasicTypeInfo]:
+    """Whether Spark's = on keys of ``key_type`` is key equality, so a pushed key filter
+    can read only its keys' groups. Not for FLOAT/DOUBLE: Spark's = has -0.0 = 0.0 and
+    NaN = NaN, while -0.0 and 0.0 are two keys (in two key groups); Spark filters those."""
+    return isinstance(key_type, BasicTypeInfo) and key_type.name not in ("FLOAT", "DOUBLE")
+
+
 class FlinkStateReader(DataSourceReader):
     """Reads one view of one checkpoint; see the module docstring."""
 
@@ -140,7 +147,7 @@ class FlinkStateReader(DataSourceReader):
     def _key_filter(self, f: Filter) -> bool:
         assert self.op is not None
         key_type = self.op.key_type
-        if not isinstance(f, EqualTo | In) or not isinstance(key_type, BasicTypeInfo):
+        if not isinstance(f, EqualTo | In) or not _pushable_key_type(key_type):
             return False
         values = set(f.value) if isinstance(f, In) else {f.value}
         if any(v is None or not isinstance(v, key_type.python_type) for v in values):
@@ -269,8 +276,8 @@ class FlinkStateReader(DataSourceReader):
         assert meta is not None
         wanted = {"position": "value"}
         needed = {"key_group", "key"} | {wanted.get(n, n) for n in self.arrow_schema.names}
-        if meta.kind is StateKind.LIST and self.options.flatten:
-            needed.add("value")  # one row per element
+        if meta.kind is not StateKind.MAP:
+            needed.add("value")  # a null value or empty list stores nothing (no row); list elements are rows
         if meta.kind is StateKind.MAP and not self.options.flatten:
             needed |= {"namespace", "user_key", "value"}  # entries folded per scope
         if expired_before is not None:

@@ -103,3 +103,24 @@ def test_spark_reads_list_state_of_a_native_savepoint(spark: Any) -> None:
     for r in sorted(df.collect(), key=lambda r: (r["key"], r["position"])):
         got.setdefault(r["key"], []).append(r["value"])
     assert got == {k: LISTS["l_string"](k) for k in KEYS}
+
+
+def test_float_key_filters_are_left_to_spark() -> None:
+    """Spark's = has -0.0 = 0.0 and NaN = NaN, unlike keys: the reader must not narrow by them."""
+    reader = _reader(operator="keyed-states", state="v_long")
+    for key_type in (Types.DOUBLE(), Types.FLOAT()):
+        reader.key_type = key_type
+        filters = [EqualTo(("key",), 0.0), In(("key",), (-0.0, 1.5))]
+        assert list(reader.push(filters)) == filters
+    assert reader.key_values == []
+
+
+def test_keys_option_float_fields_compare_as_stored() -> None:
+    """A FLOAT key field decodes as the float32 value widened; the option's number must match it."""
+    from flinkstate.connector.flink_source import _normal
+
+    key_type = pa.struct([("name", pa.string()), ("score", pa.float32())])
+    stored = pa.array([{"name": "zoë", "score": 0.1}], key_type)
+    row = stored.to_pylist()[0]
+    assert _normal(["zoë", 0.1], stored.type) == _normal(row, stored.type)
+    assert _normal(0.1, pa.float32()) == pa.array([0.1], pa.float32()).to_pylist()[0]

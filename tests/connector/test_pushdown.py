@@ -5,6 +5,8 @@ The reader is built and driven directly (no SparkSession), as Spark's workers wo
 
 from __future__ import annotations
 
+import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,17 @@ import pytest
 from checkpoint_data import write_values
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
 
-from flinkstate.checkpoint import Storage
+from flinkstate.checkpoint import CheckpointStorage, Storage
 from flinkstate.connector.options import ReadOptions
 from flinkstate.connector.reader import FlinkStateReader, open_for_read, view_schema_of
-from flinkstate.state import Types, assign_to_key_group
+from flinkstate.state import (
+    HeapKeyedStateBackend,
+    MapStateDescriptor,
+    Types,
+    ValueStateDescriptor,
+    assign_to_key_group,
+)
+from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +116,18 @@ def test_guard_sees_no_pushfilters_override(root: str, tmp_path: Path) -> None:
     assert getattr(reader.pushFilters, "__func__", None) is DataSourceReader.pushFilters
 
 
-def test_user_schema_decodes_only_its_columns(root: str) -> None:
-    options = ReadOptions.parse({"path": root, "operator": "op", "state": "count"})
+def test_user_schema_decodes_only_its_columns(root: str, tmp_path: Path) -> None:
+    backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    entries = backend.get_map_state(MapStateDescriptor("m", Types.STRING(), Types.STRING()))
+    for k in range(2_000):
+        backend.set_current_key(k)
+        entries.put_all({f"entry {i}": hashlib.sha512(b"%d,%d" % (k, i)).hexdigest() for i in range(10)})
+    pending = CheckpointStorage(str(tmp_path / "map")).begin()
+    pending.write_keyed("op", backend)
+    pending.commit()
+    options = ReadOptions.parse(
+        {"path": str(tmp_path / "map"), "operator": "op", "state": "m", "keygroupsperpartition": "8"}
+    )
     checkpoint = open_for_read(options)
     narrow = pa.schema([pa.field("key", pa.int64())])
     reader = FlinkStateReader(options, checkpoint, narrow)
@@ -119,7 +138,15 @@ def test_user_schema_decodes_only_its_columns(root: str) -> None:
     list(full.read_from(wide_storage, partition))
     batches = list(reader.read_from(narrow_storage, partition))
     assert batches and batches[0].schema.names == ["key"]
-    assert narrow_storage.bytes_read < wide_storage.bytes_read
+    assert narrow_storage.bytes_read * 2 < wide_storage.bytes_read
+
+
+def test_value_state_user_schema_reads_the_value(root: str) -> None:
+    """A null value stores nothing, so whether a row is shown depends on its value."""
+    options = ReadOptions.parse({"path": root, "operator": "op", "state": "count"})
+    checkpoint = open_for_read(options)
+    reader = FlinkStateReader(options, checkpoint, pa.schema([pa.field("key", pa.int64())]))
+    assert reader._needed_columns(view_schema_of(options, checkpoint), None) == ["key_group", "key", "value"]
 
 
 @pytest.mark.parametrize("damage", ["altered page", "truncated"])
@@ -176,3 +203,52 @@ def test_every_read_path_checks_files_against_the_manifest(
     target.write_bytes(bytes(data))
     with pytest.raises(CheckpointCorruptError, match=r"\[CHECKPOINT_CORRUPT\].*" + Path(ref.path).name):
         list(reader.read(partition))
+
+
+@pytest.fixture(scope="module")
+def float_roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """DOUBLE and FLOAT keys 0.0, -0.0 (distinct keys in Flink), NaN and 1.5, at parallelism 2."""
+    roots = {}
+    for name, key_type in (("double", Types.DOUBLE()), ("float", Types.FLOAT())):
+        path = str(tmp_path_factory.mktemp("floats") / name)
+        pending = CheckpointStorage(path).begin()
+        for i in range(2):
+            rng = compute_key_group_range_for_operator_index(128, 2, i)
+            backend = HeapKeyedStateBackend(key_type=key_type, key_group_range=rng)
+            state = backend.get_state(ValueStateDescriptor("v", Types.LONG()))
+            for key, value in ((0.0, 1), (-0.0, 2), (math.nan, 3), (1.5, 4)):
+                if assign_to_key_group(key, 128, key_type) in rng:
+                    backend.set_current_key(key)
+                    state.update(value)
+            pending.write_keyed("op", backend, i, 2)
+        pending.commit()
+        roots[name] = path
+    return roots
+
+
+@pytest.mark.parametrize("key_type", ["double", "float"])
+@pytest.mark.parametrize(
+    "condition",
+    ["key = 0.0", "key = -0.0", "key = double('NaN')", "key IN (0.0, 1.5)", "key IN (-0.0, double('NaN'))",
+     "key = cast(0.0 as float)", "key IN (cast('NaN' as float), cast(-0.0 as float))"],
+)  # fmt: skip
+def test_float_key_filters_match_spark_without_pushdown(
+    spark: Any, float_roots: dict[str, str], key_type: str, condition: str
+) -> None:
+    """Spark's = takes 0.0 = -0.0 and NaN = NaN: a pushed filter must give what Spark's own gives."""
+    from flinkstate.connector import PUSHDOWN_CONF
+
+    def rows() -> list[tuple[str, int]]:
+        df = spark.read.format("flinkstate").option("operator", "op").option("state", "v")
+        return sorted(
+            (repr(r.key), r.value) for r in df.load(float_roots[key_type]).filter(condition).collect()
+        )
+
+    spark.conf.set(PUSHDOWN_CONF, "false")
+    without = rows()
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    try:
+        assert rows() == without
+    finally:
+        spark.conf.set(PUSHDOWN_CONF, "false")
+    assert without  # every condition matches a key
