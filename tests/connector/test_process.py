@@ -333,6 +333,9 @@ def test_a_failing_function_commits_nothing(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(ProcessFunctionError, match=r"for key 'boom' on subtask \d of 2.*boom is not a word"):
         process(bad, "word", Failing(), WC_SCHEMA, chk, "f")
     assert CheckpointStorage(chk).completed_ids() == [1]
+    again = process(df, "word", Failing(), WC_SCHEMA, chk, "f")  # takes the failed run's id
+    assert sorted(map(tuple, again.collect())) == [("fine", 1), ("ok", 1)]
+    assert CheckpointStorage(chk).completed_ids() == [1, 2]
 
 
 def test_output_rows_that_do_not_fit(spark: Any, tmp_path: Path) -> None:
