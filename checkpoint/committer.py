@@ -68,9 +68,10 @@ def _merge_entries(uid: str, entries: list[SubtaskEntry]) -> SubtaskEntry:
                 if raw[part] is not None:
                     raise CheckpointError(f"operator {uid!r} subtask {first.index} wrote {part} twice")
                 raw[part] = ref
+    watermark = next((e.watermark for e in entries if e.watermark is not None), None)
     return SubtaskEntry(
         first.index, next(iter(ranges), None), merged["keyed"], merged["operator"], merged["broadcast"],
-        raw["raw_keyed"], raw["raw_operator"], merged["changes"],
+        raw["raw_keyed"], raw["raw_operator"], merged["changes"], watermark,
     )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from flinkstate.state.descriptors import StateKind
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.snapshot import StateMetaInfo
 from flinkstate.state.ttl import StateTtlConfig
+from flinkstate.state.ttl.time import LONG_MIN
 from flinkstate.state.types import TypeInformation, type_from_json
 
 from .errors import CheckpointCorruptError
@@ -27,6 +28,8 @@ from .jsontext import dumps_indented
 FORMAT = "flinkstate-checkpoint"
 VERSION = 1
 METADATA = "_metadata"
+WATERMARK_PROPERTY = "flinkstate.process.watermark"
+"""The property where the process runner records the watermark it ended at."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ class SubtaskEntry:
     changes: Mapping[str, Files] = field(default_factory=dict)
     """Per keyed state, the changes this checkpoint recorded where it wrote the state in full
     (a compaction): kept for the change feed, never applied on restore."""
+    watermark: int | None = None
+    """The keyed backend's event-time watermark when its snapshot was taken (``None``: none)."""
 
     def files(self) -> list[FileRef]:
         groups = (self.keyed, self.operator, self.broadcast, self.changes)
@@ -142,6 +147,22 @@ class Manifest:
 
     def operator(self, uid: str) -> OperatorEntry | None:
         return next((op for op in self.operators if op.uid == uid), None)
+
+    def watermark(self, uid: str) -> int | None:
+        """The event-time watermark a restore of operator ``uid`` continues from: the process
+        runner's (property ``flinkstate.process.watermark``), else the least its keyed
+        subtasks recorded; ``None`` when there is none (nothing is expired by event time)."""
+        op = self.operator(uid)
+        if WATERMARK_PROPERTY in self.properties:
+            marks: list[int | None] = [int(self.properties[WATERMARK_PROPERTY])]
+        elif op is None:
+            return None
+        else:
+            marks = [st.watermark for st in op.subtasks if st.key_group_range is not None]
+        if not marks or any(w is None for w in marks):
+            return None
+        least = min(w for w in marks if w is not None)
+        return None if least == LONG_MIN else least
 
     def files(self) -> list[FileRef]:
         return [f for op in self.operators for st in op.subtasks for f in st.files()]
@@ -258,6 +279,7 @@ def _subtask_json(st: SubtaskEntry) -> dict[str, Any]:
         "raw_keyed": None if st.raw_keyed is None else st.raw_keyed.to_json(),
         "raw_operator": None if st.raw_operator is None else st.raw_operator.to_json(),
         **({"changes": {n: [f.to_json() for f in fs] for n, fs in st.changes.items()}} if st.changes else {}),
+        **({"watermark": st.watermark} if st.watermark is not None else {}),
     }
 
 
@@ -279,6 +301,7 @@ def _subtask_from(data: Mapping[str, Any]) -> SubtaskEntry:
         optional("raw_keyed"),
         optional("raw_operator"),
         files("changes"),
+        None if data.get("watermark") is None else int(data["watermark"]),
     )
 
 

@@ -112,6 +112,9 @@ class CompletedCheckpoint:
                 f"has {backend.max_parallelism}: rewrite the savepoint with rewrite_max_parallelism() first"
             )
         backend.restore_key_type(op.key_type)
+        watermark = self.manifest.watermark(uid)
+        if watermark is not None:  # event-time TTL goes on from where the checkpoint was
+            backend.advance_watermark(watermark)
         for meta in op.keyed_states:
             registered = False
             for kg, tables in self.read_keyed(uid, meta.name, backend.key_group_range):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.snapshot import KeyedStateSnapshot
+from flinkstate.state.ttl.time import LONG_MIN
 
 from .increments import BaseChain, ChainPolicy, load_base
 from .storage import Storage
@@ -47,11 +48,15 @@ class CheckpointTarget:
         changes only (see :mod:`flinkstate.state.changes`). An increment builds only on a
         base that went to the same place; without a ``uid`` it is written in full."""
         if self.policy is None:
-            return backend.snapshot()
-        scope = None
-        if uid is not None and self.root is not None:
-            scope = (self.root.protocol, self.root.root, uid, subtask, parallelism)
-        return backend.snapshot_for_checkpoint(self.checkpoint_id, scope, full=self.full or scope is None)
+            snap = backend.snapshot()
+        else:
+            scope = None
+            if uid is not None and self.root is not None:
+                scope = (self.root.protocol, self.root.root, uid, subtask, parallelism)
+            snap = backend.snapshot_for_checkpoint(self.checkpoint_id, scope, full=self.full or scope is None)
+        watermark = backend.current_watermark
+        snap.watermark = None if watermark == LONG_MIN else watermark
+        return snap
 
     def base_of(self, uid: str, snapshot: KeyedStateSnapshot | None) -> BaseChain | None:
         """The checkpoint ``snapshot``'s changes build on, seen from this checkpoint's directory."""

@@ -153,6 +153,7 @@ class SubtaskWriter:
             raw_k,
             raw_o,
             changes,
+            None if keyed is None else keyed.watermark,
         )
         return SubtaskResult(
             self.uid,

@@ -178,7 +178,10 @@ def show(
     ] = False,
     watermark: Annotated[
         int | None,
-        typer.Option(help="'Now' for event-time TTL states (epoch ms); expired entries are hidden."),
+        typer.Option(
+            help="'Now' for event-time TTL states (epoch ms); expired entries are hidden. "
+            "Default: the watermark the checkpoint records."
+        ),
     ] = None,
     stats: Annotated[bool, typer.Option("--stats", help="Print the bytes and files read on stderr.")] = False,
     allow_pickle: Annotated[
@@ -203,6 +206,8 @@ def show(
         tables = _operator_rows(checkpoint, op, state)
     else:
         keys = None if not key else [parse_key(k, op.key_type) for k in key]
+        if watermark is None:  # by default, what a restore of the checkpoint would hide
+            watermark = checkpoint.manifest.watermark(op.uid)
         cutoff = None if include_expired else expiry_cutoff(meta, watermark)
         tables = _keyed_rows(checkpoint, op, state, keys, flatten, cutoff)
     cap = (TABLE_LIMIT if fmt is Format.table else None) if limit is None else (limit or None)

@@ -31,12 +31,14 @@ from .feeddiff import (
     ChangeFeedError,
     DiffPartition,
     DiffPlan,
+    Groups,
     delta_files,
     diff_plans,
     read_groups,
     scope_diff,
     stored_rows,
 )
+from .feedscope import deletes_then_updates, rewritten
 from .options import OptionError, ReadOptions
 from .reader import FlinkStateReader
 
@@ -46,11 +48,13 @@ _SCOPE = ("key_group", "key", "namespace")
 
 @dataclass(frozen=True)
 class ChangePartition(InputPartition):
-    """Row groups of one checkpoint's delta files: ((file, ((key group, row group), ...)), ...)."""
+    """Row groups of one checkpoint's delta files, and of its chain (the state at the
+    checkpoint) for the same key groups: ((file, ((key group, row group), ...)), ...)."""
 
     checkpoint_id: int
     directory: str
-    files: tuple[tuple[FileRef, tuple[tuple[int, int], ...]], ...]
+    files: Groups
+    chain: Groups = ()
 
 
 def change_feed_schema(op: OperatorEntry, state: str, flatten: bool) -> pa.Schema:
@@ -96,7 +100,7 @@ class ChangeFeedReader(FlinkStateReader):
         if self.meta is None or self.op is None:
             raise OptionError(f"option readChangeFeed: {options.state!r} is not a keyed state")
         uid, name = self.op.uid, self.meta.name
-        self.ranges: list[tuple[int, str, list[list[FileRef]]]] = []
+        self.ranges: list[tuple[int, str, list[tuple[list[FileRef], tuple[FileRef, ...]]]]] = []
         self.diffs: list[DiffPlan] = []
         befores = [open_before(options, checkpoints[0].checkpoint_id), *checkpoints[:-1]]
         for before, checkpoint in zip(befores, checkpoints, strict=True):
@@ -105,21 +109,19 @@ class ChangeFeedReader(FlinkStateReader):
                 self.diffs += diff_plans(checkpoint, before, uid, name)
             else:
                 files = delta_files(checkpoint, before, uid, name)
-                self.ranges.append((checkpoint.checkpoint_id, checkpoint.directory.url, files))
+                chains = [st.keyed.get(name, ()) for st in checkpoint.operator(uid).subtasks]
+                self.ranges.append((checkpoint.checkpoint_id, checkpoint.directory.url,
+                                    list(zip(files, chains, strict=True))))  # fmt: skip
 
     def partitions(self) -> Sequence[InputPartition]:
         wanted = self._wanted_key_groups()
         out: list[InputPartition] = []
         for checkpoint_id, directory, subtasks in self.ranges:
-            for refs in subtasks:
-                picked = (
-                    (r, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items())
-                              if wanted is None or kg in wanted))
-                    for r in refs
-                )  # fmt: skip
-                files = tuple(f for f in picked if f[1])
+            for refs, chain in subtasks:
+                files = _picked(refs, wanted)
                 if files:
-                    out.append(ChangePartition(checkpoint_id, directory, files))
+                    groups = {kg for _, pairs in files for kg, _ in pairs}
+                    out.append(ChangePartition(checkpoint_id, directory, files, _picked(chain, groups)))
         out += [p for plan in self.diffs if (p := plan.partition(wanted)) is not None]
         return out
 
@@ -130,8 +132,19 @@ class ChangeFeedReader(FlinkStateReader):
         return self.read_changes(Storage(partition.directory, self.options.storage), partition)
 
     def read_changes(self, storage: Storage, partition: ChangePartition) -> Iterator[pa.RecordBatch]:
-        """The rows of delta files: ``op`` deletes, then upserts."""
-        for _, tables in sorted(read_groups(storage, partition.files, partition.checkpoint_id).items()):
+        """The rows of delta files: ``op`` deletes, then upserts; a key group whose rows do
+        not read so has the scopes they touch rewritten from the chain (:mod:`.feedscope`)."""
+        op, meta = self.op, self.meta
+        assert op is not None and meta is not None and op.key_type is not None
+        k = partition.checkpoint_id
+        deltas = read_groups(storage, partition.files, k)
+        other = {kg for kg, tables in deltas.items() if not deletes_then_updates(tables, meta)}
+        chain = read_groups(storage, _picked_groups(partition.chain, other), k) if other else {}
+        for kg, tables in sorted(deltas.items()):
+            if kg in other:
+                now = stored_rows(chain.get(kg), meta, op.key_type, kg, self.options.allow_pickle)
+                yield from self._changes(*rewritten(tables, now, meta), k)
+                continue
             for table in tables:
                 ops = (
                     table.column("op") if "op" in table.column_names else pa.nulls(table.num_rows, pa.int8())
@@ -199,3 +212,17 @@ class ChangeFeedReader(FlinkStateReader):
         fields = self.arrow_schema
         arrays = [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in fields]
         return pa.Table.from_arrays(arrays, schema=fields)
+
+
+def _picked(refs: Sequence[FileRef], wanted: set[int] | None) -> Groups:
+    """``refs`` with their row groups of the ``wanted`` key groups (``None``: all)."""
+    picked = (
+        (r, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items()) if wanted is None or kg in wanted))
+        for r in refs
+    )
+    return tuple(f for f in picked if f[1])
+
+
+def _picked_groups(files: Groups, wanted: set[int]) -> Groups:
+    picked = ((r, tuple((kg, rg) for kg, rg in pairs if kg in wanted)) for r, pairs in files)
+    return tuple(f for f in picked if f[1])

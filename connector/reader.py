@@ -238,7 +238,10 @@ class FlinkStateReader(DataSourceReader):
     def _read_keyed(self, storage: Storage, partition: KeyedPartition) -> Iterator[pa.RecordBatch]:
         meta, op = self.meta, self.op
         assert meta is not None and op is not None
-        expired_before = None if self.options.include_expired else expiry_cutoff(meta, self.options.watermark)
+        watermark = self.options.watermark
+        if watermark is None:  # by default, what a restore of the checkpoint would hide
+            watermark = self.manifest.watermark(op.uid)
+        expired_before = None if self.options.include_expired else expiry_cutoff(meta, watermark)
         keys = self._wanted_keys()
         by_group: dict[int, list[pa.Table]] = {}
         for ref, groups in partition.files:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar, cast, overload
 
+from .canonical import canonicalizer
 from .changes import Changed, ChangeLog
 from .descriptors import (
     AggregatingStateDescriptor,
@@ -95,6 +96,8 @@ class AbstractKeyedStateBackend(ABC):
         self._ctx = KeyContext()
         self._key_type: TypeInformation | None = None
         self._key_pytype: type = _NoKey
+        self._fast_pytype: type = _NoKey
+        self._key_canon: Callable[[Any], Any] | None = None
         self._kg_fn: Callable[[Any, int], int] = lambda key, max_p: 0
         self._key_listeners: list[Callable[[], None]] = []
         self._key_spec: list[Any] = []
@@ -126,12 +129,15 @@ class AbstractKeyedStateBackend(ABC):
     def _set_key_type(self, key_type: TypeInformation) -> None:
         self._key_type = key_type
         self._key_pytype = key_type.python_type
+        self._key_canon = canonicalizer(key_type)
+        # a key with FLOAT parts always takes the slow path, which rounds them
+        self._fast_pytype = _NoKey if self._key_canon is not None else self._key_pytype
         self._kg_fn = key_group_assigner(key_type)
         self._describe_key_setter()
 
     def _describe_key_setter(self) -> None:
         self._key_spec[:] = (
-            self._key_pytype,
+            self._fast_pytype,
             self._kg_fn,
             self._max_p,
             self._kg_start,
@@ -155,7 +161,7 @@ class AbstractKeyedStateBackend(ABC):
 
     def set_current_key(self, key: Any) -> None:
         """Make ``key`` the key that every state of this backend reads and writes."""
-        if type(key) is not self._key_pytype:
+        if type(key) is not self._fast_pytype:
             key = self._check_key(key)
         try:
             kgi = self._kg_fn(key, self._max_p) - self._kg_start
@@ -177,7 +183,13 @@ class AbstractKeyedStateBackend(ABC):
                 listener()
 
     def _check_key(self, key: Any) -> Any:
-        """The slow path of :meth:`set_current_key`: infer, validate or coerce the key."""
+        """The slow path of :meth:`set_current_key`: infer, validate or coerce the key, and
+        round its FLOAT parts (:mod:`.canonical`)."""
+        key = self._coerce_key(key)
+        canon = self._key_canon
+        return key if canon is None else canon(key)
+
+    def _coerce_key(self, key: Any) -> Any:
         self._check_open()
         if key is None:
             raise InvalidArgumentError("a key must not be None", code="INVALID_KEY")
@@ -483,7 +495,7 @@ class AbstractKeyedStateBackend(ABC):
     def close(self) -> None:
         """Release the backend; later use is an error."""
         self._closed = True
-        self._key_pytype = _NoKey
+        self._key_pytype = self._fast_pytype = _NoKey
         self._describe_key_setter()
         self._ctx.kgi = -1
         self._ctx.key = None

@@ -169,6 +169,8 @@ class KeyedStateSnapshot:
     states: Mapping[str, StateSnapshot]
     changes: ChangeSet | None = None
     """What changed since the last completed checkpoint (only when taken for an increment)."""
+    watermark: int | None = None
+    """The backend's event-time watermark when taken (``None``: none yet)."""
 
     def release(self) -> None:
         for state in self.states.values():

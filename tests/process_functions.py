@@ -264,3 +264,21 @@ class Arrivals(KeyedProcessFunction):
         n = (self.n.value() or 0) + 1
         self.n.update(n)
         yield ctx.get_current_key(), value.i, n
+
+
+class LastEventTime(KeyedProcessFunction):
+    """Keeps each key's last event time in a state with a one-day event-time TTL."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        desc = ValueStateDescriptor("last", Types.LONG())
+        desc.enable_time_to_live(
+            StateTtlConfig.new_builder(timedelta(days=1))
+            .use_event_time()
+            .disable_cleanup_in_background()
+            .build()
+        )
+        self.last = runtime_context.get_state(desc)
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        self.last.update(ctx.timestamp())
+        return iter(())

@@ -6,6 +6,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from ..backend import AbstractKeyedStateBackend
+from ..canonical import canonicalizer
 from ..changes import Changed
 from ..descriptors import (
     AggregatingStateDescriptor,
@@ -26,7 +27,7 @@ from .aggregating_state import HeapAggregatingState
 from .base import AbstractHeapState
 from .cow_map import CopyOnWriteStateMap
 from .list_state import HeapListState
-from .map_state import HeapMapState
+from .map_state import HeapFloatKeyMapState, HeapMapState
 from .nested_map import NestedStateMap
 from .reducing_state import HeapReducingState
 from .restore import stored_migration, stored_states, stored_type_of
@@ -97,6 +98,9 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
             return HeapReducingState(table, self._ctx, desc.reduce)
         if isinstance(desc, AggregatingStateDescriptor):
             return HeapAggregatingState(table, self._ctx, desc.agg_function)
+        canon = canonicalizer(meta.user_key_type) if meta.kind is StateKind.MAP else None
+        if canon is not None:
+            return HeapFloatKeyMapState(table, self._ctx, canon)
         kinds: dict[StateKind, type[AbstractHeapState]] = {
             StateKind.VALUE: HeapValueState,
             StateKind.LIST: HeapListState,

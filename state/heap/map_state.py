@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..interfaces import MapState
 from ..validation import check_user_key
 from .base import AbstractHeapState
+from .state_table import StateTable
 
 
 class HeapMapState(AbstractHeapState, MapState[Any, Any]):
@@ -79,3 +80,32 @@ class HeapMapState(AbstractHeapState, MapState[Any, Any]):
 
     def is_empty(self) -> bool:
         return not self._stored()
+
+
+class HeapFloatKeyMapState(HeapMapState):
+    """A map whose user keys have FLOAT parts: they are rounded to what a checkpoint
+    stores (:mod:`..canonical`) on the way in, as RocksDB's serialized keys are."""
+
+    __slots__ = ("_canon",)
+
+    def __init__(self, table: StateTable, ctx: Any, canon: Callable[[Any], Any]) -> None:
+        super().__init__(table, ctx)
+        self._canon = canon
+
+    def get(self, key: Any) -> Any:
+        return super().get(self._canon(key))
+
+    def put(self, key: Any, value: Any) -> None:
+        super().put(None if key is None else self._canon(key), value)
+
+    def put_all(self, dict_value: Mapping[Any, Any] | None) -> None:
+        canon = self._canon
+        if dict_value is not None:
+            dict_value = {None if k is None else canon(k): v for k, v in dict(dict_value).items()}
+        super().put_all(dict_value)
+
+    def remove(self, key: Any) -> None:
+        super().remove(self._canon(key))
+
+    def contains(self, key: Any) -> bool:
+        return super().contains(self._canon(key))
