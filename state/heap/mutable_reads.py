@@ -22,6 +22,7 @@ from .aggregating_state import HeapAggregatingState
 from .list_state import HeapListState
 from .map_state import HeapMapState
 from .reducing_state import HeapReducingState
+from .state_table import compact
 from .value_state import PYTHON_METHODS, HeapValueState
 
 
@@ -39,7 +40,22 @@ class MutableValueState(HeapValueState):
     __slots__ = ()
 
     def value(self) -> Any:
-        return self._handed_out()
+        ctx = self._ctx
+        kgi = ctx.kgi
+        key = ctx.key
+        table = self._maps[kgi].fast_table
+        if table is None or self._ns is not None or type(key) is tuple:
+            return self._handed_out()
+        bucket = table[hash(key) % len(table)]
+        state = None if bucket is None else bucket.get(key)
+        changes = self._changes
+        if state is not None and changes:  # recorded as update() records it
+            changed = changes[kgi]
+            changed.append(key)
+            changed.append(state)
+            if len(changed) > self._compact_at:
+                self._compact_at = compact(changed)
+        return state
 
     update = PYTHON_METHODS[1]
 

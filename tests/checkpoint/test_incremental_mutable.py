@@ -130,7 +130,7 @@ def test_increments_keep_changes_made_in_place(tmp_path: Path, seed: int, async_
     full = CheckpointStorage(str(tmp_path / "full"))
     held: list[Any] = []
     increments = 0
-    for step in range(1_500):
+    for step in range(900):
         backend.set_current_key(r.randrange(12))
         name = r.choice(sorted(descs))
         state = _state(backend, descs[name])
@@ -154,7 +154,7 @@ def test_increments_keep_changes_made_in_place(tmp_path: Path, seed: int, async_
             expected = dump(pending_full.commit().keyed_backend("op", 0, 1, time_provider=clock))
             assert expected == dump(backend), step
             assert dump(done.keyed_backend("op", 0, 1, time_provider=clock)) == expected, step
-    assert increments > 10
+    assert increments > 5
     for snap in held:
         snap.release()
     backend.close()
