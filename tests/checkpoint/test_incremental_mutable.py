@@ -60,8 +60,13 @@ class Gather(AggregateFunction[int, list[int], list[int]]):
 
 def descriptors() -> dict[str, Any]:
     ttl = ValueStateDescriptor("ttl", LONGS)
-    ttl.enable_time_to_live(StateTtlConfig.new_builder(timedelta(hours=1)).build())
+    ttl_map = MapStateDescriptor("ttl_map", Types.STRING(), LONGS)
+    ttl_list = ListStateDescriptor("ttl_list", LONGS)
+    for desc in (ttl, ttl_map, ttl_list):  # read through get_internal and get: nothing expires
+        desc.enable_time_to_live(StateTtlConfig.new_builder(timedelta(hours=1)).build())
     return {
+        "ttl_map": ttl_map,
+        "ttl_list": ttl_list,
         "value": ValueStateDescriptor("value", LONGS),
         "map": MapStateDescriptor("map", Types.STRING(), LONGS),
         "list": ListStateDescriptor("list", LONGS),
@@ -87,14 +92,14 @@ def _state(backend: HeapKeyedStateBackend, desc: Any) -> Any:
 def _mutate_what_is_read(r: random.Random, name: str, state: Any) -> None:
     """Read through one of the state's read paths and change what it returned, in place."""
     x = r.randrange(100)
-    if name == "map":
+    if name.endswith("map"):
         how = r.randrange(3)
         if how == 0:
             got = state.get(r.choice("ab"))
             found = [] if got is None else [got]
         else:
             found = [v for _, v in state.items()] if how == 1 else list(state.values())
-    elif name == "list":
+    elif name.endswith("list"):
         found = [element for element in state.get()]
     else:
         got = state.value() if name in ("value", "ttl", "long") else state.get()
@@ -107,9 +112,9 @@ def _write(r: random.Random, name: str, state: Any) -> None:
     op, x = r.randrange(3), r.randrange(100)
     if op == 0:
         state.clear()
-    elif name == "map":
+    elif name.endswith("map"):
         state.put(r.choice("ab"), [x]) if op == 1 else state.remove(r.choice("ab"))
-    elif name == "list":
+    elif name.endswith("list"):
         state.add([x]) if op == 1 else state.update([[x], [x + 1]])
     elif name in ("reduce", "agg"):
         state.add([x] if name == "reduce" else x)
