@@ -28,6 +28,15 @@ from .base import AbstractHeapState
 from .cow_map import CopyOnWriteStateMap
 from .list_state import HeapListState
 from .map_state import HeapFloatKeyMapState, HeapMapState
+from .mutable_reads import (
+    MutableAggregatingState,
+    MutableFloatKeyMapState,
+    MutableListState,
+    MutableMapState,
+    MutableReducingState,
+    MutableValueState,
+    hands_out_mutable,
+)
 from .nested_map import NestedStateMap
 from .reducing_state import HeapReducingState
 from .restore import stored_migration, stored_states, stored_type_of
@@ -94,19 +103,23 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         table.meta = meta
         if transform is not None:
             table.transform_factory = transform
+        mutable = hands_out_mutable(desc)  # its reads record the scope: see mutable_reads
         if isinstance(desc, ReducingStateDescriptor):
-            return HeapReducingState(table, self._ctx, desc.reduce)
+            reducing = MutableReducingState if mutable else HeapReducingState
+            return reducing(table, self._ctx, desc.reduce)
         if isinstance(desc, AggregatingStateDescriptor):
-            return HeapAggregatingState(table, self._ctx, desc.agg_function)
+            aggregating = MutableAggregatingState if mutable else HeapAggregatingState
+            return aggregating(table, self._ctx, desc.agg_function)
         canon = canonicalizer(meta.user_key_type) if meta.kind is StateKind.MAP else None
         if canon is not None:
-            return HeapFloatKeyMapState(table, self._ctx, canon)
-        kinds: dict[StateKind, type[AbstractHeapState]] = {
-            StateKind.VALUE: HeapValueState,
-            StateKind.LIST: HeapListState,
-            StateKind.MAP: HeapMapState,
+            float_keys = MutableFloatKeyMapState if mutable else HeapFloatKeyMapState
+            return float_keys(table, self._ctx, canon)
+        kinds: dict[StateKind, tuple[type[AbstractHeapState], type[AbstractHeapState]]] = {
+            StateKind.VALUE: (HeapValueState, MutableValueState),
+            StateKind.LIST: (HeapListState, MutableListState),
+            StateKind.MAP: (HeapMapState, MutableMapState),
         }
-        return kinds[meta.kind](table, self._ctx)
+        return kinds[meta.kind][mutable](table, self._ctx)
 
     def _restore_columns(self, meta: StateMetaInfo, kgi: int, columns: StateColumns) -> None:
         if meta.name not in self._tables:

@@ -15,7 +15,8 @@ class AbstractHeapState(InternalMergingState):
     Subclasses spell out their kind's rules; merging kinds define :meth:`_merge`. Every
     write notes its scope in ``_changes`` when the backend records changes (see
     :attr:`StateTable.changes`): two list appends, the id and the state the write left
-    (``None`` when it removed the scope).
+    (``None`` when it removed the scope). So does every read of a state of mutable values
+    (see :mod:`.mutable_reads`): what it hands out may be changed in place.
     """
 
     __slots__ = ("_changes", "_compact_at", "_ctx", "_maps", "_ns", "_table")
@@ -38,6 +39,15 @@ class AbstractHeapState(InternalMergingState):
             changed.append(state)
             if len(changed) > self._compact_at:
                 self._compact_at = compact(changed)
+
+    def _handed_out(self) -> Any:
+        """The current scope's state, noted as changed when present (whatever it holds is
+        handed to a caller who may mutate it in place: states of mutable values only)."""
+        ctx = self._ctx
+        state = self._maps[ctx.kgi].get(ctx.key, self._ns)
+        if state is not None:
+            self._changed(state)
+        return state
 
     def set_current_namespace(self, namespace: Any) -> None:
         if namespace is not None:
