@@ -1,11 +1,12 @@
 """Loading a Flink savepoint's state into our live backends (then checkpointed in our format).
 
 Keyed states are restored per key group of the backend's range with the types their
-serializer snapshots give; operator list, union and broadcast states are repartitioned
-like ours. Flink does not store a state's TTL duration, so TTL states restore as plain
-state (their last-access timestamps are in :meth:`FlinkSavepoint.keyed_state`). States
-whose serializer cannot be decoded (Kryo, unknown) are refused with a typed error naming
-them, unless left out with ``states``.
+serializer snapshots give; keys whose Java ``hashCode()`` we do not compute (Tuple, Row,
+POJO...) go to the key group our hash gives them, not Flink's. Operator list, union and
+broadcast states are repartitioned like ours. Flink does not store a state's TTL duration,
+so TTL states restore as plain state (their last-access timestamps are in
+:meth:`FlinkSavepoint.keyed_state`). States whose serializer cannot be decoded (Kryo,
+unknown) are refused with a typed error naming them, unless left out with ``states``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.descriptors import StateKind
+from flinkstate.state.hashing import java_hashed, key_group_assigner
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 from flinkstate.state.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.types import TypeInformation
 
 from ..errors import StateMigrationError
 from .binary import UnsupportedSerializerError
@@ -49,14 +52,17 @@ def _meta(info: StateInfo, where: str) -> StateMetaInfo:
     )
 
 
-def _columns(rows: StateRows, kg: int) -> StateColumns:
-    """One key group's entries grouped per (key, namespace): values, lists or dicts."""
+def _grouped(rows: StateRows, route: Callable[[int, Any], int | None]) -> dict[int, StateColumns]:
+    """Entries per key group ``route(stored group, key)`` gives (None: not restored here),
+    grouped per (key, namespace): values, lists or dicts."""
     kind = rows.info.kind
-    scopes: dict[tuple[Any, Any], Any] = {}
+    groups: dict[int, dict[tuple[Any, Any], Any]] = {}
     entries = zip(rows.key_group, rows.key, rows.namespace, rows.extra, rows.value, strict=True)
     for group, key, ns, extra, value in entries:
-        if group != kg:
+        kg = route(group, key)
+        if kg is None:
             continue
+        scopes = groups.setdefault(kg, {})
         scope = (key, ns)
         if kind == "LIST":
             scopes.setdefault(scope, []).append(value)
@@ -65,18 +71,50 @@ def _columns(rows: StateRows, kg: int) -> StateColumns:
         else:
             scopes[scope] = value
     for group, keys, values in rows.chunks:
-        if group == kg:
-            for key, value in zip(keys.tolist(), values.to_pylist(), strict=True):
-                scopes[(key, None)] = value
+        for key, value in zip(keys.tolist(), values.to_pylist(), strict=True):
+            kg = route(group, key)
+            if kg is not None:
+                groups.setdefault(kg, {})[(key, None)] = value
+    return {kg: _columns(scopes) for kg, scopes in groups.items()}
+
+
+def _columns(scopes: dict[tuple[Any, Any], Any]) -> StateColumns:
     namespaces = [ns for _, ns in scopes]
     void = all(ns is None for ns in namespaces)
     return StateColumns([k for k, _ in scopes], None if void else namespaces, list(scopes.values()))
 
 
+def _flink_groups(key_type: TypeInformation | None) -> bool:
+    """Whether Flink's key group of a key is ours (an undecodable key type is refused later)."""
+    return key_type is None or java_hashed(key_type)
+
+
+def _router(
+    key_type: TypeInformation | None, backend: AbstractKeyedStateBackend
+) -> Callable[[int, Any], int | None]:
+    """Where an entry goes in ``backend``: its stored (Flink's) key group when our hash is Java's
+    ``hashCode()``; else the group our hash gives its key, which is what lookups compute."""
+    rng = backend.key_group_range
+    if key_type is None or java_hashed(key_type):
+        return lambda group, _key: group if group in rng else None
+    assign, max_parallelism = key_group_assigner(key_type), backend.max_parallelism
+
+    def ours(_group: int, key: Any) -> int | None:
+        kg = assign(key, max_parallelism)
+        return kg if kg in rng else None
+
+    return ours
+
+
 def restore_keyed(
     sp: FlinkSavepoint, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None
 ) -> None:
-    """Load into ``backend`` every key group of its range of ``operator``'s keyed states."""
+    """Load into ``backend`` every entry of ``operator``'s keyed states in its key-group range.
+
+    Tuple, Row, POJO and other keys whose Java ``hashCode()`` we do not compute sit in other
+    key groups in Flink than in our backends: every key group is read and each entry goes
+    to the group our hash gives it (correct, but each subtask decodes the whole state).
+    """
     op = sp.operator(operator)
     if op.max_parallelism != backend.max_parallelism:
         raise StateMigrationError(
@@ -86,16 +124,17 @@ def restore_keyed(
     header = sp.keyed_header(operator)
     if header is None:
         return
-    backend.restore_key_type(header.key.type_info)
+    key_type = header.key.type_info
+    backend.restore_key_type(key_type)
     wanted = set(states) if states is not None else None
     infos = [s for s in header.states if not s.is_timer and (wanted is None or s.name in wanted)]
     metas = {s.name: _meta(s, sp.directory) for s in infos}
-    groups = list(backend.key_group_range)
+    route = _router(key_type, backend)
+    groups = list(backend.key_group_range) if _flink_groups(key_type) else None
     for info in infos:
-        rows = sp.decode_keyed(operator, info.name, groups)
-        found = set(rows.key_group) | {g for g, _, _ in rows.chunks}
-        for kg in sorted(found) or [backend.key_group_range.start]:
-            backend.restore_state(metas[info.name], kg, _columns(rows, kg))
+        grouped = _grouped(sp.decode_keyed(operator, info.name, groups), route)
+        for kg in sorted(grouped) or [backend.key_group_range.start]:
+            backend.restore_state(metas[info.name], kg, grouped.get(kg, StateColumns([], None, [])))
 
 
 def keyed_backend(
