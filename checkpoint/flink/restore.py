@@ -158,22 +158,36 @@ def keyed_backend(
 def operator_backend(
     sp: FlinkSavepoint, operator: str, subtask: int, parallelism: int
 ) -> OperatorStateBackend:
-    """Operator list, union and broadcast state of ``operator`` for subtask ``subtask`` of ``parallelism``."""
+    """Operator list, union and broadcast state of ``operator`` for subtask ``subtask`` of ``parallelism``.
+
+    Repartitioned over the operator's parallelism by subtask index, as Flink does: a subtask
+    without a state (finished, or never registered it) holds none of it.
+    """
     op = sp.operator(operator)
-    per_subtask: list[list[OperatorStateData]] = []
-    for sub in op.subtasks:
-        datas = []
-        for info in sp.operator_infos(operator):
-            value = sp.operator_values(operator, info.name, sub.index)
-            if info.value.type_info is None or not info.value.decodable:
-                raise UnsupportedSerializerError(
-                    f"{sp.directory}: operator state {info.name} cannot be restored"
-                )
-            user_key = info.user_key.type_info if info.user_key is not None else None
-            datas.append(
-                OperatorStateData(info.name, _MODES[info.kind], info.value.type_info, value, user_key)
+    per_subtask: list[list[OperatorStateData]] = [[] for _ in range(op.parallelism)]
+    for info in sp.operator_infos(operator):
+        if info.value.type_info is None or not info.value.decodable:
+            raise UnsupportedSerializerError(f"{sp.directory}: operator state {info.name} cannot be restored")
+        table = sp.operator_state(operator, info.name)
+        held = {
+            s.index
+            for s in op.subtasks
+            if s.managed_operator is not None and any(e.name == info.name for e in s.managed_operator.states)
+        }
+        broadcast = table.column_names[1] == "key"
+        values: dict[int, Any] = {i: {} if broadcast else [] for i in held}
+        rows = zip(*(table.column(i).to_pylist() for i in range(3)), strict=True)
+        for index, first, value in rows:
+            if broadcast:
+                values[index][first] = value
+            else:
+                values[index].append(value)
+        user_key = info.user_key.type_info if info.user_key is not None else None
+        for index in sorted(held):
+            data = OperatorStateData(
+                info.name, _MODES[info.kind], info.value.type_info, values[index], user_key
             )
-        per_subtask.append(datas)
+            per_subtask[index].append(data)
     return OperatorStateBackend(repartition(per_subtask, parallelism)[subtask])
 
 

@@ -23,7 +23,9 @@ def repartition(
 ) -> list[list[OperatorStateData]]:
     """The operator states of each of ``new_parallelism`` subtasks, from each old subtask's.
 
-    Broadcast states and list states have separate name spaces. The result shares nothing
+    ``old[i]`` holds old subtask ``i``'s states (empty for a subtask that wrote none), so
+    ``len(old)`` is the old parallelism. Broadcast states and list states have separate
+    name spaces. The result shares nothing
     mutable with ``old``.
     """
     if type(new_parallelism) is not int or new_parallelism < 1:

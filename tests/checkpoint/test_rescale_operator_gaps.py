@@ -1,0 +1,59 @@
+"""Operator state of an operator where a subtask wrote none: repartitioned by subtask index
+over the operator's parallelism (the missing subtask is an empty one), as Flink does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
+from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
+from flinkstate.state import ListStateDescriptor, OperatorStateBackend, Types
+
+OFFSETS = ListStateDescriptor("offsets", Types.LONG())
+#: Flink's RoundRobinOperatorStateRepartitioner: unchanged parallelism keeps each subtask's
+#: own state; else all elements, in subtask order, cut into runs.
+EXPECTED = {3: [[1, 2, 3], [], [5]], 2: [[1, 2], [3, 5]], 4: [[1], [2], [3], [5]]}
+
+
+def _gap_checkpoint(path: Path) -> CompletedCheckpoint:
+    """Operator ``op`` at parallelism 3: subtask 0 holds 1, 2, 3 and subtask 2 holds 5 (list
+    and raw operator state); subtask 1 wrote nothing."""
+    pending = CheckpointStorage(str(path)).begin()
+    for index, elements in ((0, [1, 2, 3]), (2, [5])):
+        backend = OperatorStateBackend()
+        state = backend.get_list_state(OFFSETS)
+        for e in elements:
+            state.add(e)
+        raw = [bytes([e]) for e in elements]
+        pending.write_subtask("op", index, 3, 128, operator=backend, raw_operator=raw).result()
+    return pending.commit()
+
+
+def _lists(ck: CompletedCheckpoint, parallelism: int) -> list[list[int]]:
+    return [
+        list(ck.operator_backend("op", i, parallelism).get_list_state(OFFSETS).get())
+        for i in range(parallelism)
+    ]
+
+
+@pytest.mark.parametrize("parallelism", sorted(EXPECTED))
+def test_list_state_repartitioned_by_subtask_index(tmp_path: Path, parallelism: int) -> None:
+    ck = _gap_checkpoint(tmp_path / "ck")
+    assert _lists(ck, parallelism) == EXPECTED[parallelism]
+    assert _lists(open_checkpoint(str(tmp_path / "ck")), parallelism) == EXPECTED[parallelism]
+
+
+@pytest.mark.parametrize("parallelism", sorted(EXPECTED))
+def test_raw_operator_state_repartitioned_by_subtask_index(tmp_path: Path, parallelism: int) -> None:
+    ck = _gap_checkpoint(tmp_path / "ck")
+    got = [[b[0] for b in ck.raw_operator("op", i, parallelism)] for i in range(parallelism)]
+    assert got == EXPECTED[parallelism]
+
+
+def test_rewrite_keeps_the_missing_subtask_empty(tmp_path: Path) -> None:
+    ck = _gap_checkpoint(tmp_path / "ck")
+    rewritten = rewrite_max_parallelism(ck, str(tmp_path / "rewritten"), 256)
+    for parallelism, expected in EXPECTED.items():
+        assert _lists(rewritten, parallelism) == expected
