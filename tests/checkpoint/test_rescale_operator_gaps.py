@@ -4,12 +4,17 @@ over the operator's parallelism (the missing subtask is an empty one), as Flink 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
+from flinkstate.checkpoint.manifest import OperatorStateInfo
 from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
+from flinkstate.connector.writer import operator_entry
 from flinkstate.state import ListStateDescriptor, OperatorStateBackend, Types
+from flinkstate.state.operator import OperatorStateMode
 
 OFFSETS = ListStateDescriptor("offsets", Types.LONG())
 #: Flink's RoundRobinOperatorStateRepartitioner: unchanged parallelism keeps each subtask's
@@ -57,3 +62,14 @@ def test_rewrite_keeps_the_missing_subtask_empty(tmp_path: Path) -> None:
     rewritten = rewrite_max_parallelism(ck, str(tmp_path / "rewritten"), 256)
     for parallelism, expected in EXPECTED.items():
         assert _lists(rewritten, parallelism) == expected
+
+
+def test_spark_write_keeps_other_states_at_their_subtask_index(tmp_path: Path) -> None:
+    """Writing another state into the operator keeps each subtask's own files in place."""
+    base = _gap_checkpoint(tmp_path / "ck").manifest.operators[0]
+    info = OperatorStateInfo("other", OperatorStateMode.SPLIT_DISTRIBUTE, Types.LONG())
+    options = SimpleNamespace(parallelism=3, max_parallelism=128, operator="op", state="other")
+    plan = SimpleNamespace(options=options, keyed=False, key_type=None, operator_info=lambda: info)
+    entry = operator_entry(cast(Any, plan), [], base)
+    held = {s.index: dict(s.operator) for s in base.subtasks}
+    assert [dict(s.operator) for s in entry.subtasks] == [held[0], {}, held[2]]
