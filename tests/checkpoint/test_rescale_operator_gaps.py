@@ -3,6 +3,7 @@ over the operator's parallelism (the missing subtask is an empty one), as Flink 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -10,10 +11,19 @@ from typing import Any, cast
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.manifest import OperatorStateInfo
+from flinkstate.checkpoint.manifest import OperatorStateInfo, SubtaskEntry
 from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
+from flinkstate.connector.stream import _append
 from flinkstate.connector.writer import operator_entry
-from flinkstate.state import ListStateDescriptor, OperatorStateBackend, Types
+from flinkstate.state import (
+    HeapKeyedStateBackend,
+    ListStateDescriptor,
+    OperatorStateBackend,
+    Types,
+    ValueStateDescriptor,
+    assign_to_key_group,
+)
+from flinkstate.state.keygroups import compute_key_group_range_for_operator_index as key_groups_of
 from flinkstate.state.operator import OperatorStateMode
 
 OFFSETS = ListStateDescriptor("offsets", Types.LONG())
@@ -73,3 +83,22 @@ def test_spark_write_keeps_other_states_at_their_subtask_index(tmp_path: Path) -
     entry = operator_entry(cast(Any, plan), [], base)
     held = {s.index: dict(s.operator) for s in base.subtasks}
     assert [dict(s.operator) for s in entry.subtasks] == [held[0], {}, held[2]]
+
+
+def test_streaming_append_keeps_earlier_files_at_their_subtask_index(tmp_path: Path) -> None:
+    pending = CheckpointStorage(str(tmp_path / "ck")).begin()
+    for index in (0, 2):
+        backend = HeapKeyedStateBackend(
+            key_type=Types.LONG(), key_group_range=key_groups_of(128, 3, index), max_parallelism=128
+        )
+        key = next(
+            k for k in range(1000) if assign_to_key_group(k, 128, Types.LONG()) in backend.key_group_range
+        )
+        backend.set_current_key(key)
+        backend.get_state(ValueStateDescriptor("v", Types.LONG())).update(index)
+        pending.write_keyed("op", backend, subtask=index, parallelism=3).result()
+    old = pending.commit().manifest.operators[0]
+    dense = replace(old, subtasks=tuple(SubtaskEntry(i) for i in range(3)))
+    appended = _append(dense, old, [], "v")
+    held = {s.index: s.keyed["v"] for s in old.subtasks}
+    assert [s.keyed.get("v") for s in appended.subtasks] == [held[0], None, held[2]]
