@@ -148,10 +148,11 @@ class CompletedCheckpoint:
     # -- operator and raw state --------------------------------------------------------
 
     def operator_states(self, uid: str) -> list[list[OperatorStateData]]:
-        """Every old subtask's operator states, as written."""
+        """Operator states of each subtask index below the operator's parallelism, as written
+        (none for a subtask that wrote none): what :func:`repartition` takes."""
         op = self.operator(uid)
         infos = {(i.mode is OperatorStateMode.BROADCAST, i.name): i for i in op.operator_states}
-        out = []
+        out: list[list[OperatorStateData]] = [[] for _ in range(op.parallelism)]
         for subtask in op.subtasks:
             states = []
             for broadcast, files in ((False, subtask.operator), (True, subtask.broadcast)):
@@ -176,7 +177,7 @@ class CompletedCheckpoint:
                     states.append(
                         OperatorStateData(name, info.mode, info.value_type, elements, info.user_key_type)
                     )
-            out.append(states)
+            out[subtask.index] = states
         return out
 
     def operator_backend(self, uid: str, subtask: int, parallelism: int) -> OperatorStateBackend:
@@ -202,14 +203,15 @@ class CompletedCheckpoint:
 
     def raw_operator(self, uid: str, subtask: int, parallelism: int) -> list[bytes]:
         """Raw operator state blobs, redistributed like split-distributed list state."""
-        old = []
-        for entry in self.operator(uid).subtasks:
-            blobs: list[bytes] = []
+        op = self.operator(uid)
+        old: list[list[bytes]] = [[] for _ in range(op.parallelism)]
+        for entry in op.subtasks:
             if entry.raw_operator is not None:
                 table = open_whole(self.directory, entry.raw_operator).read()
                 order = table.column("position").to_pylist()
-                blobs = [b for _, b in sorted(zip(order, table.column("data").to_pylist(), strict=True))]
-            old.append(blobs)
+                old[entry.index] = [
+                    b for _, b in sorted(zip(order, table.column("data").to_pylist(), strict=True))
+                ]
         from flinkstate.state.types import Types
 
         raw = Types.PRIMITIVE_ARRAY(Types.BYTE())

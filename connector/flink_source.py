@@ -6,8 +6,10 @@ view (one row per state, its types and serializers); with them the state, with t
 columns of our own views. Filters on ``key_group``, on ``key`` (equality or IN) and on
 ``subtask`` (operator list state), and the options ``keys``, ``keyGroups`` and
 ``subtasks`` are applied here exactly; a keyed read opens only the files of the subtasks
-owning the wanted key groups, and decodes only those key groups. SQL ``TIMESTAMP(7..9)``
-values arrive floored to microseconds, Spark's precision (``read_savepoint`` keeps nanoseconds).
+owning the wanted key groups, and decodes only those key groups (wanted keys prune key
+groups only for basic and SQL key types: Tuple, Row or POJO keys hash otherwise in Flink).
+SQL ``TIMESTAMP(7..9)`` values arrive floored to microseconds, Spark's precision
+(``read_savepoint`` keeps nanoseconds).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputP
 from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read_savepoint
 from flinkstate.checkpoint.flink.rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from flinkstate.checkpoint.views import spark_compatible
+from flinkstate.state.hashing import java_hashed
 from flinkstate.state.keygroups import assign_to_key_group
 
 from .options import OptionError, ReadOptions
@@ -107,13 +110,15 @@ class FlinkSavepointReader(DataSourceReader):
             found = sp.keyed_info(options.operator, options.state or "")
             self.keyed = found is not None
             if found is not None:
-                # PyFlink Python state (a Row key) hashes unlike ours in Flink: its keys prune no
-                # key groups (they still filter rows); SQL RowData keys hash as BinaryRowData.
+                # Only keys whose Java hashCode() we compute (basic types) and SQL RowData keys
+                # (hashed as BinaryRowData) prune key groups; other keys (PyFlink Python state,
+                # Tuple, Row, POJO) hash unlike ours in Flink: they still filter rows.
                 python = found[1].name != options.state
                 rowdata = found[0].key.serializer if found[0].key.snapshot_class == ROWDATA else None
                 self.rowdata_fields = rowdata.fields if isinstance(rowdata, RowDataReader) else None
+                key_type = found[0].key.type_info
                 plain = not python and self.rowdata_fields is None
-                self.key_type = found[0].key.type_info if plain else None
+                self.key_type = key_type if plain and key_type is not None and java_hashed(key_type) else None
                 self.max_parallelism = op.max_parallelism
                 self.subtask_groups = [
                     (s.index, s.managed_keyed.key_groups) for s in op.subtasks if s.managed_keyed is not None

@@ -157,9 +157,10 @@ def _append(
     op: OperatorEntry, old: OperatorEntry | None, files: list[tuple[int, FileRef]], state: str
 ) -> OperatorEntry:
     """``op`` with the state's earlier files (from ``old``) followed by this batch's."""
+    written = {st.index: st for st in old.subtasks} if old is not None else {}
     subtasks = []
     for st in op.subtasks:
-        earlier = old.subtasks[st.index].keyed.get(state, ()) if old is not None else ()
+        earlier = written[st.index].keyed.get(state, ()) if st.index in written else ()
         mine = tuple(ref for i, ref in files if i == st.index)
         keyed = dict(st.keyed)
         if earlier or mine:

@@ -121,9 +121,10 @@ def operator_entry(
     for index, ref in files:
         per_subtask[index].append(ref)
     broadcast = is_broadcast(plan)
+    written = {s.index: s for s in base.subtasks} if base is not None else {}
     subtasks = []
     for i in range(p):
-        old = base.subtasks[i] if base is not None and i < len(base.subtasks) else SubtaskEntry(i)
+        old = written.get(i, SubtaskEntry(i))  # a subtask that wrote nothing is an empty one
         mine = tuple(ref for _, ref in files) if broadcast else tuple(per_subtask[i])
         keyed, operator, bcast = dict(old.keyed), dict(old.operator), dict(old.broadcast)
         target = keyed if plan.keyed else bcast if broadcast else operator

@@ -141,6 +141,15 @@ def key_hash_code(key: Any, key_type: TypeInformation) -> int:
     return _signed32(zlib.crc32(serializer_for(key_type).to_bytes(key)))
 
 
+def java_hashed(key_type: TypeInformation) -> bool:
+    """Whether keys of ``key_type`` hash as Java's ``hashCode()``, so land in Flink's key groups.
+
+    Keys of any other type (tuples, rows, POJOs, arrays...) are in a key group of a Flink
+    savepoint that :func:`key_hash_code` does not reproduce.
+    """
+    return isinstance(key_type, BasicTypeInfo) and key_type.name in _JAVA_HASHES
+
+
 def key_group_assigner(key_type: TypeInformation) -> Callable[[Any, int], int]:
     """A function ``(key, max_parallelism) -> key group``, the fastest available.
 

@@ -1,11 +1,12 @@
 """Loading a Flink savepoint's state into our live backends (then checkpointed in our format).
 
 Keyed states are restored per key group of the backend's range with the types their
-serializer snapshots give; operator list, union and broadcast states are repartitioned
-like ours. Flink does not store a state's TTL duration, so TTL states restore as plain
-state (their last-access timestamps are in :meth:`FlinkSavepoint.keyed_state`). States
-whose serializer cannot be decoded (Kryo, unknown) are refused with a typed error naming
-them, unless left out with ``states``.
+serializer snapshots give; keys whose Java ``hashCode()`` we do not compute (Tuple, Row,
+POJO...) go to the key group our hash gives them, not Flink's. Operator list, union and
+broadcast states are repartitioned like ours. Flink does not store a state's TTL duration,
+so TTL states restore as plain state (their last-access timestamps are in
+:meth:`FlinkSavepoint.keyed_state`). States whose serializer cannot be decoded (Kryo,
+unknown) are refused with a typed error naming them, unless left out with ``states``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.descriptors import StateKind
+from flinkstate.state.hashing import java_hashed, key_group_assigner
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 from flinkstate.state.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.types import TypeInformation
 
 from ..errors import StateMigrationError
 from .binary import UnsupportedSerializerError
@@ -49,14 +52,17 @@ def _meta(info: StateInfo, where: str) -> StateMetaInfo:
     )
 
 
-def _columns(rows: StateRows, kg: int) -> StateColumns:
-    """One key group's entries grouped per (key, namespace): values, lists or dicts."""
+def _grouped(rows: StateRows, route: Callable[[int, Any], int | None]) -> dict[int, StateColumns]:
+    """Entries per key group ``route(stored group, key)`` gives (None: not restored here),
+    grouped per (key, namespace): values, lists or dicts."""
     kind = rows.info.kind
-    scopes: dict[tuple[Any, Any], Any] = {}
+    groups: dict[int, dict[tuple[Any, Any], Any]] = {}
     entries = zip(rows.key_group, rows.key, rows.namespace, rows.extra, rows.value, strict=True)
     for group, key, ns, extra, value in entries:
-        if group != kg:
+        kg = route(group, key)
+        if kg is None:
             continue
+        scopes = groups.setdefault(kg, {})
         scope = (key, ns)
         if kind == "LIST":
             scopes.setdefault(scope, []).append(value)
@@ -65,18 +71,50 @@ def _columns(rows: StateRows, kg: int) -> StateColumns:
         else:
             scopes[scope] = value
     for group, keys, values in rows.chunks:
-        if group == kg:
-            for key, value in zip(keys.tolist(), values.to_pylist(), strict=True):
-                scopes[(key, None)] = value
+        for key, value in zip(keys.tolist(), values.to_pylist(), strict=True):
+            kg = route(group, key)
+            if kg is not None:
+                groups.setdefault(kg, {})[(key, None)] = value
+    return {kg: _columns(scopes) for kg, scopes in groups.items()}
+
+
+def _columns(scopes: dict[tuple[Any, Any], Any]) -> StateColumns:
     namespaces = [ns for _, ns in scopes]
     void = all(ns is None for ns in namespaces)
     return StateColumns([k for k, _ in scopes], None if void else namespaces, list(scopes.values()))
 
 
+def _flink_groups(key_type: TypeInformation | None) -> bool:
+    """Whether Flink's key group of a key is ours (an undecodable key type is refused later)."""
+    return key_type is None or java_hashed(key_type)
+
+
+def _router(
+    key_type: TypeInformation | None, backend: AbstractKeyedStateBackend
+) -> Callable[[int, Any], int | None]:
+    """Where an entry goes in ``backend``: its stored (Flink's) key group when our hash is Java's
+    ``hashCode()``; else the group our hash gives its key, which is what lookups compute."""
+    rng = backend.key_group_range
+    if key_type is None or java_hashed(key_type):
+        return lambda group, _key: group if group in rng else None
+    assign, max_parallelism = key_group_assigner(key_type), backend.max_parallelism
+
+    def ours(_group: int, key: Any) -> int | None:
+        kg = assign(key, max_parallelism)
+        return kg if kg in rng else None
+
+    return ours
+
+
 def restore_keyed(
     sp: FlinkSavepoint, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None
 ) -> None:
-    """Load into ``backend`` every key group of its range of ``operator``'s keyed states."""
+    """Load into ``backend`` every entry of ``operator``'s keyed states in its key-group range.
+
+    Tuple, Row, POJO and other keys whose Java ``hashCode()`` we do not compute sit in other
+    key groups in Flink than in our backends: every key group is read and each entry goes
+    to the group our hash gives it (correct, but each subtask decodes the whole state).
+    """
     op = sp.operator(operator)
     if op.max_parallelism != backend.max_parallelism:
         raise StateMigrationError(
@@ -86,16 +124,17 @@ def restore_keyed(
     header = sp.keyed_header(operator)
     if header is None:
         return
-    backend.restore_key_type(header.key.type_info)
+    key_type = header.key.type_info
+    backend.restore_key_type(key_type)
     wanted = set(states) if states is not None else None
     infos = [s for s in header.states if not s.is_timer and (wanted is None or s.name in wanted)]
     metas = {s.name: _meta(s, sp.directory) for s in infos}
-    groups = list(backend.key_group_range)
+    route = _router(key_type, backend)
+    groups = list(backend.key_group_range) if _flink_groups(key_type) else None
     for info in infos:
-        rows = sp.decode_keyed(operator, info.name, groups)
-        found = set(rows.key_group) | {g for g, _, _ in rows.chunks}
-        for kg in sorted(found) or [backend.key_group_range.start]:
-            backend.restore_state(metas[info.name], kg, _columns(rows, kg))
+        grouped = _grouped(sp.decode_keyed(operator, info.name, groups), route)
+        for kg in sorted(grouped) or [backend.key_group_range.start]:
+            backend.restore_state(metas[info.name], kg, grouped.get(kg, StateColumns([], None, [])))
 
 
 def keyed_backend(
@@ -119,22 +158,36 @@ def keyed_backend(
 def operator_backend(
     sp: FlinkSavepoint, operator: str, subtask: int, parallelism: int
 ) -> OperatorStateBackend:
-    """Operator list, union and broadcast state of ``operator`` for subtask ``subtask`` of ``parallelism``."""
+    """Operator list, union and broadcast state of ``operator`` for subtask ``subtask`` of ``parallelism``.
+
+    Repartitioned over the operator's parallelism by subtask index, as Flink does: a subtask
+    without a state (finished, or never registered it) holds none of it.
+    """
     op = sp.operator(operator)
-    per_subtask: list[list[OperatorStateData]] = []
-    for sub in op.subtasks:
-        datas = []
-        for info in sp.operator_infos(operator):
-            value = sp.operator_values(operator, info.name, sub.index)
-            if info.value.type_info is None or not info.value.decodable:
-                raise UnsupportedSerializerError(
-                    f"{sp.directory}: operator state {info.name} cannot be restored"
-                )
-            user_key = info.user_key.type_info if info.user_key is not None else None
-            datas.append(
-                OperatorStateData(info.name, _MODES[info.kind], info.value.type_info, value, user_key)
+    per_subtask: list[list[OperatorStateData]] = [[] for _ in range(op.parallelism)]
+    for info in sp.operator_infos(operator):
+        if info.value.type_info is None or not info.value.decodable:
+            raise UnsupportedSerializerError(f"{sp.directory}: operator state {info.name} cannot be restored")
+        table = sp.operator_state(operator, info.name)
+        held = {
+            s.index
+            for s in op.subtasks
+            if s.managed_operator is not None and any(e.name == info.name for e in s.managed_operator.states)
+        }
+        broadcast = table.column_names[1] == "key"
+        values: dict[int, Any] = {i: {} if broadcast else [] for i in held}
+        rows = zip(*(table.column(i).to_pylist() for i in range(3)), strict=True)
+        for index, first, value in rows:
+            if broadcast:
+                values[index][first] = value
+            else:
+                values[index].append(value)
+        user_key = info.user_key.type_info if info.user_key is not None else None
+        for index in sorted(held):
+            data = OperatorStateData(
+                info.name, _MODES[info.kind], info.value.type_info, values[index], user_key
             )
-        per_subtask.append(datas)
+            per_subtask[index].append(data)
     return OperatorStateBackend(repartition(per_subtask, parallelism)[subtask])
 
 

@@ -3,8 +3,10 @@
 * SPLIT_DISTRIBUTE: all elements of all old subtasks, in subtask order, cut into
   contiguous runs whose sizes differ by at most one; the subtask that gets the first
   larger run rotates from state to state so small states do not pile up on subtask 0.
-  At unchanged parallelism every subtask keeps its own elements (as in Flink, even when
-  the state is missing on some subtasks; those get it empty).
+  States are walked in the iteration order of the ``java.util.HashMap`` Flink groups them
+  in (:func:`hash_map_order`), so the rotation matches Flink's. At unchanged parallelism
+  every subtask keeps its own elements (as in Flink, even when the state is missing on
+  some subtasks; those get it empty).
 * UNION: every new subtask gets all elements of all old subtasks.
 * BROADCAST: new subtask ``i`` gets a full copy of old subtask ``i % old_parallelism``.
 """
@@ -15,7 +17,10 @@ import copy
 from collections.abc import Iterable, Sequence
 
 from ..errors import InvalidArgumentError, StateConflictError, StateMigrationError
+from ..hashing import java_string_hash
 from .states import OperatorStateData, OperatorStateMode
+
+SPLIT = OperatorStateMode.SPLIT_DISTRIBUTE
 
 
 def repartition(
@@ -23,7 +28,9 @@ def repartition(
 ) -> list[list[OperatorStateData]]:
     """The operator states of each of ``new_parallelism`` subtasks, from each old subtask's.
 
-    Broadcast states and list states have separate name spaces. The result shares nothing
+    ``old[i]`` holds old subtask ``i``'s states (empty for a subtask that wrote none), so
+    ``len(old)`` is the old parallelism. Broadcast states and list states have separate
+    name spaces. The result shares nothing
     mutable with ``old``.
     """
     if type(new_parallelism) is not int or new_parallelism < 1:
@@ -40,7 +47,9 @@ def repartition(
     out: list[dict[tuple[bool, str], OperatorStateData]] = [{} for _ in range(new_parallelism)]
     unchanged = new_parallelism == len(old)
     start = 0
-    for name in sorted(by_name):
+    is_split = {key: not key[0] and found[0][1].mode is SPLIT for key, found in by_name.items()}
+    split = [(False, n) for n in hash_map_order([n for (_, n), s in is_split.items() if s])]
+    for name in split + [key for key, s in is_split.items() if not s]:
         indexed = by_name[name]
         parts = [data for _, data in indexed]
         _check_compatible(name[1], parts)
@@ -61,6 +70,23 @@ def repartition(
         else:
             start = _split(name, parts, out, start)
     return [list(states.values()) for states in out]
+
+
+def hash_map_order(names: list[str]) -> list[str]:
+    """``names`` (distinct, in insertion order) in the iteration order of a ``java.util.HashMap``
+    they were put in: by bucket, ``(h ^ (h >>> 16)) & (capacity - 1)`` of Java's
+    ``String.hashCode()`` with the capacity (16, doubled while over 3/4 full) the map grew to;
+    within a bucket, insertion order. (Flink inserts in the order its subtasks' state handles
+    list the names; ours is the order of first registration, subtask by subtask.)"""
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hash(name) & 0xFFFF_FFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(names, key=bucket)
 
 
 def _check_compatible(name: str, parts: list[OperatorStateData]) -> None:

@@ -60,6 +60,15 @@ def test_key_group_range_and_options() -> None:
     assert sorted(r["key"] for r in _rows(reader)) == [3, 4]
 
 
+def test_keys_of_a_row_key_state_filter_without_pruning() -> None:
+    """PyFlink keys are Rows, in key groups our hash does not give: keys must not prune groups."""
+    reader = _reader(
+        str(FIXTURES / "pyflink"), operator="py-states", state="python-state-py_long", keys="[[3], [4]]"
+    )
+    assert all(p.key_groups is None for p in reader.partitions())
+    assert sorted(r["key"]["f0"] for r in _rows(reader)) == [3, 4]
+
+
 def test_operator_state_subtask_filter_and_metadata() -> None:
     reader = _reader(operator="operator-states", state="op_list")
     assert list(reader.push([In(("subtask",), (1,))])) == []

@@ -28,6 +28,7 @@ from flinkstate.state.operator import (
     OperatorStateMode,
     repartition,
 )
+from flinkstate.state.operator.repartition import hash_map_order
 
 SPLIT, UNION, BROADCAST = (
     OperatorStateMode.SPLIT_DISTRIBUTE,
@@ -304,6 +305,26 @@ def test_split_runs_rotate_from_state_to_state_as_in_flink() -> None:
         [("x", SPLIT), ("y", SPLIT), ("z", SPLIT)]
     ] * 3
     assert [sum(map(len, by_key(s).values())) for s in repartition(singles, 3)] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("registered", [["offsets", "buffer"], ["buffer", "offsets"]])
+def test_split_states_rotate_in_flinks_hash_map_order(registered: list[str]) -> None:
+    """Flink walks split states in its HashMap's order ("offsets" before "buffer", whatever
+    the registration order), carrying the rotating start subtask from one to the next."""
+    elements = {"offsets": [1, 2, 3], "buffer": [10, 20, 30]}
+    old = [
+        [OperatorStateData(n, SPLIT, Types.LONG(), [elements[n][i]]) for n in registered] for i in range(3)
+    ]
+    got = [{n: e for (n, _), e in by_key(s).items()} for s in repartition(old, 2)]
+    assert got == [{"offsets": [1, 2], "buffer": [30]}, {"offsets": [3], "buffer": [10, 20]}]
+
+
+def test_hash_map_order_buckets_by_capacity_then_insertion() -> None:
+    # "q" (113) and "a" (97) share bucket 1 of 16 (insertion order), not of 32 (13+ names).
+    assert hash_map_order(["q", "a"]) == ["q", "a"]
+    many = ["q", "a", *"bcdefghijkl"]
+    assert hash_map_order(many).index("a") < hash_map_order(many).index("q")
+    assert hash_map_order(["buffer", "offsets"]) == ["offsets", "buffer"]
 
 
 def test_unchanged_parallelism_keeps_split_state_even_when_some_subtasks_lack_it() -> None:
