@@ -114,15 +114,8 @@ class DiffPlan:
 
 
 @dataclass(frozen=True)
-class DiffPartition(InputPartition):
+class DiffPartition(DiffPlan, InputPartition):
     """A :class:`DiffPlan` limited to the wanted key groups."""
-
-    checkpoint_id: int
-    directory: str
-    before_id: int
-    before_directory: str
-    new: Groups
-    old: Groups
 
 
 def _pick(files: Groups, wanted: set[int] | None) -> Groups:

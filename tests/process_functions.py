@@ -282,3 +282,19 @@ class LastEventTime(KeyedProcessFunction):
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         self.last.update(ctx.timestamp())
         return iter(())
+
+
+def stored_counts(root: Any, uid: str = "wc") -> dict[Any, int]:
+    """The ``count`` state of operator ``uid`` in the latest checkpoint under ``root``."""
+    from flinkstate.checkpoint import open_checkpoint
+
+    checkpoint = open_checkpoint(str(root))
+    p = checkpoint.operator(uid).parallelism
+    out = {}
+    for i in range(p):
+        backend = checkpoint.keyed_backend(uid, i, p)
+        state = backend.get_state(ValueStateDescriptor("count", Types.LONG()))
+        for key in list(backend.get_keys("count")):
+            backend.set_current_key(key)
+            out[key] = state.value()
+    return out

@@ -24,6 +24,7 @@ from process_functions import (
     ThresholdAlerts,
     WordCount,
     sessions_model,
+    stored_counts,
     word_count_model,
 )
 
@@ -45,19 +46,6 @@ def finals(rows: list[Any]) -> dict[Any, int]:
     for word, counts in seen.items():
         assert sorted(counts) == list(range(1, len(counts) + 1)), (word, sorted(counts))
     return {w: max(c) for w, c in seen.items()}
-
-
-def stored_counts(path: Path, uid: str = "wc") -> dict[Any, int]:
-    checkpoint = open_checkpoint(str(path))
-    p = checkpoint.operator(uid).parallelism
-    out = {}
-    for i in range(p):
-        backend = checkpoint.keyed_backend(uid, i, p)
-        state = backend.get_state(ValueStateDescriptor("count", Types.LONG()))
-        for key in list(backend.get_keys("count")):
-            backend.set_current_key(key)
-            out[key] = state.value()
-    return out
 
 
 def await_batches(query: Any, committed: Any, n: int) -> None:

@@ -11,27 +11,12 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.connector import ProcessError, foreach_batch, process
-from flinkstate.state import Types, ValueStateDescriptor
 
 import process_functions
-from process_functions import Sessions, ThresholdAlerts, WordCount, sessions_model
+from process_functions import Sessions, ThresholdAlerts, WordCount, sessions_model, stored_counts
 
 SESSIONS = "user string, start bigint, end bigint, events bigint"
 WC_SCHEMA = "word string, count bigint"
-
-
-def stored_counts(root: str, uid: str = "wc") -> dict[Any, int]:
-    """The count state of operator ``uid`` in the latest checkpoint under ``root``."""
-    checkpoint = open_checkpoint(root)
-    p = checkpoint.operator(uid).parallelism
-    out = {}
-    for i in range(p):
-        backend = checkpoint.keyed_backend(uid, i, p)
-        state = backend.get_state(ValueStateDescriptor("count", Types.LONG()))
-        for key in list(backend.get_keys("count")):
-            backend.set_current_key(key)
-            out[key] = state.value()
-    return out
 
 
 @pytest.fixture(autouse=True, scope="module")
