@@ -1,4 +1,5 @@
-"""What every keyed state backend shares: the key context, registration, caching.
+"""What every keyed state backend shares: registration, caching, TTL, snapshots (the
+current key is :mod:`.current_key`).
 
 A backend implements one hook, :meth:`AbstractKeyedStateBackend._create_internal_state`,
 plus key listing and snapshots; TTL decoration happens here, once, for all backends.
@@ -6,13 +7,13 @@ plus key listing and snapshots; TTL decoration happens here, once, for all backe
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar, cast, overload
 
-from .canonical import canonicalizer
 from .changes import Changed, ChangeLog
+from .current_key import CurrentKey, NoKey
 from .descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -23,13 +24,11 @@ from .descriptors import (
 )
 from .errors import (
     InvalidArgumentError,
-    SerializationError,
     StateAccessError,
     StateConflictError,
     StateMigrationError,
     StateTypeError,
 )
-from .hashing import key_group_assigner
 from .interfaces import (
     AggregatingState,
     InternalKvState,
@@ -40,40 +39,16 @@ from .interfaces import (
     StateIncrementalVisitor,
     ValueState,
 )
-from .keygroups import KeyGroupRange, check_max_parallelism
+from .keygroups import KeyGroupRange
 from .migration import Migrate, check_registered, restored_migrators
 from .snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
 from .ttl.time import WatermarkTimeProvider
-from .types import TypeInformation, infer_type, to_type_info
+from .types import TypeInformation
 
 S = TypeVar("S", bound=InternalKvState)
 
 
-class _NoKey:
-    """Stands for "no current key" so the hot path needs no check."""
-
-
-class KeyContext:
-    """The current key and its key-group index within the backend's range."""
-
-    __slots__ = ("key", "kgi")
-
-    def __init__(self) -> None:
-        self.key: Any = None
-        self.kgi = -1
-
-
-def _int_like(key: Any) -> bool:
-    return hasattr(key, "__index__") and not isinstance(key, bool)
-
-
-def _dtype_kind(key: Any) -> str | None:
-    """A numpy scalar's kind ("f" float, "b" bool, ...), ``None`` for other values."""
-    kind = getattr(getattr(key, "dtype", None), "kind", None)
-    return kind if isinstance(kind, str) else None
-
-
-class AbstractKeyedStateBackend(ABC):
+class AbstractKeyedStateBackend(CurrentKey):
     """Keyed state scoped to a current key; see :class:`HeapKeyedStateBackend`."""
 
     def __init__(
@@ -83,27 +58,7 @@ class AbstractKeyedStateBackend(ABC):
         key_group_range: KeyGroupRange | None = None,
         time_provider: Any = None,
     ) -> None:
-        self._max_p = check_max_parallelism(max_parallelism)
-        full = KeyGroupRange(0, max_parallelism - 1)
-        rng = full if key_group_range is None else key_group_range
-        if not isinstance(rng, KeyGroupRange) or len(rng) == 0 or rng.intersection(full) != rng:
-            raise InvalidArgumentError(
-                f"key-group range {rng} is not a non-empty part of 0..{max_parallelism - 1}",
-                code="INVALID_KEY_GROUP_RANGE",
-            )
-        self.key_group_range = rng
-        self._kg_start, self._kg_count = rng.start, len(rng)
-        self._ctx = KeyContext()
-        self._key_type: TypeInformation | None = None
-        self._key_pytype: type = _NoKey
-        self._fast_pytype: type = _NoKey
-        self._key_canon: Callable[[Any], Any] | None = None
-        self._kg_fn: Callable[[Any, int], int] = lambda key, max_p: 0
-        self._key_listeners: list[Callable[[], None]] = []
-        self._key_spec: list[Any] = []
-        self._describe_key_setter()
-        if key_type is not None:
-            self._set_key_type(to_type_info(key_type))
+        super().__init__(key_type, max_parallelism, key_group_range)
         self._states: dict[str, InternalKvState] = {}
         self._metas: dict[str, StateMetaInfo] = {}
         self._last_desc: StateDescriptor | None = None
@@ -114,128 +69,6 @@ class AbstractKeyedStateBackend(ABC):
         self.time_provider = time_provider
         self._watermark = WatermarkTimeProvider()
         self.change_log = ChangeLog()
-
-    # -- keys --------------------------------------------------------------------
-
-    @property
-    def max_parallelism(self) -> int:
-        return self._max_p
-
-    @property
-    def key_type(self) -> TypeInformation | None:
-        """The key type: declared, or inferred from the first key (``None`` before it)."""
-        return self._key_type
-
-    def _set_key_type(self, key_type: TypeInformation) -> None:
-        self._key_type = key_type
-        self._key_pytype = key_type.python_type
-        self._key_canon = canonicalizer(key_type)
-        # a key with FLOAT parts always takes the slow path, which rounds them
-        self._fast_pytype = _NoKey if self._key_canon is not None else self._key_pytype
-        self._kg_fn = key_group_assigner(key_type)
-        self._describe_key_setter()
-
-    def _describe_key_setter(self) -> None:
-        self._key_spec[:] = (
-            self._fast_pytype,
-            self._kg_fn,
-            self._max_p,
-            self._kg_start,
-            self._kg_count,
-            self._ctx,
-            self._key_listeners,
-        )
-
-    @property
-    def key_setter_spec(self) -> list[Any] | None:
-        """What :meth:`set_current_key` does for a key of the backend's Python type, for a
-        C loop to do it per record: ``[python key type, key-group function, max
-        parallelism, range start, range count, key context, key listeners]``, kept up to
-        date in place (read it per record). ``None`` when a subclass or the instance
-        replaces the setter."""
-        if type(
-            self
-        ).set_current_key is not AbstractKeyedStateBackend.set_current_key or "set_current_key" in vars(self):
-            return None
-        return self._key_spec
-
-    def set_current_key(self, key: Any) -> None:
-        """Make ``key`` the key that every state of this backend reads and writes."""
-        if type(key) is not self._fast_pytype:
-            key = self._check_key(key)
-        try:
-            kgi = self._kg_fn(key, self._max_p) - self._kg_start
-        except (OverflowError, TypeError, ValueError, SerializationError) as exc:
-            raise StateTypeError(
-                f"key {key!r} is not a valid {self._key_type} key: {exc}", code="INVALID_KEY"
-            ) from exc
-        if kgi < 0 or kgi >= self._kg_count:
-            raise InvalidArgumentError(
-                f"key {key!r} belongs to key group {kgi + self._kg_start}, outside this "
-                f"backend's {self.key_group_range}",
-                code="KEY_GROUP_OUT_OF_RANGE",
-            )
-        ctx = self._ctx
-        ctx.key = key
-        ctx.kgi = kgi
-        if self._key_listeners:
-            for listener in self._key_listeners:
-                listener()
-
-    def _check_key(self, key: Any) -> Any:
-        """The slow path of :meth:`set_current_key`: infer, validate or coerce the key, and
-        round its FLOAT parts (:mod:`.canonical`)."""
-        key = self._coerce_key(key)
-        canon = self._key_canon
-        return key if canon is None else canon(key)
-
-    def _coerce_key(self, key: Any) -> Any:
-        self._check_open()
-        if key is None:
-            raise InvalidArgumentError("a key must not be None", code="INVALID_KEY")
-        if self._key_type is None:
-            self._set_key_type(infer_type(key))
-            if type(key) is self._key_pytype:
-                return key
-        expected = self._key_pytype
-        if expected is int and _int_like(key):
-            return int(key)
-        if expected is float and (isinstance(key, float) or _int_like(key) or _dtype_kind(key) == "f"):
-            return float(key)
-        if expected is bytes and isinstance(key, (bytes, bytearray, memoryview)):
-            return bytes(key)
-        if expected is tuple and isinstance(key, tuple):
-            return tuple(key)  # namedtuples and Rows: keys are values, stored as plain tuples
-        if expected is bool and _dtype_kind(key) == "b":
-            return bool(key)  # numpy booleans
-        if expected is str and isinstance(key, str):
-            return str.__str__(key)
-        if expected is object or (
-            isinstance(key, expected) and not (expected is int and isinstance(key, bool))
-        ):
-            return key
-        raise StateTypeError(
-            f"key {key!r} ({type(key).__name__}) does not match the backend's key type {self._key_type}",
-            code="KEY_TYPE_MISMATCH",
-        )
-
-    def get_current_key(self) -> Any:
-        """The current key, ``None`` before the first :meth:`set_current_key`."""
-        return self._ctx.key
-
-    @property
-    def key_context(self) -> KeyContext:
-        """The live holder of the current key (read it, never write it): what the states
-        of this backend read, and the cheapest way to read the current key per record."""
-        return self._ctx
-
-    def get_current_key_group(self) -> int | None:
-        kgi = self._ctx.kgi
-        return None if kgi < 0 else kgi + self._kg_start
-
-    def register_key_selection_listener(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` after every :meth:`set_current_key`."""
-        self._key_listeners.append(listener)
 
     # -- states ------------------------------------------------------------------
 
@@ -436,12 +269,12 @@ class AbstractKeyedStateBackend(ABC):
         """Call ``function(key, state)`` (or ``function.process``) with each key current."""
         process = function.process if hasattr(function, "process") else function
         state = self._partitioned(namespace, state_descriptor)
-        previous = self._ctx.key if self._ctx.kgi >= 0 else _NoKey
+        previous = self._ctx.key if self._ctx.kgi >= 0 else NoKey
         for key in self.get_keys(state_descriptor.name, namespace):
             self.set_current_key(key)
             state.set_current_namespace(namespace)
             process(key, state)
-        if previous is not _NoKey:
+        if previous is not NoKey:
             self.set_current_key(previous)
 
     # -- snapshots and lifecycle ---------------------------------------------------
@@ -495,7 +328,7 @@ class AbstractKeyedStateBackend(ABC):
     def close(self) -> None:
         """Release the backend; later use is an error."""
         self._closed = True
-        self._key_pytype = self._fast_pytype = _NoKey
+        self._key_pytype = self._fast_pytype = NoKey
         self._describe_key_setter()
         self._ctx.kgi = -1
         self._ctx.key = None
