@@ -9,6 +9,10 @@ anchors' output: a processing-time timer per key fires after the run's elements)
 anchors do). A PyFlink ``KeyedProcessFunction`` with a ``ValueState`` is measured too
 (``P11F``) when a virtualenv with ``apache-flink`` is at ``FLINK_VENV`` (optional; reported
 as skipped otherwise): ``pyflink_count.py`` runs there.
+
+``P11C`` is Spark's own pipeline for ours with no work (the ceiling of any runner), and
+``P11B`` the bound for one batch: that ceiling plus P11's function alone, timed without
+Spark in the same run and spread over the cores, for a runner that cost nothing else.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,7 +64,13 @@ def ours(spark: Any, data: str, per_element: bool) -> None:
     try:
         df = spark.read.parquet(data)
         out = process(
-            df, "key", RunningCount(per_element), "key bigint, count bigint", checkpoint, "p11", parallelism=2
+            df,
+            "key",
+            RunningCount(per_element),
+            "key bigint, count bigint",
+            checkpoint,
+            "p11",
+            parallelism=PARALLELISM,
         )
         out.write.format("noop").mode("overwrite").save()
     finally:
@@ -140,7 +151,7 @@ def ours_stream(spark: Any, data: str, per_trigger: int) -> None:
             "key bigint, count bigint",
             checkpoint,
             "p11",
-            parallelism=2,
+            parallelism=PARALLELISM,
             sink=lambda out, _: out.write.format("noop").mode("overwrite").save(),
         )
         stream = spark.readStream.schema("key bigint").option("maxFilesPerTrigger", per_trigger).parquet(data)
@@ -175,6 +186,30 @@ def _write_data(spark: Any, n: int, files: int) -> str:
 
 
 BATCHES = 10
+PARALLELISM = 2
+
+
+def function_cost(records: int = 500_000) -> float:
+    """Seconds per record of P11's function alone, as a task runs it (the per-record loop
+    over Arrow-sized batches on a heap backend) without Spark: median of 5."""
+    from flinkstate.state import HeapKeyedStateBackend
+    from flinkstate.state.process import KeyedProcessOperator
+
+    keys = [i % KEYS for i in range(10_000)]
+    values = [None] * len(keys)
+
+    def once() -> float:
+        operator = KeyedProcessOperator(RunningCount(False), HeapKeyedStateBackend(key_type=Types.LONG()))
+        operator.open()
+        start = time.perf_counter()
+        for _ in range(records // len(keys)):
+            operator.process_elements(keys, values, None)
+        operator.advance_processing_time()
+        operator.drain()
+        return (time.perf_counter() - start) / records
+
+    once()  # warm-up
+    return statistics.median(once() for _ in range(5))
 
 
 def bench_p11(quick: bool) -> Iterator[Result]:
@@ -239,6 +274,21 @@ def bench_p11(quick: bool) -> Iterator[Result]:
             theirs,
             ratio,
             "ceiling",
+            None,
+        )
+        per_record = function_cost()
+        bound = [n / (n / c + n * per_record / PARALLELISM) for c in rates["ceiling"]]
+        mine, theirs, ratio = paired(list(zip(bound, rates["apply"], strict=True)))
+        yield Result(
+            "P11B",
+            f"bound for one batch: Spark's ceiling plus P11's function alone ({per_record * 1e6:.2f} µs "
+            f"per record without Spark) on {PARALLELISM} cores, for a runner that cost nothing",
+            mine,
+            "records/s",
+            "applyInPandasWithState",
+            theirs,
+            ratio,
+            "bound",
             None,
         )
         yield from pyflink(rates["ours"])
