@@ -1,7 +1,8 @@
 """Offline rewrite of a savepoint to another max parallelism: every key is reassigned.
 
 Max parallelism fixes the key groups, so a restore keeps it; changing it means reading
-every key, computing its new group and writing a new savepoint.
+every key, computing its new group and writing a new savepoint (with the source's
+event-time watermark, so what was expired stays expired).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from flinkstate.state.snapshot import StateColumns
 
 from .checkpoints import begin_savepoint
 from .errors import StateMigrationError
+from .manifest import WATERMARK_PROPERTY
 from .merge import merge_keyed
 from .restore import CompletedCheckpoint
 
@@ -93,6 +95,10 @@ def rewrite_max_parallelism(
                 )
                 for i in range(p)
             ]
+            watermark = source.manifest.watermark(op.uid)
+            if watermark is not None:  # event-time TTL goes on from where the source was
+                for backend in backends:
+                    backend.advance_watermark(watermark)
             for meta in op.keyed_states:
                 for backend in backends:
                     backend.restore_state(meta, backend.key_group_range.start, StateColumns([], None, []))
@@ -120,4 +126,7 @@ def rewrite_max_parallelism(
     except BaseException:
         pending.abort()
         raise
-    return pending.commit({"rewritten_from_checkpoint": str(source.checkpoint_id)})
+    properties = {"rewritten_from_checkpoint": str(source.checkpoint_id)}
+    if WATERMARK_PROPERTY in source.manifest.properties:
+        properties[WATERMARK_PROPERTY] = source.manifest.properties[WATERMARK_PROPERTY]
+    return pending.commit(properties)

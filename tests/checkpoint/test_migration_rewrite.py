@@ -154,3 +154,49 @@ def test_rewrite_refuses_raw_keyed_state_and_leaves_no_savepoint() -> None:
         rewrite_max_parallelism(open_checkpoint(url), target, 64)
     with pytest.raises(Exception, match="CHECKPOINT_NOT_FOUND"):
         open_checkpoint(target)
+
+
+@pytest.mark.parametrize("runner_property", [True, False], ids=["runner watermark", "subtask watermarks"])
+def test_rewrite_keeps_the_event_time_watermark(tmp_path: Any, runner_property: bool) -> None:
+    """What a restore of the source treats as expired by event time, a restore of the
+    rewritten savepoint does too (the watermark goes with it, per subtask and as the
+    runner's property)."""
+    from flinkstate.state import StateTtlConfig
+    from flinkstate.state.ttl.config import Time
+
+    desc = ValueStateDescriptor("v", Types.STRING())
+    ttl = StateTtlConfig.new_builder(Time.milliseconds(1000)).use_event_time().never_return_expired()
+    desc.enable_time_to_live(ttl.build())
+    keys = [f"k{i}" for i in range(30)]
+    storage = CheckpointStorage(str(tmp_path / "src"))
+    pending = storage.begin()
+    for i in range(2):
+        backend = HeapKeyedStateBackend(
+            key_type=Types.STRING(), max_parallelism=32, key_group_range=key_groups_of(32, 2, i)
+        )
+        for watermark, parity in ((100, 1), (5000, 0)):  # odd keys expire by 5500, even ones live
+            backend.advance_watermark(watermark)
+            for n, key in enumerate(keys):
+                group = assign_to_key_group(key, 32, Types.STRING())
+                if n % 2 == parity and group in backend.key_group_range:
+                    backend.set_current_key(key)
+                    backend.get_state(desc).update(f"é{n}")
+        backend.advance_watermark(5500)
+        pending.write_subtask("op", i, 2, 32, keyed=backend)
+    # the runner's watermark (7000) expires every entry; the subtasks' (5500) the odd ones
+    source = pending.commit({"flinkstate.process.watermark": "7000"} if runner_property else None)
+    target = rewrite_max_parallelism(source, str(tmp_path / "dst"), 8)
+
+    def live(checkpoint: CompletedCheckpoint) -> dict[str, Any]:
+        out = {}
+        p = checkpoint.operator("op").parallelism
+        for i in range(p):
+            backend = checkpoint.keyed_backend("op", i, p)
+            for key in list(backend.get_keys("v")):
+                backend.set_current_key(key)
+                out[key] = backend.get_state(desc).value()
+        return {k: v for k, v in out.items() if v is not None}
+
+    expected = {} if runner_property else {k: f"é{n}" for n, k in enumerate(keys) if n % 2 == 0}
+    assert live(source) == expected
+    assert live(open_checkpoint(str(tmp_path / "dst"))) == live(target) == expected
