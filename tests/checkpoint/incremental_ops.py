@@ -6,6 +6,7 @@ import random
 from datetime import timedelta
 from typing import Any
 
+from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.state import (
     AbstractKeyedStateBackend,
     ListStateDescriptor,
@@ -104,3 +105,12 @@ class Workload:
             backend.get_state(d["ttl_full"]).update(r.randrange(9))
         else:
             self.clock.advance(r.randrange(1, 15))  # entries expire; incremental cleanup removes them
+
+
+def checkpoint_now(
+    storage: CheckpointStorage, backend: AbstractKeyedStateBackend, uid: str = "op"
+) -> CompletedCheckpoint:
+    """Write ``backend`` as the next checkpoint of ``storage`` and commit it."""
+    pending = storage.begin()
+    pending.write_keyed(uid, backend)
+    return pending.commit()

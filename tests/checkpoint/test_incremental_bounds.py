@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from checkpoint_data import dump
+from incremental_ops import checkpoint_now
 
 from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.checkpoint.increments import ChainPolicy
@@ -29,14 +30,6 @@ def _put(backend: AbstractKeyedStateBackend, items: dict[int, int]) -> None:
         state.update(value)
 
 
-def _checkpoint(
-    storage: CheckpointStorage, backend: AbstractKeyedStateBackend, uid: str = "op"
-) -> CompletedCheckpoint:
-    pending = storage.begin()
-    pending.write_keyed(uid, backend)
-    return pending.commit()
-
-
 def _restored(done: CompletedCheckpoint, uid: str = "op") -> dict[Any, Any]:
     return dump(done.keyed_backend(uid, 0, 1))
 
@@ -48,15 +41,15 @@ def test_an_increment_builds_only_on_a_base_of_the_same_root(make_backend: Any, 
     a = CheckpointStorage(str(tmp_path / "a"), incremental=True)
     b = CheckpointStorage(str(tmp_path / "b"), incremental=True)
     _put(backend, {k: k for k in range(100, 400)} | {1: 1})
-    _checkpoint(a, backend)  # a/chk-1
+    checkpoint_now(a, backend)  # a/chk-1
     _put(backend, {2: 2})
-    assert not _checkpoint(b, backend).manifest.incremental  # b/chk-1: the backend's base now
+    assert not checkpoint_now(b, backend).manifest.incremental  # b/chk-1: the backend's base now
     _put(backend, {3: 3})
-    a2 = _checkpoint(a, backend)
+    a2 = checkpoint_now(a, backend)
     assert not a2.manifest.incremental  # key 2 was recorded against b/chk-1, not a/chk-1
     assert _restored(a2) == dump(backend)
     _put(backend, {4: 4})
-    a3 = _checkpoint(a, backend)
+    a3 = checkpoint_now(a, backend)
     assert a3.manifest.incremental and _restored(a3) == dump(backend)
 
 
@@ -67,14 +60,14 @@ def test_an_increment_builds_only_on_a_base_of_the_same_operator(make_backend: A
     other = make_backend(key_type=Types.LONG(), max_parallelism=8)
     storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True)
     _put(mine, {k: k for k in range(100)})
-    _checkpoint(storage, mine)
+    checkpoint_now(storage, mine)
     _put(other, {k: -k for k in range(50)})
     pending = storage.begin()
     pending.write_keyed("other", mine)
     pending.write_keyed("op", other)  # the same checkpoint holds another backend's "op"
     pending.commit()
     _put(mine, {7: 70})
-    done = _checkpoint(storage, mine)
+    done = checkpoint_now(storage, mine)
     assert not done.manifest.incremental
     assert _restored(done) == dump(mine)
 
@@ -103,7 +96,7 @@ def test_no_sequence_of_checkpoints_grows_a_chain_past_its_bound(
     for k in range(0, 500, 5):
         backend.set_current_key(k)
         listed.add(f"v{k}")
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     for i in range(16):
         changed = i % 2 == 0 if seed == "alternating" else rng.random() < 0.5
         if changed:
@@ -111,6 +104,6 @@ def test_no_sequence_of_checkpoints_grows_a_chain_past_its_bound(
             backend.set_current_key(rng.randrange(500))
             if rng.random() < 0.5:
                 listed.add(f"w{i}")
-        done = _checkpoint(storage, backend)
+        done = checkpoint_now(storage, backend)
         _chain_ok(storage.policy, done)
         assert _restored(done) == dump(backend)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from checkpoint_data import dump
+from incremental_ops import checkpoint_now
 
 from flinkstate.checkpoint import CheckpointError, CheckpointStorage
 from flinkstate.checkpoint import checkpoints as checkpoints_module
@@ -63,14 +64,6 @@ def _restored(done: CompletedCheckpoint) -> dict[Any, Any]:
     return dump(done.keyed_backend("op", 0, 1))
 
 
-def _checkpoint(
-    storage: CheckpointStorage, backend: HeapKeyedStateBackend, uid: str = "op"
-) -> CompletedCheckpoint:
-    pending = storage.begin()
-    pending.write_keyed(uid, backend)
-    return pending.commit()
-
-
 def _unfrozen(storage: CheckpointStorage, backend: HeapKeyedStateBackend, uid: str = "op") -> set[str]:
     """The states an increment to ``uid`` would leave unfrozen (the snapshot is then aborted)."""
     pending = storage.begin()
@@ -90,7 +83,7 @@ def test_only_immutable_states_with_their_base_in_the_same_place_stay_unfrozen(
     _write(backend, LIST, {k: k for k in range(50)})
     _write(backend, _ttl_full(), {k: k for k in range(50)})
     assert _unfrozen(storage, backend) == set()  # the first checkpoint: no base
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     assert _unfrozen(storage, backend) == {"value"}  # a list is mutable; full-snapshot TTL
     assert _unfrozen(storage, backend, uid="other") == set()  # another operator: another base
     elsewhere = CheckpointStorage(str(tmp_path / "elsewhere"), incremental=True)
@@ -109,13 +102,13 @@ def test_only_immutable_states_with_their_base_in_the_same_place_stay_unfrozen(
 def test_a_state_whose_description_changed_is_frozen(backend: HeapKeyedStateBackend, tmp_path: Path) -> None:
     storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True)
     _write(backend, VALUE, {k: k for k in range(20)})
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     state = backend.get_state(VALUE)
     backend.set_current_key(3)
     state.set_current_namespace("window-1")  # the namespace type is fixed now: not the base's
     state.update(7)
     assert _unfrozen(storage, backend) == set()
-    done = _checkpoint(storage, backend)
+    done = checkpoint_now(storage, backend)
     assert _restored(done) == dump(backend)
     assert _unfrozen(storage, backend) == {"value"}
 
@@ -123,7 +116,7 @@ def test_a_state_whose_description_changed_is_frozen(backend: HeapKeyedStateBack
 def test_an_unfrozen_snapshot_reads_only_its_changes(backend: HeapKeyedStateBackend, tmp_path: Path) -> None:
     storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True)
     _write(backend, VALUE, {k: k for k in range(20)})
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     _write(backend, VALUE, {1: 100, 25: 125})
     backend.set_current_key(2)
     backend.get_state(VALUE).clear()
@@ -156,16 +149,16 @@ def test_the_chain_bound_compacts_at_the_next_checkpoint(
     and compacts. The files bound is kept exactly: the state is frozen ahead of it."""
     storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True, max_chain_bytes_ratio=0.5)
     _write(backend, VALUE, {k: k for k in range(1_000)})
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     _write(backend, VALUE, {k: -k for k in range(900)})  # a delta about as large as the base
     assert _unfrozen(storage, backend) == {"value"}
-    over = _checkpoint(storage, backend)
+    over = checkpoint_now(storage, backend)
     chain = over.manifest.operator("op").subtasks[0].keyed["value"]
     assert [(f.checkpoint_id, f.delta) for f in chain] == [(1, False), (over.checkpoint_id, True)]
     assert _restored(over) == dump(backend)
     assert _unfrozen(storage, backend) == set()  # asked for by the writer
     _write(backend, VALUE, {5: 5})
-    compacted = _checkpoint(storage, backend)
+    compacted = checkpoint_now(storage, backend)
     chain = compacted.manifest.operator("op").subtasks[0].keyed["value"]
     assert [(f.checkpoint_id, f.delta) for f in chain] == [(compacted.checkpoint_id, False)]
     assert _restored(compacted) == dump(backend)
@@ -179,9 +172,9 @@ def test_a_lost_base_fails_the_increment_and_the_next_is_written_in_full(
         str(tmp_path / "chk"), incremental=True, retain=5, max_chain_bytes_ratio=100.0
     )
     _write(backend, VALUE, {k: k for k in range(100)})
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     _write(backend, VALUE, {k: 2 * k for k in range(10)})
-    base = _checkpoint(storage, backend)
+    base = checkpoint_now(storage, backend)
     shutil.rmtree(tmp_path / "chk" / f"chk-{base.checkpoint_id}")  # deleted by hand
     _write(backend, VALUE, {k: 3 * k for k in range(5)})
     pending = storage.begin()
@@ -190,7 +183,7 @@ def test_a_lost_base_fails_the_increment_and_the_next_is_written_in_full(
         pending.commit()
     _write(backend, VALUE, {7: 70})
     assert _unfrozen(storage, backend) == set()
-    done = _checkpoint(storage, backend)
+    done = checkpoint_now(storage, backend)
     assert not done.manifest.incremental
     assert _restored(done) == dump(backend)  # no change lost: those of the failed one too
 
@@ -203,10 +196,10 @@ def test_a_state_empty_in_its_base_is_written_from_its_changes(
     backend.set_current_key(1)
     backend.get_state(VALUE).clear()  # registered, empty
     _write(backend, NAMES, {1: "a"})
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     _write(backend, VALUE, {k: k * k for k in range(30)})
     assert "value" in _unfrozen(storage, backend)
-    done = _checkpoint(storage, backend)
+    done = checkpoint_now(storage, backend)
     chain = done.manifest.operator("op").subtasks[0].keyed["value"]
     assert [f.delta for f in chain] == [False]
     assert _restored(done) == dump(backend)
@@ -217,15 +210,15 @@ def test_a_failed_commit_keeps_the_changes_for_the_next_increment(
 ) -> None:
     storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True)
     _write(backend, VALUE, {k: k for k in range(100)})
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     _write(backend, VALUE, {1: -1, 2: -2})
     with monkeypatch.context() as mp:
         mp.setattr(checkpoints_module, "publish_manifest", _failing_publish)
         with pytest.raises(CheckpointError, match="injected"):
-            _checkpoint(storage, backend)
+            checkpoint_now(storage, backend)
     _write(backend, VALUE, {2: 22, 3: -3})
     assert _unfrozen(storage, backend) == {"value"}
-    done = _checkpoint(storage, backend)
+    done = checkpoint_now(storage, backend)
     assert done.manifest.incremental
     assert _restored(done) == dump(backend)
 
@@ -237,7 +230,7 @@ def _failing_publish(*args: Any, **kwargs: Any) -> None:
 def _checkpoint_in_child(path: str) -> int:
     backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=8)
     _write(backend, VALUE, {k: k for k in range(10)})
-    return _checkpoint(CheckpointStorage(path, incremental=True), backend).checkpoint_id
+    return checkpoint_now(CheckpointStorage(path, incremental=True), backend).checkpoint_id
 
 
 def test_a_forked_child_writes_checkpoints_with_threads_of_its_own(tmp_path: Path) -> None:
@@ -245,7 +238,7 @@ def test_a_forked_child_writes_checkpoints_with_threads_of_its_own(tmp_path: Pat
     worker) inherits the pool but not its threads, and must not wait on them."""
     backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=8)
     _write(backend, VALUE, {1: 1})
-    _checkpoint(CheckpointStorage(str(tmp_path / "parent")), backend)  # the parent's threads run
+    checkpoint_now(CheckpointStorage(str(tmp_path / "parent")), backend)  # the parent's threads run
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.apply_async(_checkpoint_in_child, (str(tmp_path / "child"),)).get(timeout=60) == 1
 
@@ -258,7 +251,7 @@ def test_a_snapshot_written_later_holds_the_moment_it_was_taken(
     the next increment carries them."""
     storage = CheckpointStorage(str(tmp_path / "chk"), incremental=True)
     _write(backend, VALUE, {k: k for k in range(50)})
-    _checkpoint(storage, backend)
+    checkpoint_now(storage, backend)
     _write(backend, VALUE, {1: -1, 2: -2})
     taken = dump(backend)
     pending = storage.begin()
@@ -268,7 +261,7 @@ def test_a_snapshot_written_later_holds_the_moment_it_was_taken(
     pending.write_snapshot("op", snap, 0, 1)
     done = pending.commit()
     assert done.manifest.incremental and _restored(done) == taken
-    assert _restored(_checkpoint(storage, backend)) == dump(backend)
+    assert _restored(checkpoint_now(storage, backend)) == dump(backend)
 
 
 def test_a_snapshot_is_written_only_by_the_checkpoint_it_was_taken_for(
