@@ -16,7 +16,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml constraints.txt state/_speedups.c state/_slots.h state/heap/_valuepath.c state/process/_timerpath.c $(PKG_DIRS)
+$(STAMP): pyproject.toml constraints.txt $(shell find state -name "*.c" -o -name "*.h") $(PKG_DIRS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(abspath constraints.txt) $(BIN)/pip install -q -e ".[dev]" \
 		--config-settings editable_mode=strict
@@ -44,4 +44,4 @@ typecheck: $(STAMP)  ## mypy --strict on the library
 	$(BIN)/mypy state checkpoint connector cli
 
 clean:  ## remove the virtualenv and build output
-	rm -rf $(VENV) build *.egg-info state/*.so
+	rm -rf $(VENV) build *.egg-info $(shell find state -name "*.so")

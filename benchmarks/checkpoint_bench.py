@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.checkpoint.format import writer_options
 from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types, ValueStateDescriptor
-from flinkstate.state.hashing import key_group_assigner
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups.hashing import key_group_assigner
 
 from common import Result, filled, paired
 

@@ -48,7 +48,7 @@ def _ours_list_adds(records: list[int], backend: Any) -> float:
 def _raw_list_rewrites(records: list[int], path: str) -> float:
     """The one-entry-per-list layout without a merge operator: every add reads the
     serialized list, appends and writes it back (same serializer as ours)."""
-    from flinkstate.state.serializers import serializer_for
+    from flinkstate.state.serializers.lookup import serializer_for
 
     serializer = serializer_for(Types.LIST(Types.LONG()))
     db, cf = _raw_db(path)

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.state.errors import SerializationError
-from flinkstate.state.types import (
+from flinkstate.state.types.mapping import (
     ListTypeInfo,
     MapTypeInfo,
     PickledBytesTypeInfo,

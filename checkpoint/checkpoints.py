@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from flinkstate.state.backend import AbstractKeyedStateBackend
-from flinkstate.state.changes import ChangeSet
-from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
+from flinkstate.state.keyed.changes import ChangeSet
+from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
+from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend
-from flinkstate.state.snapshot import KeyedStateSnapshot
 
 from .committer import build_manifest, publish_manifest
 from .errors import CheckpointError, CheckpointNotFoundError

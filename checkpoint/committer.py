@@ -7,8 +7,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from flinkstate.state.snapshot import StateMetaInfo
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import CheckpointError, CheckpointExistsError
 from .manifest import METADATA, FileRef, Files, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry

@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import Int64Columns, StateColumns, StateMetaInfo, StateSnapshot
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.keyed.snapshot import Int64Columns, StateColumns, StateMetaInfo, StateSnapshot
+from flinkstate.state.types.mapping import TypeInformation
 
 from .arrow_codec import from_arrow, int64_array, is_plain_int64, to_arrow
 from .errors import CheckpointCorruptError
@@ -131,7 +131,7 @@ def _keyed_table(
         arrays.append(to_arrow(user_keys, meta.user_key_type))
     value_type = meta.value_type
     if meta.kind is StateKind.LIST:
-        from flinkstate.state.types import ListTypeInfo
+        from flinkstate.state.types.mapping import ListTypeInfo
 
         value_type = ListTypeInfo(meta.value_type)
     arrays.append(to_arrow(values, value_type))
@@ -273,7 +273,7 @@ def keyed_columns(
         namespaces = from_arrow(table.column("namespace"), meta.namespace_type, allow_pickle)
     stamps = table.column("ttl_timestamp").to_pylist() if meta.ttl is not None else None
     if meta.kind is StateKind.LIST:
-        from flinkstate.state.types import ListTypeInfo
+        from flinkstate.state.types.mapping import ListTypeInfo
 
         values = from_arrow(table.column("value"), ListTypeInfo(meta.value_type), allow_pickle)
         return StateColumns(keys, namespaces, values, stamps)

@@ -24,16 +24,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from flinkstate.state.changes import ChangeSet
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import (
+from flinkstate.state.keyed.changes import ChangeSet
+from flinkstate.state.keyed.snapshot import (
     ChangedEntries,
     KeyedStateSnapshot,
     StateColumns,
     StateMetaInfo,
     StateSnapshot,
 )
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.types.mapping import TypeInformation
 
 from .arrow_codec import to_arrow
 from .errors import CheckpointError

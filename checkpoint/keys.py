@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.keygroups import assign_to_key_group
-from flinkstate.state.typeinfo import BasicTypeInfo, ListTypeInfo, RowTypeInfo, TypeInformation
+from flinkstate.state.keygroups.assignment import assign_to_key_group
+from flinkstate.state.types.typeinfo import BasicTypeInfo, ListTypeInfo, RowTypeInfo, TypeInformation
 
 from .views import scope_token
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flinkstate.state.descriptors import StateKind
+from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.operator import OperatorStateMode
-from flinkstate.state.snapshot import StateMetaInfo
 from flinkstate.state.ttl import StateTtlConfig
 from flinkstate.state.ttl.time import LONG_MIN
-from flinkstate.state.types import TypeInformation, type_from_json
+from flinkstate.state.types.mapping import TypeInformation, type_from_json
 
 from .errors import CheckpointCorruptError
 from .jsontext import dumps_indented

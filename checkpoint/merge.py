@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import StateColumns, StateMetaInfo
-from flinkstate.state.typeinfo import TypeInformation
+from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.types.typeinfo import TypeInformation
 
 from .arrow_codec import from_arrow
 from .format import keyed_columns
@@ -95,7 +95,7 @@ def _apply_rows(
     tables: list[pa.Table], meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
 ) -> StateColumns:
     """The rows of ``tables`` applied one by one, in order."""
-    from flinkstate.state.types import ListTypeInfo
+    from flinkstate.state.types.mapping import ListTypeInfo
 
     acc: dict[tuple[Any, Any], Any] = {}
     kind = meta.kind

@@ -11,11 +11,11 @@ from collections.abc import Callable, Container, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
+from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
-from flinkstate.state.snapshot import StateColumns, StateMetaInfo
 
 from .errors import CheckpointCorruptError, CheckpointError, StateMigrationError
 from .format import read_operator, read_row_group
@@ -212,7 +212,7 @@ class CompletedCheckpoint:
                 old[entry.index] = [
                     b for _, b in sorted(zip(order, table.column("data").to_pylist(), strict=True))
                 ]
-        from flinkstate.state.types import Types
+        from flinkstate.state.types.mapping import Types
 
         raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
         parts = [[OperatorStateData("raw", OperatorStateMode.SPLIT_DISTRIBUTE, raw, b)] for b in old]

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flinkstate.state.hashing import key_group_assigner
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
-from flinkstate.state.keygroups import (
+from flinkstate.state.keyed.snapshot import StateColumns
+from flinkstate.state.keygroups.assignment import (
     check_max_parallelism,
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
 )
+from flinkstate.state.keygroups.hashing import key_group_assigner
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
-from flinkstate.state.snapshot import StateColumns
 
 from .checkpoints import begin_savepoint
 from .errors import StateMigrationError

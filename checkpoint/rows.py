@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import StateMetaInfo
+from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.ttl import TtlTimeCharacteristic
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import CheckpointCorruptError, CheckpointError
 from .format import read_row_group, storage_table

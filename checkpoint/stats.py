@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from flinkstate.state.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups.assignment import KeyGroupRange, compute_key_group_range_for_operator_index
 
 from .errors import CheckpointCorruptError
 from .restore import CompletedCheckpoint

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flinkstate.state.backend import AbstractKeyedStateBackend
-from flinkstate.state.snapshot import KeyedStateSnapshot
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
+from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
 from flinkstate.state.ttl.time import LONG_MIN
 
 from .increments import BaseChain, ChainPolicy, load_base
@@ -45,7 +45,7 @@ class CheckpointTarget:
 
         Given the ``uid``, ``subtask`` and ``parallelism`` it is written as, a backend whose
         last completed checkpoint went to the same place may snapshot states as their
-        changes only (see :mod:`flinkstate.state.changes`). An increment builds only on a
+        changes only (see :mod:`flinkstate.state.keyed.changes`). An increment builds only on a
         base that went to the same place; without a ``uid`` it is written in full."""
         if self.policy is None:
             snap = backend.snapshot()

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import StateMetaInfo
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state.types.mapping import TypeInformation
 
 TTL_TYPE = pa.timestamp("ms", tz="UTC")
 

@@ -13,10 +13,10 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.keyed.snapshot import KeyedStateSnapshot, StateMetaInfo
+from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
-from flinkstate.state.snapshot import KeyedStateSnapshot, StateMetaInfo
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.types.mapping import TypeInformation
 
 from .format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator
 from .increments import BaseChain, ChainPolicy, IncrementalKeyedWriter

@@ -19,7 +19,7 @@ from flinkstate.checkpoint.rows import expiry_cutoff, key_group_rows, operator_r
 from flinkstate.checkpoint.views import keyed_view_schema, operator_view_schema
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.operator import OperatorStateMode
-from flinkstate.state.typeinfo import BasicTypeInfo, TypeInformation
+from flinkstate.state.types.typeinfo import BasicTypeInfo, TypeInformation
 
 from .common import (
     CheckpointId,

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from flinkstate.checkpoint.stats import Load, key_group_loads, subtask_loads
 from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .common import (
     CheckpointId,

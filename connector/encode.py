@@ -29,12 +29,12 @@ from flinkstate.checkpoint.format import (
 from flinkstate.checkpoint.manifest import OperatorStateInfo
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.keygroups import compute_operator_index_for_key_group
+from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
+from flinkstate.state.keygroups.vectorized import assign_key_groups
 from flinkstate.state.operator import OperatorStateMode
-from flinkstate.state.snapshot import StateMetaInfo
 from flinkstate.state.ttl import StateTtlConfig, Time
-from flinkstate.state.types import RowTypeInfo, TypeInformation, to_type_info
-from flinkstate.state.vectorized import assign_key_groups
+from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, to_type_info
 
 from .options import OptionError, WriteOptions
 

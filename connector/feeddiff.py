@@ -24,8 +24,8 @@ from flinkstate.checkpoint.restore import naming_corruption
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.verified import open_verified
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import StateMetaInfo
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state.types.mapping import TypeInformation
 
 from .options import OptionError
 

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from flinkstate.checkpoint.merge import DELETE
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import StateMetaInfo
+from flinkstate.state.keyed.snapshot import StateMetaInfo
 
 _SCOPE_COLUMNS = ("key_group", "key", "namespace")
 

@@ -26,8 +26,8 @@ from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputP
 from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read_savepoint
 from flinkstate.checkpoint.flink.rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from flinkstate.checkpoint.views import spark_compatible
-from flinkstate.state.hashing import java_hashed
-from flinkstate.state.keygroups import assign_to_key_group
+from flinkstate.state.keygroups.assignment import assign_to_key_group
+from flinkstate.state.keygroups.hashing import java_hashed
 
 from .options import OptionError, ReadOptions
 from .reader import _int_filter, _predicate, _pushable_key_type, _PushFilters

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from flinkstate.checkpoint.arrow_codec import to_arrow
 from flinkstate.state.errors import SerializationError
-from flinkstate.state.types import TypeInformation, to_type_info
+from flinkstate.state.types.mapping import TypeInformation, to_type_info
 
 from .routing import ProcessError
 

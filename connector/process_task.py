@@ -28,15 +28,15 @@ import pyarrow.compute as pc
 
 from flinkstate.checkpoint import CompletedCheckpoint, Manifest, Storage, SubtaskResult
 from flinkstate.checkpoint.target import CheckpointTarget
-from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
 from flinkstate.state.process import KeyedProcessOperator, element_rows
 from flinkstate.state.process.functions import ProcessFunction
 from flinkstate.state.ttl.time import LONG_MIN
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.types.mapping import TypeInformation
 
 from .output import OutputSchema
 from .routing import ProcessError, route_values

@@ -34,10 +34,10 @@ from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.verified import open_verified
 from flinkstate.checkpoint.views import METADATA_SCHEMA, operator_view_schema
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keygroups import assign_to_key_group
+from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
-from flinkstate.state.snapshot import StateMetaInfo
-from flinkstate.state.typeinfo import BasicTypeInfo
+from flinkstate.state.types.typeinfo import BasicTypeInfo
 
 from .options import OptionError, ReadOptions
 from .selection import Selection, keyed_selection, operator_selection

@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.state.errors import FlinkStateError
-from flinkstate.state.hashing import key_group_assigner
-from flinkstate.state.types import TypeInformation, to_type_info
-from flinkstate.state.vectorized import assign_key_groups
+from flinkstate.state.keygroups.hashing import key_group_assigner
+from flinkstate.state.keygroups.vectorized import assign_key_groups
+from flinkstate.state.types.mapping import TypeInformation, to_type_info
 
 _M32 = 0xFFFFFFFF
 

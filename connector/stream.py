@@ -40,7 +40,7 @@ from flinkstate.checkpoint.versions import (
     replace_operator,  # fmt: skip
     version_ids,
 )
-from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .encode import make_plan
 from .options import OptionError, WriteOptions

@@ -30,7 +30,7 @@ from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.verified import open_whole
 from flinkstate.checkpoint.versions import completed_ids, load_version, rebase, replace_operator, version_ids
 from flinkstate.checkpoint.writer import store_file
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
 
 from .encode import WritePlan, encode_keyed, encode_operator, last_per_key, make_plan

@@ -4,7 +4,6 @@ Names follow PyFlink (``pyflink.datastream.state``, ``pyflink.common.typeinfo.Ty
 so state code written for PyFlink ports by changing imports.
 """
 
-from .backend import AbstractKeyedStateBackend
 from .descriptors import (
     AggregateFunction,
     AggregatingStateDescriptor,
@@ -38,7 +37,9 @@ from .interfaces import (
     State,
     ValueState,
 )
-from .keygroups import (
+from .keyed.backend import AbstractKeyedStateBackend
+from .keyed.snapshot import KeyedStateSnapshot, StateEntry, StateMetaInfo, StateSnapshot
+from .keygroups.assignment import (
     KeyGroupRange,
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
@@ -55,9 +56,8 @@ from .process import (
     TimerService,
 )
 from .rocksdb import RocksDBKeyedStateBackend, RocksDBOptions
-from .snapshot import KeyedStateSnapshot, StateEntry, StateMetaInfo, StateSnapshot
 from .ttl import StateTtlConfig, Time
-from .types import TypeInformation, Types
+from .types.mapping import TypeInformation, Types
 
 __all__ = [
     "AbstractKeyedStateBackend",

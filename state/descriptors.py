@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import InvalidArgumentError, StateTypeError
-from .types import TypeInformation, to_type_info
+from .types.mapping import TypeInformation, to_type_info
 
 if TYPE_CHECKING:
     from .ttl.config import StateTtlConfig

@@ -6,10 +6,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .backend import AbstractKeyedStateBackend
 from .errors import InvalidArgumentError
 from .heap.backend import HeapKeyedStateBackend
-from .keygroups import KeyGroupRange
+from .keyed.backend import AbstractKeyedStateBackend
+from .keygroups.assignment import KeyGroupRange
 from .rocksdb import RocksDBKeyedStateBackend, RocksDBOptions
 
 BACKENDS = ("heap", "rocksdb")

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.state.errors import SerializationError
-from flinkstate.state.serde_base import TypeSerializer
+from flinkstate.state.serializers.base import TypeSerializer
 
 from . import fast
 from .binary import Cursor, FlinkFormatError, UnsupportedSerializerError

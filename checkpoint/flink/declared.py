@@ -18,8 +18,8 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 
-from flinkstate.state.typeinfo import ArrowTypeInfo
-from flinkstate.state.types import PickledBytesTypeInfo, TypeInformation, to_type_info
+from flinkstate.state.types.mapping import PickledBytesTypeInfo, TypeInformation, to_type_info
+from flinkstate.state.types.typeinfo import ArrowTypeInfo
 
 from .header import KeyedHeader, StateInfo
 from .kryo import DeclaredTypeError, KryoReader

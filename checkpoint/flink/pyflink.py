@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.state.types import BasicTypeInfo, PickledBytesTypeInfo, RowTypeInfo, TypeInformation
+from flinkstate.state.types.mapping import BasicTypeInfo, PickledBytesTypeInfo, RowTypeInfo, TypeInformation
 
 from ..arrow_codec import to_arrow
 from .binary import FlinkFormatError, UnsupportedSerializerError

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from flinkstate.state.backend import AbstractKeyedStateBackend
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.hashing import java_hashed, key_group_assigner
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
+from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups.hashing import java_hashed, key_group_assigner
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
-from flinkstate.state.snapshot import StateColumns, StateMetaInfo
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import StateMigrationError
 from .binary import UnsupportedSerializerError

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.state.errors import SerializationError
-from flinkstate.state.types import RowTypeInfo, TypeInformation, Types
+from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
 
 from .binary import Cursor, UnsupportedSerializerError
 from .javaser import JavaStreamReader
@@ -231,7 +231,7 @@ def _murmur_words(data: bytes) -> int:
 def key_group_of(fields: tuple[SqlTypeInfo, ...], key: tuple[Any, ...], max_parallelism: int) -> int | None:
     """Flink's key group of a RowData key (its BinaryRowData's hash code), or None when a
     field's type is not one this writes (no key group is then pruned)."""
-    from flinkstate.state.keygroups import compute_key_group_for_key_hash
+    from flinkstate.state.keygroups.assignment import compute_key_group_for_key_hash
 
     if len(key) != len(fields) or any(t.root not in _KEY_ROOTS for t in fields):
         return None

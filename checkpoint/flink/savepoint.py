@@ -16,9 +16,9 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 
-from flinkstate.state.backend import AbstractKeyedStateBackend
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.operator import OperatorStateBackend
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import CheckpointNotFoundError
 from .body import KeyGroupDecoder, StateRows, decode_groups

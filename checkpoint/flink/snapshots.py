@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flinkstate.state.serde_base import TypeSerializer
-from flinkstate.state.serializers import serializer_for
-from flinkstate.state.types import RowTypeInfo, TypeInformation, Types
+from flinkstate.state.serializers.base import TypeSerializer
+from flinkstate.state.serializers.lookup import serializer_for
+from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
 
 from .binary import Cursor, UnsupportedSerializerError
 from .rowdata import ROWDATA, read_rowdata_snapshot

@@ -7,7 +7,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from flinkstate.state.errors import SerializationError
-from flinkstate.state.serde_base import TypeSerializer
+from flinkstate.state.serializers.base import TypeSerializer
 
 if TYPE_CHECKING:
     from .snapshots import FlinkType

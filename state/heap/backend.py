@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from ..backend import AbstractKeyedStateBackend
-from ..canonical import canonicalizer
-from ..changes import Changed
 from ..descriptors import (
     AggregatingStateDescriptor,
     MapStateDescriptor,
@@ -16,13 +13,16 @@ from ..descriptors import (
     StateKind,
 )
 from ..interfaces import InternalKvState, StateIncrementalVisitor
-from ..keygroups import KeyGroupRange
-from ..migration import Migrate
-from ..serializers import serializer_for
-from ..snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from ..keyed.backend import AbstractKeyedStateBackend
+from ..keyed.changes import Changed
+from ..keyed.migration import Migrate
+from ..keyed.snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from ..keygroups.assignment import KeyGroupRange
+from ..serializers.lookup import serializer_for
 from ..ttl.factory import clock as ttl_clock
 from ..ttl.factory import snapshot_transform
-from ..types import ListTypeInfo, MapTypeInfo, TypeInformation
+from ..types.canonical import canonicalizer
+from ..types.mapping import ListTypeInfo, MapTypeInfo, TypeInformation
 from .aggregating_state import HeapAggregatingState
 from .base import AbstractHeapState
 from .cow_map import CopyOnWriteStateMap

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..descriptors import StateDescriptor
-from ..serializers import serializer_for
+from ..serializers.lookup import serializer_for
 from .aggregating_state import HeapAggregatingState
 from .list_state import HeapListState
 from .map_state import HeapFloatKeyMapState, HeapMapState

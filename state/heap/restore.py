@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..descriptors import StateKind
-from ..migration import Migrate
-from ..snapshot import StateColumns, StateMetaInfo
+from ..keyed.migration import Migrate
+from ..keyed.snapshot import StateColumns, StateMetaInfo
 from ..ttl.factory import ttl_value_type
-from ..types import ListTypeInfo, MapTypeInfo, TypeInformation
+from ..types.mapping import ListTypeInfo, MapTypeInfo, TypeInformation
 
 
 def stored_type_of(meta: StateMetaInfo) -> TypeInformation:

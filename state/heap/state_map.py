@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from types import ModuleType
 from typing import Any
 
-from ..hashing import _speedups
 from ..interfaces import StoredEntry
+
+_tables: ModuleType | None
+try:
+    from . import _tables
+except ImportError:  # the C accelerator is optional
+    _tables = None
 
 Entry = StoredEntry
 
@@ -33,15 +39,15 @@ def int64_items(tables: list[list[dict[Any, Any] | None]]) -> tuple[bytes, bytes
     """The keys and values of dict buckets as native int64 buffers, in iteration order, by
     the C accelerator; ``None`` when it is not built or an entry is not a plain int in
     int64 range."""
-    return None if _speedups is None else _speedups.int64_items(tables)
+    return None if _tables is None else _tables.int64_items(tables)
 
 
 def resolve_in_table(table: Buckets, ids: list[Any]) -> Resolved:
     """(ids found, their states, ids missing) in the order of ``ids``, each looked up in its
     bucket ``table[hash(id) % len(table)]``; a stored ``None`` counts as missing. The C
     accelerator does the lookups when it is built."""
-    if _speedups is not None:
-        resolved: Resolved = _speedups.resolve_in_table(table, ids)
+    if _tables is not None:
+        resolved: Resolved = _tables.resolve_in_table(table, ids)
         return resolved
     return resolve_in_table_py(table, ids)
 
@@ -60,8 +66,8 @@ def resolve_in_table_py(table: Buckets, ids: list[Any]) -> Resolved:
 def split_known(recorded: dict[Any, Any], absent: Any) -> Resolved:
     """(ids recorded with a state, those states, ids recorded with ``absent``) of a record
     of id -> state, in its order (by the C accelerator when it is built)."""
-    if _speedups is not None:
-        split: Resolved = _speedups.split_known(recorded, absent)
+    if _tables is not None:
+        split: Resolved = _tables.split_known(recorded, absent)
         return split
     return split_known_py(recorded, absent)
 

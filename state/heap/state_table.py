@@ -7,12 +7,10 @@ from dataclasses import replace
 from itertools import chain, islice
 from typing import Any, overload
 
-from ..changes import Changed
 from ..errors import StateAccessError, StateTypeError
-from ..hashing import _speedups
 from ..interfaces import StateIncrementalVisitor
-from ..keygroups import KeyGroupRange
-from ..snapshot import (
+from ..keyed.changes import Changed
+from ..keyed.snapshot import (
     ChangedEntries,
     ColumnTransform,
     Int64Columns,
@@ -21,13 +19,15 @@ from ..snapshot import (
     StateSnapshot,
     plain_columns,
 )
-from ..types import TypeInformation, infer_type
+from ..keygroups.assignment import KeyGroupRange
+from ..types.mapping import TypeInformation, infer_type
 from .state_map import (
     CopyFn,
     Entry,
     MapCursor,
     StateMap,
     StateMapSnapshot,
+    _tables,
     compose,
     decompose,
     split_known,
@@ -49,8 +49,8 @@ def compact(changed: list[Any]) -> int:
 def recorded(changed: list[Any]) -> dict[Any, Any]:
     """A change list of ``id, state`` pairs as id -> its last recorded state (by the C
     accelerator when it is built)."""
-    if _speedups is not None:
-        pairs: dict[Any, Any] = _speedups.recorded_pairs(changed)
+    if _tables is not None:
+        pairs: dict[Any, Any] = _tables.recorded_pairs(changed)
         return pairs
     return recorded_py(changed)
 

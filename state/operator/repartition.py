@@ -17,7 +17,7 @@ import copy
 from collections.abc import Iterable, Sequence
 
 from ..errors import InvalidArgumentError, StateConflictError, StateMigrationError
-from ..hashing import java_string_hash
+from ..keygroups.hashing import java_string_hash
 from .states import OperatorStateData, OperatorStateMode
 
 SPLIT = OperatorStateMode.SPLIT_DISTRIBUTE

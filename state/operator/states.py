@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..interfaces import ListState, MapState
-from ..types import TypeInformation
+from ..types.mapping import TypeInformation
 from ..validation import checked_elements
 
 

@@ -9,14 +9,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backend import AbstractKeyedStateBackend
 from ..errors import InvalidArgumentError
 from ..heap.backend import HeapKeyedStateBackend
-from ..keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+from ..keyed.backend import AbstractKeyedStateBackend
+from ..keyed.snapshot import StateColumns, StateMetaInfo
+from ..keygroups.assignment import KeyGroupRange, compute_key_group_range_for_operator_index
 from ..operator import OperatorStateBackend, OperatorStateData, repartition
-from ..snapshot import StateColumns, StateMetaInfo
 from ..ttl.time import LONG_MIN, ManualTimeProvider
-from ..types import TypeInformation
+from ..types.mapping import TypeInformation
 from .functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
 from .operator import KeyedProcessOperator
 from .timers import TimeDomain

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import repeat
+from types import ModuleType
 from typing import Any, TypeVar, cast
 
-from ..backend import AbstractKeyedStateBackend
 from ..descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -27,8 +27,8 @@ from ..descriptors import (
     ValueStateDescriptor,
 )
 from ..errors import InvalidArgumentError, ProcessFunctionError
-from ..hashing import _speedups
 from ..interfaces import AggregatingState, ListState, MapState, ReducingState, ValueState
+from ..keyed.backend import AbstractKeyedStateBackend
 from ..operator import BroadcastState, OperatorStateBackend
 from ..ttl.time import LONG_MIN, TtlTimeProvider, WallClockTimeProvider
 from .functions import (
@@ -46,8 +46,13 @@ from .timers import TimeDomain, TimerQueue
 
 LONG_MAX = (1 << 63) - 1
 T = TypeVar("T", bound=tuple[Any, ...])
-_process_keyed = None if _speedups is None else _speedups.process_keyed
-_rows = None if _speedups is None else _speedups.rows
+_loop: ModuleType | None
+try:
+    from . import _loop
+except ImportError:  # the C accelerator is optional
+    _loop = None
+_process_keyed = None if _loop is None else _loop.process_keyed
+_rows = None if _loop is None else _loop.rows
 
 
 def element_rows(cls: type[T], columns: Sequence[list[Any]]) -> Iterator[T]:

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-from ..backend import AbstractKeyedStateBackend
 from ..descriptors import MapStateDescriptor
 from ..errors import StateAccessError, StateTypeError
 from ..interfaces import MapState
-from ..types import Types
+from ..keyed.backend import AbstractKeyedStateBackend
+from ..types.mapping import Types
 
 _timerpath: ModuleType | None
 try:

@@ -8,18 +8,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..backend import AbstractKeyedStateBackend
-from ..changes import Changed
 from ..descriptors import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor, StateKind
 from ..errors import SerializationError, StateAccessError
 from ..heap.restore import stored_migration, stored_states
 from ..interfaces import InternalKvState, StateIncrementalVisitor
-from ..keygroups import KeyGroupRange, check_max_parallelism
-from ..migration import Migrate
-from ..snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from ..keyed.backend import AbstractKeyedStateBackend
+from ..keyed.changes import Changed
+from ..keyed.migration import Migrate
+from ..keyed.snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from ..keygroups.assignment import KeyGroupRange, check_max_parallelism
 from ..ttl.factory import clock as ttl_clock
 from ..ttl.factory import snapshot_transform
-from ..types import TypeInformation
+from ..types.mapping import TypeInformation
 from .aggregating_state import RocksDBAggregatingState
 from .base import AbstractRocksDBState
 from .cleanup import RocksDBIncrementalVisitor, TtlCompactionSweep

@@ -1,4 +1,4 @@
-"""Change recording on RocksDB (incremental checkpoints; see :mod:`flinkstate.state.changes`).
+"""Change recording on RocksDB (incremental checkpoints; see :mod:`flinkstate.state.keyed.changes`).
 
 A recording :class:`~.column.StateColumn` appends the RocksDB key of every entry it
 writes or deletes to one list (one append on the per-record path, no key-group lookup);

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import SerializationError, StateTypeError
-from ..serde_base import TypeSerializer
-from ..serializers import serializer_for
-from ..types import BasicTypeInfo, TypeInformation, infer_type
+from ..serializers.base import TypeSerializer
+from ..serializers.lookup import serializer_for
+from ..types.mapping import BasicTypeInfo, TypeInformation, infer_type
 
 Dumps = Callable[[Any], bytes]
 Loads = Callable[[bytes], Any]

@@ -17,7 +17,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..descriptors import StateKind
-from ..snapshot import ColumnTransform, StateMetaInfo, plain_columns
+from ..keyed.snapshot import ColumnTransform, StateMetaInfo, plain_columns
 from .changes import FOLD_AT, ColumnChanges, fold, range_scopes
 from .codec import KeyCodec, NamespaceCodec, ValueCodec, value_dumps
 from .layout import Layout, layout_for

@@ -16,8 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import StateAccessError
-from ..keygroups import KeyGroupRange
-from ..snapshot import ChangedEntries, ColumnTransform, StateColumns, StateSnapshot
+from ..keyed.snapshot import ChangedEntries, ColumnTransform, StateColumns, StateSnapshot
+from ..keygroups.assignment import KeyGroupRange
 from .changes import resolve
 from .column import Entries, StateColumn
 

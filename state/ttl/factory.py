@@ -20,8 +20,8 @@ from ..descriptors import (
     StateKind,
     ValueStateDescriptor,
 )
-from ..snapshot import ColumnTransform, StateColumns, StateMetaInfo
-from ..types import BasicTypeInfo, RowTypeInfo, TypeInformation
+from ..keyed.snapshot import ColumnTransform, StateColumns, StateMetaInfo
+from ..types.mapping import BasicTypeInfo, RowTypeInfo, TypeInformation
 from .base import AbstractTtlState, TtlContext
 from .cleanup import TtlIncrementalCleanup
 from .config import StateTtlConfig, TtlTimeCharacteristic
@@ -36,7 +36,7 @@ from .states import (
 from .time import WallClockTimeProvider
 
 if TYPE_CHECKING:
-    from ..backend import AbstractKeyedStateBackend
+    from ..keyed.backend import AbstractKeyedStateBackend
 
 
 _DECORATORS: dict[StateKind, type[AbstractTtlState]] = {

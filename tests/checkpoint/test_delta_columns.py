@@ -17,9 +17,9 @@ from flinkstate.checkpoint.arrow_codec import to_arrow
 from flinkstate.checkpoint.format import keyed_schema, storage_table
 from flinkstate.checkpoint.increments import OP, _changed_groups, changes_tables, write_changes
 from flinkstate.state import AbstractKeyedStateBackend, KeyGroupRange, assign_to_key_group
-from flinkstate.state.snapshot import ChangedEntries, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from flinkstate.state.keyed.snapshot import ChangedEntries, KeyedStateSnapshot, StateColumns, StateMetaInfo
 from flinkstate.state.ttl.time import ManualTimeProvider
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.types.mapping import TypeInformation
 
 
 def _model_deletes(schema: pa.Schema, meta: StateMetaInfo, key_type: TypeInformation, kg: int,

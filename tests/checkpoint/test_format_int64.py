@@ -23,9 +23,9 @@ from flinkstate.state import (
     Types,
     ValueStateDescriptor,
 )
-from flinkstate.state.hashing import _speedups
+from flinkstate.state.heap.state_map import _tables
 from flinkstate.state.heap.state_table import HeapStateSnapshot
-from flinkstate.state.snapshot import StateSnapshot
+from flinkstate.state.keyed.snapshot import StateSnapshot
 
 EDGES = [0, 1, -1, 2**63 - 1, -(2**63), 2**31, -(2**31) - 1]
 Values = dict[int, Any]
@@ -62,7 +62,7 @@ def test_int64_columns_are_the_columns(make_backend: Callable[..., Any]) -> None
         seen: Values = {}
         for kg in snap.key_group_range:
             fast, cols = state.int64_columns(kg), state.columns(kg)
-            if isinstance(state, HeapStateSnapshot) and _speedups is not None:
+            if isinstance(state, HeapStateSnapshot) and _tables is not None:
                 assert fast is not None, "the heap snapshot did not take the fast path"
             if fast is not None:
                 assert _decode(fast.keys) == cols.keys and _decode(fast.values) == cols.values

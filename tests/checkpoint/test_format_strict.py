@@ -27,7 +27,7 @@ from flinkstate.state import (
     ValueStateDescriptor,
 )
 from flinkstate.state.errors import SerializationError
-from flinkstate.state.serializers import serializer_for
+from flinkstate.state.serializers.lookup import serializer_for
 
 
 class Level(enum.IntEnum):

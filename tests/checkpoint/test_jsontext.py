@@ -16,7 +16,7 @@ from flinkstate.checkpoint.jsontext import dumps_indented
 from flinkstate.checkpoint.manifest import FileRef, Manifest, OperatorEntry, SubtaskEntry
 from flinkstate.state import Types
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.snapshot import StateMetaInfo
+from flinkstate.state.keyed.snapshot import StateMetaInfo
 
 
 def _model(doc: Any) -> str:

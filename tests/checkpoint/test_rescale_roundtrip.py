@@ -25,7 +25,7 @@ from flinkstate.state import (
     ValueStateDescriptor,
     assign_to_key_group,
 )
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index as key_groups_of
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index as key_groups_of
 from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.ttl import ManualTimeProvider
 

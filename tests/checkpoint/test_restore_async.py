@@ -22,8 +22,8 @@ from flinkstate.state import (
     Types,
     ValueStateDescriptor,
 )
+from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
 from flinkstate.state.operator import OperatorStateBackend
-from flinkstate.state.snapshot import KeyedStateSnapshot
 
 from state_functions import Average, Sum
 

@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In
 
 from flinkstate.connector.source import FlinkStateDataSource
-from flinkstate.state.keygroups import assign_to_key_group
-from flinkstate.state.types import Types
+from flinkstate.state.keygroups.assignment import assign_to_key_group
+from flinkstate.state.types.mapping import Types
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
 from flink_model import FIXTURES, KEYS, LISTS, VALUES

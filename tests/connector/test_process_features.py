@@ -12,7 +12,7 @@ import pytest
 
 from flinkstate.connector import process
 from flinkstate.state import assign_to_key_group
-from flinkstate.state.keygroups import compute_operator_index_for_key_group
+from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
 import process_functions
 from process_functions import Arrivals, Reminder, Totals, totals_model

@@ -25,7 +25,7 @@ from flinkstate.state import (
     ValueStateDescriptor,
     assign_to_key_group,
 )
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from flinkstate.state import (
     assign_to_key_group,
 )
 from flinkstate.state.ttl import ManualTimeProvider
-from flinkstate.state.types import BasicTypeInfo, RowTypeInfo
+from flinkstate.state.types.mapping import BasicTypeInfo, RowTypeInfo
 
 
 def _write(path: Path, tasks: list[pa.Table], **options: str) -> str:

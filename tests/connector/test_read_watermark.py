@@ -54,7 +54,7 @@ def _job(make_backend: Any, root: Path, incremental: bool) -> int:
 
 
 def _ranges() -> list[Any]:
-    from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+    from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 
     return [compute_key_group_range_for_operator_index(8, 2, i) for i in range(2)]
 

@@ -18,7 +18,7 @@ from flinkstate.checkpoint import Storage
 from flinkstate.connector.options import OptionError, ReadOptions
 from flinkstate.connector.reader import FlinkStateReader, KeyedPartition, open_for_read, view_schema_of
 from flinkstate.state import Types, assign_to_key_group
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 
 ROW_KEY = Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.INT()])
 K = namedtuple("K", "user n")

@@ -12,7 +12,7 @@ from flinkstate.state import (
     Types,
     ValueStateDescriptor,
 )
-from flinkstate.state.snapshot import KeyedStateSnapshot, StateColumns
+from flinkstate.state.keyed.snapshot import KeyedStateSnapshot, StateColumns
 from flinkstate.state.ttl.time import ManualTimeProvider
 
 VALUE = ValueStateDescriptor("value", Types.LONG())
@@ -137,7 +137,7 @@ def test_a_restore_starts_over(make_backend: Any) -> None:
 
 def _meta() -> Any:
     from flinkstate.state.descriptors import StateKind
-    from flinkstate.state.snapshot import StateMetaInfo
+    from flinkstate.state.keyed.snapshot import StateMetaInfo
 
     return StateMetaInfo("value", StateKind.VALUE, Types.LONG())
 

@@ -12,8 +12,8 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.state import MapStateDescriptor, Types, ValueStateDescriptor
-from flinkstate.state.hashing import key_group_assigner
-from flinkstate.state.types import BasicTypeInfo, RowTypeInfo
+from flinkstate.state.keygroups.hashing import key_group_assigner
+from flinkstate.state.types.mapping import BasicTypeInfo, RowTypeInfo
 
 FLOATS = [0.1, 1 / 3, -2.5, 1e-3, 3.0e38, 16777217.0, 7.000001]
 FLOAT = BasicTypeInfo("FLOAT")

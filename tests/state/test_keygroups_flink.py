@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from flinkstate.state import FlinkStateError, KeyGroupRange, Types, hashing
-from flinkstate.state.keygroups import (
+from flinkstate.state import FlinkStateError, KeyGroupRange, Types
+from flinkstate.state.keygroups import hashing
+from flinkstate.state.keygroups.assignment import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
     compute_operator_index_for_key_group,
@@ -60,7 +61,7 @@ def test_table_is_complete() -> None:
 @pytest.mark.parametrize("use_c", [False, True], ids=["python", "c"])
 def test_key_groups_equal_flinks(use_c: bool) -> None:
     if use_c:
-        assert hashing._speedups is not None, "the C accelerator was not built"
+        assert hashing._hashing is not None, "the C accelerator was not built"
     mismatches = []
     for type_name, raw, max_p, java_hash, key_group in KEY_ROWS:
         key = _decode(type_name, raw)
@@ -82,11 +83,11 @@ def test_inferred_key_types_match_flink() -> None:
 
 
 def test_c_string_hash_equals_python() -> None:
-    assert hashing._speedups is not None
+    assert hashing._hashing is not None
     for type_name, raw, *_ in KEY_ROWS:
         if type_name == "STRING":
             s = _decode(type_name, raw)
-            assert hashing._speedups.java_string_hash(s) == hashing.java_string_hash(s)
+            assert hashing._hashing.java_string_hash(s) == hashing.java_string_hash(s)
 
 
 def test_operator_ranges_equal_flinks() -> None:

@@ -19,7 +19,7 @@ from flinkstate.state import (
     assign_to_key_group,
 )
 from flinkstate.state.errors import StateAccessError, StateTypeError
-from flinkstate.state.keygroups import compute_operator_index_for_key_group
+from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 from flinkstate.state.process import TIMER_STATES
 
 from process_functions import (

@@ -1,4 +1,4 @@
-"""The C loop of ``KeyedProcessOperator.process_elements`` (``_speedups.process_keyed``)
+"""The C loop of ``KeyedProcessOperator.process_elements`` (``_loop.process_keyed``)
 against the Python loop it replaces, as its model: on every keyed backend, with keys of
 each integral type, strings, tuples and ROWs, inferred key types, keys outside the range,
 keys to coerce or refuse, functions that raise or return None, tuples, lists, generators
@@ -25,7 +25,7 @@ from flinkstate.state import (
     ValueStateDescriptor,
 )
 from flinkstate.state.errors import FlinkStateError
-from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.process import KeyedProcessOperator
 from flinkstate.state.process import operator as operator_module
 from flinkstate.state.process.harness import take_snapshot

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from flinkstate.state.hashing import _speedups
 from flinkstate.state.heap import state_map
 from flinkstate.state.heap.cow_map import CopyOnWriteStateMap
-from flinkstate.state.heap.state_map import resolve_in_table_py
+from flinkstate.state.heap.state_map import _tables, resolve_in_table_py
 
 NO_C = "the C accelerator is not built here (no compiler at install): its Python fallback is tested"
 
@@ -23,9 +22,9 @@ Resolve = Callable[[Table, list[Any]], tuple[list[Any], list[Any], list[Any]]]
 IMPLS: list[Any] = [
     pytest.param(resolve_in_table_py, id="python"),
     pytest.param(
-        None if _speedups is None else _speedups.resolve_in_table,
+        None if _tables is None else _tables.resolve_in_table,
         id="c",
-        marks=pytest.mark.skipif(_speedups is None, reason=NO_C),
+        marks=pytest.mark.skipif(_tables is None, reason=NO_C),
     ),
 ]
 Point = namedtuple("Point", "x y")
@@ -155,15 +154,15 @@ def test_lookup_errors_propagate(resolve: Resolve) -> None:
         resolve(table, [BadEq("a")])
 
 
-@pytest.mark.skipif(_speedups is None, reason=NO_C)
+@pytest.mark.skipif(_tables is None, reason=NO_C)
 def test_c_rejects_what_is_not_a_table() -> None:
-    assert _speedups is not None
+    assert _tables is not None
     with pytest.raises(TypeError):
-        _speedups.resolve_in_table([[1]], [0])
+        _tables.resolve_in_table([[1]], [0])
     with pytest.raises(TypeError):
-        _speedups.resolve_in_table(({},), [0])
+        _tables.resolve_in_table(({},), [0])
     with pytest.raises(ValueError):
-        _speedups.resolve_in_table([], [0])
+        _tables.resolve_in_table([], [0])
 
 
 @pytest.mark.parametrize("accelerated", [True, False])
@@ -174,8 +173,8 @@ def test_snapshot_resolve_with_and_without_c(
     """The snapshot's resolve, through the C path or the fallback, during a rehash or not,
     gives the snapshot's view of each id."""
     if not accelerated:
-        monkeypatch.setattr(state_map, "_speedups", None)
-    elif _speedups is None:
+        monkeypatch.setattr(state_map, "_tables", None)
+    elif _tables is None:
         pytest.skip(NO_C)
     rng = random.Random(7)
     m = CopyOnWriteStateMap()

@@ -25,7 +25,7 @@ from flinkstate.state import (
     ValueStateDescriptor,
     assign_to_key_group,
 )
-from flinkstate.state.serializers import serializer_for
+from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.ttl import ManualTimeProvider
 
 

@@ -19,7 +19,7 @@ from flinkstate.state import (
     assign_to_key_group,
 )
 from flinkstate.state.rocksdb.changes import FOLD_AT
-from flinkstate.state.serializers import serializer_for
+from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.ttl import ManualTimeProvider
 
 VALUE = ValueStateDescriptor("v", Types.LONG())

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flinkstate.state import SerializationError, TypeInformation, Types
-from flinkstate.state.serializers import serializer_for
-from flinkstate.state.types import ArrowTypeInfo
+from flinkstate.state.serializers.lookup import serializer_for
+from flinkstate.state.types.mapping import ArrowTypeInfo
 
 UTC = datetime.timezone.utc
 Strategy = st.SearchStrategy[Any]

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from flinkstate.state.hashing import _speedups
-from flinkstate.state.heap.state_map import split_known_py
+from flinkstate.state.heap.state_map import _tables, split_known_py
 from flinkstate.state.heap.state_table import recorded_py
 
 NO_C = "the C accelerator is not built here (no compiler at install): its Python fallback is tested"
@@ -23,9 +22,9 @@ def _python_and_c(python: Callable[..., Any], name: str) -> list[Any]:
     return [
         pytest.param(python, id="python"),
         pytest.param(
-            None if _speedups is None else getattr(_speedups, name),
+            None if _tables is None else getattr(_tables, name),
             id="c",
-            marks=pytest.mark.skipif(_speedups is None, reason=NO_C),
+            marks=pytest.mark.skipif(_tables is None, reason=NO_C),
         ),
     ]
 
@@ -75,10 +74,10 @@ def test_empty_record(split: Split) -> None:
     assert split({}, None) == ([], [], [])
 
 
-@pytest.mark.skipif(_speedups is None, reason=NO_C)
+@pytest.mark.skipif(_tables is None, reason=NO_C)
 def test_c_refuses_what_is_not_a_dict() -> None:
     with pytest.raises(TypeError):
-        _speedups.split_known([(1, 2)], None)  # type: ignore[arg-type]
+        _tables.split_known([(1, 2)], None)  # type: ignore[arg-type]
 
 
 RECORDED = _python_and_c(recorded_py, "recorded_pairs")
@@ -100,11 +99,11 @@ def test_recorded_keeps_each_ids_last_state(recorded: Callable[[list[Any]], dict
     assert recorded([]) == {}
 
 
-@pytest.mark.skipif(_speedups is None, reason=NO_C)
+@pytest.mark.skipif(_tables is None, reason=NO_C)
 def test_c_recorded_refuses_what_is_not_pairs() -> None:
     with pytest.raises(TypeError):
-        _speedups.recorded_pairs([1, 2, 3])
+        _tables.recorded_pairs([1, 2, 3])
     with pytest.raises(TypeError):
-        _speedups.recorded_pairs((1, 2))  # type: ignore[arg-type]
+        _tables.recorded_pairs((1, 2))  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        _speedups.recorded_pairs([[1], 2])  # an unhashable id
+        _tables.recorded_pairs([[1], 2])  # an unhashable id

@@ -21,7 +21,7 @@ from flinkstate.state import (
     TypeInformation,
     Types,
 )
-from flinkstate.state.types import (
+from flinkstate.state.types.mapping import (
     ArrowTypeInfo,
     BasicTypeInfo,
     ListTypeInfo,

@@ -14,7 +14,7 @@ from flinkstate.state import (
     Types,
     ValueStateDescriptor,
 )
-from flinkstate.state.types import (
+from flinkstate.state.types.mapping import (
     ArrowTypeInfo,
     to_type_info,
     type_to_string,

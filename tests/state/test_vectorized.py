@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flinkstate.state import InvalidArgumentError, Types, assign_to_key_group, vectorized
-from flinkstate.state.typeinfo import TypeInformation
+from flinkstate.state import InvalidArgumentError, Types, assign_to_key_group
+from flinkstate.state.keygroups import vectorized
+from flinkstate.state.types.typeinfo import TypeInformation
 
 COLUMNS: dict[str, tuple[TypeInformation, pa.DataType, list[Any]]] = {
     "LONG": (Types.LONG(), pa.int64(), [0, -1, 1, 2**63 - 1, -(2**63), 2**32, -(2**31), 42]),
@@ -25,9 +26,9 @@ COLUMNS: dict[str, tuple[TypeInformation, pa.DataType, list[Any]]] = {
 @pytest.fixture(params=["c", "numpy"])
 def accelerated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "numpy":
-        monkeypatch.setattr(vectorized, "_speedups", None)
+        monkeypatch.setattr(vectorized, "_hashing", None)
     else:
-        assert vectorized._speedups is not None, "the C accelerator was not built"
+        assert vectorized._hashing is not None, "the C accelerator was not built"
     return str(request.param)
 
 

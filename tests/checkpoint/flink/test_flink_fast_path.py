@@ -10,8 +10,8 @@ from flink_model import CANONICAL, FIXTURES
 from flinkstate.checkpoint.flink import fast, read_savepoint
 from flinkstate.checkpoint.flink.body import KeyGroupDecoder, decode_groups
 from flinkstate.checkpoint.flink.tables import keyed_table
-from flinkstate.state.serializers import serializer_for
-from flinkstate.state.types import Types
+from flinkstate.state.serializers.lookup import serializer_for
+from flinkstate.state.types.mapping import Types
 
 
 @pytest.mark.parametrize("kind", CANONICAL)

@@ -23,8 +23,8 @@ from flink_model import (
 
 from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
-from flinkstate.state.keygroups import assign_to_key_group
-from flinkstate.state.types import Types
+from flinkstate.state.keygroups.assignment import assign_to_key_group
+from flinkstate.state.types.mapping import Types
 
 
 def _readable(kind: str, state: str) -> bool:

@@ -10,7 +10,7 @@ from flink_model import FIXTURES
 from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.state.errors import FlinkStateError
-from flinkstate.state.types import Types
+from flinkstate.state.types.mapping import Types
 
 KEYS = range(10)
 

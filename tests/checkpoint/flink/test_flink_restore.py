@@ -57,7 +57,7 @@ def test_restore_keyed_at_another_parallelism_then_checkpoint(kind: str, tmp_pat
 
 
 def _kg(k: int) -> int:
-    from flinkstate.state.keygroups import assign_to_key_group
+    from flinkstate.state.keygroups.assignment import assign_to_key_group
 
     return assign_to_key_group(k, 128, Types.LONG())
 

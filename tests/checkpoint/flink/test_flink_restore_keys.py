@@ -14,7 +14,7 @@ from flinkstate.checkpoint.flink.header import KeyedHeader, StateInfo
 from flinkstate.checkpoint.flink.restore import keyed_backend
 from flinkstate.checkpoint.flink.snapshots import FlinkType
 from flinkstate.state import ListStateDescriptor, Types, ValueStateDescriptor, assign_to_key_group
-from flinkstate.state.hashing import murmur_hash
+from flinkstate.state.keygroups.hashing import murmur_hash
 
 MAX_P = 128
 TUPLE = Types.TUPLE([Types.LONG(), Types.LONG()])

@@ -19,7 +19,7 @@ from flinkstate.checkpoint.flink.binary import Cursor, FlinkFormatError
 from flinkstate.checkpoint.flink.javaser import JavaStreamReader
 from flinkstate.checkpoint.flink.rowdata import RowDataReader, SqlTypeInfo, _binary_row, key_group_of
 from flinkstate.state.errors import SerializationError
-from flinkstate.state.keygroups import compute_key_group_for_key_hash
+from flinkstate.state.keygroups.assignment import compute_key_group_for_key_hash
 
 DEDUP = ("4_deduplicate", "deduplicate-state")
 AGG = ("10_group-aggregate", "accState")

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
-from .errors import SerializationError
+from ..errors import SerializationError
 
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")

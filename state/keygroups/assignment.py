@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
+from ..types.mapping import infer_type, to_type_info
 from .hashing import key_hash_code, murmur_hash
-from .types import infer_type, to_type_info
 
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 1 << 7

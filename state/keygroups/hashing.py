@@ -1,6 +1,6 @@
 """Java ``hashCode()`` semantics and Flink's murmur finalizer, in pure Python.
 
-These functions define the semantics; :mod:`flinkstate.state._speedups` (an optional C
+These functions define the semantics; :mod:`._hashing` (an optional C
 module) computes the same results faster, and :func:`key_group_assigner` picks it when
 it is installed. Nothing here uses Python's salted ``hash()``.
 """
@@ -14,15 +14,15 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .errors import StateTypeError
-from .serializers import serializer_for
-from .types import BasicTypeInfo, TypeInformation
+from ..errors import StateTypeError
+from ..serializers.lookup import serializer_for
+from ..types.mapping import BasicTypeInfo, TypeInformation
 
-_speedups: ModuleType | None
+_hashing: ModuleType | None
 try:
-    from . import _speedups
+    from . import _hashing
 except ImportError:  # the C accelerator is optional
-    _speedups = None
+    _hashing = None
 
 _M32 = 0xFFFFFFFF
 
@@ -156,14 +156,14 @@ def key_group_assigner(key_type: TypeInformation) -> Callable[[Any, int], int]:
     It does not check ``max_parallelism``; callers validate it once.
     """
     name = key_type.name if isinstance(key_type, BasicTypeInfo) else None
-    if _speedups is not None:
+    if _hashing is not None:
         fast: Callable[[Any, int], int] | None = {
-            "LONG": _speedups.key_group_for_long,
-            "INT": _speedups.key_group_for_int,
-            "STRING": _speedups.key_group_for_string,
+            "LONG": _hashing.key_group_for_long,
+            "INT": _hashing.key_group_for_int,
+            "STRING": _hashing.key_group_for_string,
         }.get(name or "")
         if fast is not None:
             return fast
-        by_hash = _speedups.key_group_for_hash
+        by_hash = _hashing.key_group_for_hash
         return lambda key, max_p: by_hash(key_hash_code(key, key_type), max_p)
     return lambda key, max_p: murmur_hash(key_hash_code(key, key_type)) % max_p

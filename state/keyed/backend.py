@@ -12,9 +12,7 @@ from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar, cast, overload
 
-from .changes import Changed, ChangeLog
-from .current_key import CurrentKey, NoKey
-from .descriptors import (
+from ..descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -22,14 +20,14 @@ from .descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
-from .errors import (
+from ..errors import (
     InvalidArgumentError,
     StateAccessError,
     StateConflictError,
     StateMigrationError,
     StateTypeError,
 )
-from .interfaces import (
+from ..interfaces import (
     AggregatingState,
     InternalKvState,
     ListState,
@@ -39,11 +37,13 @@ from .interfaces import (
     StateIncrementalVisitor,
     ValueState,
 )
-from .keygroups import KeyGroupRange
+from ..keygroups.assignment import KeyGroupRange
+from ..ttl.time import WatermarkTimeProvider
+from ..types.mapping import TypeInformation
+from .changes import Changed, ChangeLog
+from .current_key import CurrentKey, NoKey
 from .migration import Migrate, check_registered, restored_migrators
 from .snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
-from .ttl.time import WatermarkTimeProvider
-from .types import TypeInformation
 
 S = TypeVar("S", bound=InternalKvState)
 
@@ -159,7 +159,7 @@ class AbstractKeyedStateBackend(CurrentKey):
     def _create_state(self, desc: StateDescriptor, meta: StateMetaInfo) -> InternalKvState:
         if meta.ttl is None:
             return self._create_internal_state(desc, meta)
-        from .ttl.factory import create_ttl_state
+        from ..ttl.factory import create_ttl_state
 
         return create_ttl_state(self, desc, meta)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import SerializationError
-from .serde_atomic import BytesSerializer
-from .serde_base import INT32, TypeSerializer, as_sequence, read_size, take
+from ..errors import SerializationError
+from .atomic import BytesSerializer
+from .base import INT32, TypeSerializer, as_sequence, read_size, take
 
 
 class ListSerializer(TypeSerializer):

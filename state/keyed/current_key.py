@@ -11,11 +11,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from .canonical import canonicalizer
-from .errors import InvalidArgumentError, SerializationError, StateTypeError
-from .hashing import key_group_assigner
-from .keygroups import KeyGroupRange, check_max_parallelism
-from .types import TypeInformation, infer_type, to_type_info
+from ..errors import InvalidArgumentError, SerializationError, StateTypeError
+from ..keygroups.assignment import KeyGroupRange, check_max_parallelism
+from ..keygroups.hashing import key_group_assigner
+from ..types.canonical import canonicalizer
+from ..types.mapping import TypeInformation, infer_type, to_type_info
 
 
 class NoKey:

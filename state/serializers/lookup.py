@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .errors import SerializationError
-from .serde_atomic import (
+from ..errors import SerializationError
+from .atomic import (
     BigDecSerializer,
     BoolSerializer,
     BytesSerializer,
@@ -22,11 +22,11 @@ from .serde_atomic import (
     StringSerializer,
     TimeSerializer,
 )
-from .serde_base import TypeSerializer
-from .serde_composite import ArrowSerializer, ListSerializer, MapSerializer, RowSerializer
+from .base import TypeSerializer
+from .composite import ArrowSerializer, ListSerializer, MapSerializer, RowSerializer
 
 __all__ = ["TypeSerializer", "serializer_for"]
-from .types import (
+from ..types.mapping import (
     ArrowTypeInfo,
     BasicTypeInfo,
     ListTypeInfo,

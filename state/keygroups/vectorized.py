@@ -4,7 +4,7 @@ Integer and boolean keys are hashed in bulk: Java ``hashCode`` then Flink's murm
 finalizer, by the C accelerator over the column's buffer when it is built, else with numpy
 in wrapping 32-bit arithmetic; other keys go through the per-key function, as the Python
 values the state engine takes (a struct is a ROW key: a tuple).
-Results equal :func:`flinkstate.state.keygroups.assign_to_key_group` for every key.
+Results equal :func:`flinkstate.state.keygroups.assignment.assign_to_key_group` for every key.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .errors import InvalidArgumentError
-from .hashing import _speedups, key_group_assigner
-from .keygroups import check_max_parallelism
-from .typeinfo import BasicTypeInfo, ListTypeInfo, MapTypeInfo, RowTypeInfo, TypeInformation
+from ..errors import InvalidArgumentError
+from ..types.typeinfo import BasicTypeInfo, ListTypeInfo, MapTypeInfo, RowTypeInfo, TypeInformation
+from .assignment import check_max_parallelism
+from .hashing import _hashing, key_group_assigner
 
 _INTEGERS = {"BYTE": np.int8, "SHORT": np.int16, "INT": np.int32, "LONG": np.int64}
 
@@ -76,13 +76,13 @@ def assign_key_groups(
         raise InvalidArgumentError(
             f"{values.null_count} keys are null; keys must not be null", code="INVALID_KEY"
         )
-    if _speedups is not None and isinstance(key_type, BasicTypeInfo) and key_type.name == "LONG":
+    if _hashing is not None and isinstance(key_type, BasicTypeInfo) and key_type.name == "LONG":
         longs = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
-        return _int32_array(_speedups.key_groups_of_longs(np.ascontiguousarray(longs), max_parallelism))
+        return _int32_array(_hashing.key_groups_of_longs(np.ascontiguousarray(longs), max_parallelism))
     codes = java_hash_codes(values, key_type) if isinstance(key_type, BasicTypeInfo) else None
     if codes is not None:
-        if _speedups is not None:
-            return _int32_array(_speedups.key_groups_of_codes(np.ascontiguousarray(codes), max_parallelism))
+        if _hashing is not None:
+            return _int32_array(_hashing.key_groups_of_codes(np.ascontiguousarray(codes), max_parallelism))
         return pa.array((murmur_hash_array(codes) % max_parallelism).astype(np.int32), pa.int32())
     assign = key_group_assigner(key_type)
     keys = values.to_pylist(maps_as_pydicts="strict")

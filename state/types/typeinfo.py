@@ -1,8 +1,8 @@
 """The type information classes: what values a key, namespace or state holds.
 
 Each names the Python values it holds and the Arrow type snapshots store them as;
-:mod:`flinkstate.state.serializers` has a serializer for each. Build them with
-:class:`flinkstate.state.types.Types`.
+:mod:`flinkstate.state.serializers.lookup` has a serializer for each. Build them with
+:class:`flinkstate.state.types.mapping.Types`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import InvalidArgumentError, StateTypeError
+from ..errors import InvalidArgumentError, StateTypeError
 
 _ATOMIC_ARROW: dict[str, pa.DataType] = {
     "STRING": pa.string(),
@@ -89,7 +89,7 @@ class TypeInformation(ABC):
         return False
 
     def __str__(self) -> str:
-        from .types import type_to_string
+        from .mapping import type_to_string
 
         return type_to_string(self)
 

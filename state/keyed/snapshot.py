@@ -9,14 +9,14 @@ from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .descriptors import StateKind
-from .errors import StateAccessError
-from .keygroups import KeyGroupRange
-from .types import TypeInformation
+from ..descriptors import StateKind
+from ..errors import StateAccessError
+from ..keygroups.assignment import KeyGroupRange
+from ..types.mapping import TypeInformation
 
 if TYPE_CHECKING:
+    from ..ttl.config import StateTtlConfig
     from .changes import ChangeSet
-    from .ttl.config import StateTtlConfig
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A state's key, namespace and value each have a :class:`TypeInformation`. It names the
 Python values it holds, the Arrow type snapshots store them as, and a serializer for
-Flink's binary format (see :mod:`flinkstate.state.serializers`). A ``pyarrow.DataType``
+Flink's binary format (see :mod:`flinkstate.state.serializers.lookup`). A ``pyarrow.DataType``
 is accepted wherever a type is (:func:`to_type_info`).
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import InvalidArgumentError, StateTypeError
+from ..errors import InvalidArgumentError, StateTypeError
 from .typeinfo import (
     _ARRAY_KINDS,
     _ATOMIC_ARROW,

@@ -10,8 +10,8 @@ import pickle
 import struct
 from typing import Any
 
-from .errors import SerializationError
-from .serde_base import EPOCH, EPOCH_UTC, INT32, INT64, MILLISECOND, SECOND, TypeSerializer, take
+from ..errors import SerializationError
+from .base import EPOCH, EPOCH_UTC, INT32, INT64, MILLISECOND, SECOND, TypeSerializer, take
 
 
 class FixedSerializer(TypeSerializer):

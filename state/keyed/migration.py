@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .errors import StateConflictError, StateMigrationError
+from ..errors import StateConflictError, StateMigrationError
+from ..types.typeinfo import BasicTypeInfo, ListTypeInfo, MapTypeInfo, RowTypeInfo, TypeInformation
 from .snapshot import StateMetaInfo
-from .typeinfo import BasicTypeInfo, ListTypeInfo, MapTypeInfo, RowTypeInfo, TypeInformation
 
 Migrate = Callable[[Any], Any]
 
