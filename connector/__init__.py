@@ -5,8 +5,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from .errors import ChangeFeedError, OptionError, ProcessError
 from .process import foreach_batch, process
-from .routing import ProcessError
 from .source import FlinkStateDataSource
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -43,7 +43,9 @@ def register(spark: Any, filter_pushdown: bool = False) -> None:
 
 __all__ = [
     "PUSHDOWN_CONF",
+    "ChangeFeedError",
     "FlinkStateDataSource",
+    "OptionError",
     "ProcessError",
     "PushdownReuseWarning",
     "foreach_batch",

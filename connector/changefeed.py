@@ -27,8 +27,8 @@ from flinkstate.checkpoint.merge import DELETE
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.views import keyed_view, keyed_view_schema
 
+from .errors import ChangeFeedError, OptionError
 from .feeddiff import (
-    ChangeFeedError,
     DiffPartition,
     DiffPlan,
     Groups,
@@ -39,7 +39,7 @@ from .feeddiff import (
     stored_rows,
 )
 from .feedscope import deletes_then_updates, rewritten
-from .options import OptionError, ReadOptions
+from .options import ReadOptions
 from .reader import FlinkStateReader
 
 FEED_FIELDS = [pa.field("checkpoint_id", pa.int64()), pa.field("change_type", pa.string())]

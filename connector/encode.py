@@ -36,7 +36,8 @@ from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.ttl import StateTtlConfig, Time
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, to_type_info
 
-from .options import OptionError, WriteOptions
+from .errors import OptionError
+from .options import WriteOptions
 
 _KINDS = {"value": StateKind.VALUE, "list": StateKind.LIST, "map": StateKind.MAP}
 _MODES = {

@@ -27,16 +27,10 @@ from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.mapping import TypeInformation
 
-from .options import OptionError
+from .errors import ChangeFeedError
 
 Groups = tuple[tuple[FileRef, tuple[tuple[int, int], ...]], ...]
 """Files, each with the (key group, row group) pairs to read of it."""
-
-
-class ChangeFeedError(OptionError):
-    """The asked range of changes cannot be answered exactly."""
-
-    default_code = "CHANGE_FEED_UNAVAILABLE"
 
 
 def _after(k: int) -> str:

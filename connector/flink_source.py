@@ -29,7 +29,8 @@ from flinkstate.checkpoint.views import spark_compatible
 from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.keygroups.hashing import java_hashed
 
-from .options import OptionError, ReadOptions
+from .errors import OptionError
+from .options import ReadOptions
 from .reader import _int_filter, _predicate, _pushable_key_type, _PushFilters
 
 _UNSUPPORTED = {"checkpoint_id": None, "watermark": None, "flatten": True}

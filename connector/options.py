@@ -16,12 +16,7 @@ from flinkstate.checkpoint.keys import parse_id_set, parse_json_keys
 from flinkstate.checkpoint.storage import nested_options
 from flinkstate.state.errors import FlinkStateError
 
-
-class OptionError(FlinkStateError, ValueError):
-    """A data source option is unknown, missing or malformed."""
-
-    default_code = "INVALID_OPTION"
-
+from .errors import OptionError
 
 READ_OPTIONS = (
     "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",

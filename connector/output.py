@@ -17,7 +17,7 @@ from flinkstate.checkpoint.arrow_codec import to_arrow
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.types.mapping import TypeInformation, to_type_info
 
-from .routing import ProcessError
+from .errors import ProcessError
 
 
 def _mismatch(message: str) -> ProcessError:

@@ -39,9 +39,10 @@ from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
 from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
 from flinkstate.state.ttl.time import LONG_MIN
 
+from .errors import ProcessError
 from .process_options import Job, parse_job
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
-from .routing import ProcessError, key_type_of, route_column, route_values
+from .routing import key_type_of, route_column, route_values
 from .stream import BATCH_ID
 
 WATERMARK = "flinkstate.process.watermark"

@@ -9,9 +9,9 @@ from typing import Any
 import flinkstate.state
 from flinkstate.state.process.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
 
+from .errors import ProcessError
 from .output import OutputSchema
 from .process_task import ROUTE, SEQ
-from .routing import ProcessError
 
 BACKENDS = ("heap", "rocksdb")
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")

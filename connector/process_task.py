@@ -38,8 +38,9 @@ from flinkstate.state.process.functions import ProcessFunction
 from flinkstate.state.ttl.time import LONG_MIN
 from flinkstate.state.types.mapping import TypeInformation
 
+from .errors import ProcessError
 from .output import OutputSchema
-from .routing import ProcessError, route_values
+from .routing import route_values
 
 OUTPUT_STATE = "output"
 SEQ, ROUTE = "__flinkstate_seq", "__flinkstate_route"

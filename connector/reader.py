@@ -39,7 +39,8 @@ from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.types.typeinfo import BasicTypeInfo
 
-from .options import OptionError, ReadOptions
+from .errors import OptionError
+from .options import ReadOptions
 from .selection import Selection, keyed_selection, operator_selection
 
 BATCH_ROWS = 1 << 16

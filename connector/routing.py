@@ -22,13 +22,9 @@ from flinkstate.state.keygroups.hashing import key_group_assigner
 from flinkstate.state.keygroups.vectorized import assign_key_groups
 from flinkstate.state.types.mapping import TypeInformation, to_type_info
 
+from .errors import ProcessError
+
 _M32 = 0xFFFFFFFF
-
-
-class ProcessError(FlinkStateError, ValueError):
-    """A bad argument or input of the Spark runner (``process``, ``foreach_batch``)."""
-
-    default_code = "INVALID_PROCESS_ARGUMENT"
 
 
 def _rotl(x: int, r: int) -> int:

@@ -14,7 +14,8 @@ from flinkstate.checkpoint.manifest import OperatorEntry
 from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.operator import OperatorStateMode
 
-from .options import OptionError, ReadOptions
+from .errors import OptionError
+from .options import ReadOptions
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ from flinkstate.checkpoint.versions import (
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .encode import make_plan
-from .options import OptionError, WriteOptions
+from .errors import OptionError
+from .options import WriteOptions
 from .writer import operator_entry, store, task_files, write_task
 
 BATCH_ID = "spark.batch_id"

@@ -34,7 +34,8 @@ from flinkstate.state.keygroups.assignment import compute_key_group_range_for_op
 from flinkstate.state.operator import OperatorStateMode
 
 from .encode import WritePlan, encode_keyed, encode_operator, last_per_key, make_plan
-from .options import OptionError, WriteOptions
+from .errors import OptionError
+from .options import WriteOptions
 
 
 @dataclass

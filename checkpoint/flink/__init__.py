@@ -3,9 +3,13 @@ tested), without Flink: see :func:`read_savepoint`."""
 
 from __future__ import annotations
 
-from .binary import FlinkFormatError, UnsupportedFlinkFeatureError, UnsupportedSerializerError
 from .declared import StateDeclaration, parse_type
-from .kryo import DeclaredTypeError
+from .errors import (
+    DeclaredTypeError,
+    FlinkFormatError,
+    UnsupportedFlinkFeatureError,
+    UnsupportedSerializerError,
+)
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
 
 __all__ = [

@@ -9,30 +9,12 @@ from __future__ import annotations
 
 import struct
 
-from ..errors import CheckpointCorruptError
+from .errors import FlinkFormatError
 
 _I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-class FlinkFormatError(CheckpointCorruptError):
-    """A Flink savepoint or checkpoint file is truncated, altered or of an unknown format."""
-
-    default_code = "FLINK_FORMAT"
-
-
-class UnsupportedSerializerError(FlinkFormatError):
-    """A state's serializer cannot be decoded (Kryo, custom, pickled without allow_pickle)."""
-
-    default_code = "UNSUPPORTED_SERIALIZER"
-
-
-class UnsupportedFlinkFeatureError(FlinkFormatError):
-    """A valid Flink file uses a feature this reader cannot decode (the message says which)."""
-
-    default_code = "FLINK_UNSUPPORTED"
 
 
 class Cursor:

@@ -24,7 +24,8 @@ from flinkstate.state.errors import SerializationError
 from flinkstate.state.serializers.base import TypeSerializer
 
 from . import fast
-from .binary import Cursor, FlinkFormatError, UnsupportedSerializerError
+from .binary import Cursor
+from .errors import FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
 from .metadata import KeyedHandle
 from .operator import snappy_block

@@ -21,8 +21,9 @@ import pyarrow as pa
 from flinkstate.state.types.mapping import PickledBytesTypeInfo, TypeInformation, to_type_info
 from flinkstate.state.types.typeinfo import ArrowTypeInfo
 
+from .errors import DeclaredTypeError
 from .header import KeyedHeader, StateInfo
-from .kryo import DeclaredTypeError, KryoReader
+from .kryo import KryoReader
 from .snapshots import _KRYO, FlinkType
 from .values import TtlValueSerializer
 

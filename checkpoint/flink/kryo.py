@@ -25,16 +25,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.state.errors import FlinkStateError, SerializationError
+from flinkstate.state.errors import SerializationError
 
+from .errors import DeclaredTypeError
 from .values import _ReadOnly
-
-
-class DeclaredTypeError(FlinkStateError):
-    """A declared type is malformed, applies to no such state, or does not fit its bytes."""
-
-    default_code = "INVALID_OPTION"
-
 
 Read = Callable[[bytes, int], tuple[Any, int]]
 _LE = {

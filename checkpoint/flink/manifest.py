@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from .checksums import masked_crc32c
+from .errors import FlinkFormatError, UnsupportedFlinkFeatureError
 from .sst import varint
 
 _BLOCK = 32768

@@ -20,8 +20,8 @@ from functools import partial
 from typing import Any
 
 from . import fast
-from .binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from .body import KeyGroupDecoder
+from .errors import FlinkFormatError, UnsupportedFlinkFeatureError
 from .manifest import Manifest, parse_manifest
 from .metadata import KeyedHandle
 from .sst import (

@@ -15,7 +15,8 @@ import cramjam
 
 from flinkstate.state.errors import SerializationError
 
-from .binary import Cursor, FlinkFormatError
+from .binary import Cursor
+from .errors import FlinkFormatError
 from .header import StateInfo, read_meta_info
 from .metadata import OperatorHandle
 

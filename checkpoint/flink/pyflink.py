@@ -20,9 +20,8 @@ import pyarrow as pa
 from flinkstate.state.types.mapping import BasicTypeInfo, PickledBytesTypeInfo, RowTypeInfo, TypeInformation
 
 from ..arrow_codec import to_arrow
-from .binary import FlinkFormatError, UnsupportedSerializerError
 from .declared import StateDeclaration, python_type
-from .kryo import DeclaredTypeError
+from .errors import DeclaredTypeError, FlinkFormatError, UnsupportedSerializerError
 
 _FIXED = {
     "LONG": ">q",

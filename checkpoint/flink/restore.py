@@ -24,8 +24,8 @@ from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, O
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import StateMigrationError
-from .binary import UnsupportedSerializerError
 from .body import KeyGroupDecoder, StateRows
+from .errors import UnsupportedSerializerError
 from .header import StateInfo
 
 if TYPE_CHECKING:

@@ -24,7 +24,8 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
 
-from .binary import Cursor, UnsupportedSerializerError
+from .binary import Cursor
+from .errors import UnsupportedSerializerError
 from .javaser import JavaStreamReader
 from .values import RawSerializer, _ReadOnly
 

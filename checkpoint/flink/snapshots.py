@@ -16,7 +16,8 @@ from flinkstate.state.serializers.base import TypeSerializer
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
 
-from .binary import Cursor, UnsupportedSerializerError
+from .binary import Cursor
+from .errors import UnsupportedSerializerError
 from .rowdata import ROWDATA, read_rowdata_snapshot
 from .values import PojoSerializer, RawSerializer, TtlValueSerializer
 

@@ -12,7 +12,8 @@ from checkpoint_data import LIST, MAP, VALUE
 
 from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.connector.changefeed import ChangeFeedReader, change_feed_schema, open_range
-from flinkstate.connector.options import OptionError, ReadOptions
+from flinkstate.connector.errors import OptionError
+from flinkstate.connector.options import ReadOptions
 from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types
 
 ROUNDS = 6

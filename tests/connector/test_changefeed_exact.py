@@ -12,7 +12,7 @@ import pytest
 from feed_model import applied, feed, restored
 
 from flinkstate.checkpoint import CheckpointCorruptError, CheckpointStorage
-from flinkstate.connector.changefeed import ChangeFeedError
+from flinkstate.connector.errors import ChangeFeedError
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,

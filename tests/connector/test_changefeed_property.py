@@ -13,7 +13,7 @@ import pytest
 from feed_model import applied, feed, kind_of, restored
 
 from flinkstate.checkpoint import CheckpointStorage
-from flinkstate.connector.changefeed import ChangeFeedError
+from flinkstate.connector.errors import ChangeFeedError
 from flinkstate.state import KeyGroupRange, assign_to_key_group
 from flinkstate.state.ttl.time import ManualTimeProvider
 

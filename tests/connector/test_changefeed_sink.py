@@ -15,7 +15,7 @@ from feed_model import Contents, applied, feed, restored
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from flinkstate.connector.feeddiff import ChangeFeedError
+from flinkstate.connector.errors import ChangeFeedError
 from flinkstate.connector.stream import StateSink
 from flinkstate.state.descriptors import StateKind
 

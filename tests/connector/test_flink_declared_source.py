@@ -12,7 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from flinkstate.connector.options import OptionError, ReadOptions
+from flinkstate.connector.errors import OptionError
+from flinkstate.connector.options import ReadOptions
 from flinkstate.connector.source import FlinkStateDataSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))

@@ -15,7 +15,8 @@ import pytest
 from checkpoint_data import write_values
 
 from flinkstate.checkpoint import Storage
-from flinkstate.connector.options import OptionError, ReadOptions
+from flinkstate.connector.errors import OptionError
+from flinkstate.connector.options import ReadOptions
 from flinkstate.connector.reader import FlinkStateReader, KeyedPartition, open_for_read, view_schema_of
 from flinkstate.state import Types, assign_to_key_group
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index

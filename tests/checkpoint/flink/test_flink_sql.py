@@ -15,7 +15,8 @@ from rowdata_model import encode, flink_hash
 from sql_model import IDS, SQL, SQL_DIR, accumulators, last_row, text
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
-from flinkstate.checkpoint.flink.binary import Cursor, FlinkFormatError
+from flinkstate.checkpoint.flink.binary import Cursor
+from flinkstate.checkpoint.flink.errors import FlinkFormatError
 from flinkstate.checkpoint.flink.javaser import JavaStreamReader
 from flinkstate.checkpoint.flink.rowdata import RowDataReader, SqlTypeInfo, _binary_row, key_group_of
 from flinkstate.state.errors import SerializationError
@@ -210,7 +211,7 @@ def test_malformed_rows_and_snapshots_are_typed_errors() -> None:
 
 
 def test_unsupported_sql_field_types_leave_raw_bytes_named() -> None:
-    from flinkstate.checkpoint.flink.binary import UnsupportedSerializerError
+    from flinkstate.checkpoint.flink.errors import UnsupportedSerializerError
     from flinkstate.checkpoint.flink.rowdata import _logical
 
     with pytest.raises(UnsupportedSerializerError, match=r"\[UNSUPPORTED_SERIALIZER\].*SQL type ARRAY"):

@@ -26,8 +26,8 @@ from rocksdict import (
 
 from flinkstate.checkpoint.errors import CheckpointCorruptError
 from flinkstate.checkpoint.flink import read_savepoint
-from flinkstate.checkpoint.flink.binary import FlinkFormatError, UnsupportedFlinkFeatureError
 from flinkstate.checkpoint.flink.checksums import block_checksum
+from flinkstate.checkpoint.flink.errors import FlinkFormatError, UnsupportedFlinkFeatureError
 from flinkstate.checkpoint.flink.manifest import parse_manifest
 from flinkstate.checkpoint.flink.native import (
     column_family,
