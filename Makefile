@@ -36,9 +36,10 @@ test-fast: $(STAMP)  ## run the tests that are not marked slow
 bench: $(STAMP)  ## run the benchmarks (JSON lines; BENCH_ARGS="--quick --only P1")
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
-lint: $(STAMP)  ## ruff check and format check
+lint: $(STAMP)  ## ruff check, format check, and the import contracts (layers; checkpoint/'s face)
 	$(BIN)/ruff check state checkpoint connector cli tests benchmarks examples
 	$(BIN)/ruff format --check state checkpoint connector cli tests benchmarks examples
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)  ## mypy --strict on the library
 	$(BIN)/mypy state checkpoint connector cli
