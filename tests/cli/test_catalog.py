@@ -31,8 +31,8 @@ def test_list_newest_first_with_sizes(job: Job, run: Run) -> None:
         assert (entry["kind"], entry["type"]) == ("checkpoint", "full")
         assert entry["created_at_ms"] == manifest.created_at_ms > 0
     table = run("list", job.root, *job.args).stdout
-    assert "counter, orders, source" in table and "│ full " in table
-    assert table.index("│  3 ") < table.index("│  1 ")
+    assert "counter, orders, source" in table and "\tfull\t" in table
+    assert table.index("\n3\t") < table.index("\n1\t")
 
 
 def test_list_a_savepoint_and_an_unfinished_attempt(tmp_path: Path, run: Run) -> None:
