@@ -16,7 +16,8 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import IO, Annotated, Any, TypeVar
 
 import typer
@@ -55,6 +56,15 @@ CheckpointId = Annotated[
     typer.Option("--checkpoint-id", "-c", min=1, help="A checkpoint under a root (default: the latest)."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of tables.")]
+AllowPickle = Annotated[
+    bool,
+    typer.Option(
+        "--allow-pickle",
+        help="Load pickled keys and values where counting entries needs them (a state whose files "
+        "are merged: incremental checkpoints, upserts). Loading a pickle runs code: only for trusted "
+        "checkpoints.",
+    ),
+]
 
 MIN_SECRET = 4
 _SECRET_KEY = re.compile(
@@ -136,6 +146,21 @@ class Out:
         for part in parts:
             for line in plain_lines(part):
                 typer.echo(line)
+
+
+@contextmanager
+def pickle_hint() -> Iterator[None]:
+    """A ``[PICKLE_NOT_ALLOWED]`` raised inside names ``--allow-pickle``."""
+    try:
+        yield
+    except CheckpointError as exc:
+        if exc.code != "PICKLE_NOT_ALLOWED":
+            raise
+        raise CheckpointError(
+            "a state holds pickled keys or values that counting its entries must load (its files are "
+            "merged), and loading a pickle runs code: pass --allow-pickle only for a trusted checkpoint",
+            code="PICKLE_NOT_ALLOWED",
+        ) from exc
 
 
 def out_console() -> Out:
