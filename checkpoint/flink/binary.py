@@ -35,6 +35,12 @@ class UnsupportedFlinkFeatureError(FlinkFormatError):
     default_code = "FLINK_UNSUPPORTED"
 
 
+class FlinkHeaderConflictError(FlinkFormatError):
+    """Two subtasks' keyed state headers describe one state (or the key) differently."""
+
+    default_code = "FLINK_HEADER_CONFLICT"
+
+
 class Cursor:
     """Reads ``buf`` from ``pos``; ``where`` names the file (and state) in error messages."""
 
