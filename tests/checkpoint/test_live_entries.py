@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from checkpoint_data import dump
-from incremental_ops import Workload
+from incremental_ops import Workload, checkpoint_now
 from typer.testing import CliRunner
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
@@ -21,6 +21,8 @@ from flinkstate.checkpoint.stats import key_group_loads, state_entries
 from flinkstate.cli import app
 from flinkstate.state import (
     HeapKeyedStateBackend,
+    Types,
+    ValueStateDescriptor,
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
@@ -101,3 +103,30 @@ def test_inspect_and_skew_print_live_entries(tmp_path: Path) -> None:
     text = runner.invoke(app, ["inspect", str(root)]).stdout
     header = next(line for line in text.splitlines() if line.startswith("operator\tstate\t"))
     assert header.endswith("\tentries\tstored rows\tstored bytes")
+
+
+def test_a_chain_of_pickled_values_is_counted_with_allow_pickle_only(tmp_path: Path) -> None:
+    root = tmp_path / "pickled"
+    storage = CheckpointStorage(str(root), retain=5, incremental=True)
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=MAX_P)
+    desc = ValueStateDescriptor("p", Types.PICKLED_BYTE_ARRAY())
+    for version, keys in enumerate((range(100), range(5), range(6))):  # small increments: no compaction
+        for key in keys:
+            backend.set_current_key(key)
+            if version == 2 and key < 3:
+                backend.get_state(desc).clear()
+            else:
+                backend.get_state(desc).update({"version": version, "key": key})
+        checkpoint_now(storage, backend)
+    runner = CliRunner(env={"FLINKSTATE_DEBUG": ""})
+    first = runner.invoke(app, ["inspect", str(root), "-c", "1", "--json"])  # one file: counted in Arrow
+    assert first.exit_code == 0 and json.loads(first.stdout)["operators"][0]["states"][0]["entries"] == 100
+    for command in (["inspect", str(root)], ["skew", str(root), "op"]):
+        refused = runner.invoke(app, [*command, "--json"])
+        assert refused.exit_code == 3 and refused.stderr.startswith("[PICKLE_NOT_ALLOWED]")
+        assert "--allow-pickle" in refused.stderr
+        allowed = runner.invoke(app, [*command, "--json", "--allow-pickle"])
+        assert allowed.exit_code == 0, allowed.stderr
+        doc = json.loads(allowed.stdout)
+        entries = doc["operators"][0]["states"][0]["entries"] if command[0] == "inspect" else doc["entries"]
+        assert entries == 97
