@@ -48,15 +48,39 @@ def merge_keyed(
     tables: list[pa.Table], meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
 ) -> StateColumns:
     """The entries of one key group held in several files (or with deletes), applied in order."""
+    plain, rest = _plan(tables, meta)
+    fast = None if plain is None else keyed_columns(plain, meta, key_type, allow_pickle)
+    if not rest:
+        assert fast is not None
+        return fast
+    slow = _apply_rows(rest, meta, key_type, allow_pickle)
+    return slow if fast is None else _concat(fast, slow)
+
+
+def count_keyed(
+    tables: list[pa.Table], meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
+) -> int:
+    """How many entries :func:`merge_keyed` gives (MAP: one per map entry, else one per key and
+    namespace), decoding only the rows it applies one by one (a plain file is counted in Arrow)."""
+    plain, rest = _plan(tables, meta)
+    count = 0 if plain is None else plain.num_rows
+    if rest:
+        merged = _apply_rows(rest, meta, key_type, allow_pickle)
+        count += sum(len(v) for v in merged.values) if meta.kind is StateKind.MAP else len(merged.values)
+    return count
+
+
+def _plan(tables: list[pa.Table], meta: StateMetaInfo) -> tuple[pa.Table | None, list[pa.Table]]:
+    """(the rows that apply by concatenation, without the rows that store nothing; the rows
+    to apply one by one after them, in order)."""
     combined = combine_key_group(tables, meta)
     if combined is not None:
-        return _without_empty(keyed_columns(combined, meta, key_type, allow_pickle), meta)
+        return _stored(combined, meta), []
     split = _split_untouched(tables, meta)
     if split is not None:  # a base with a few changes: only the changed keys' rows go row by row
         untouched, rest = split
-        fast = _without_empty(keyed_columns(untouched, meta, key_type, allow_pickle), meta)
-        return _concat(fast, _apply_rows(rest, meta, key_type, allow_pickle))
-    return _apply_rows(tables, meta, key_type, allow_pickle)
+        return _stored(untouched, meta), rest
+    return None, tables
 
 
 def _split_untouched(tables: list[pa.Table], meta: StateMetaInfo) -> tuple[pa.Table, list[pa.Table]] | None:
@@ -143,22 +167,19 @@ def _apply_rows(
     return _columns_of(acc, meta)
 
 
-def _without_empty(cols: StateColumns, meta: StateMetaInfo) -> StateColumns:
-    """``cols`` without the rows that store nothing: a null value (it removes its scope, as
+def _stored(table: pa.Table, meta: StateMetaInfo) -> pa.Table:
+    """``table`` without the rows that store nothing: a null value (it removes its scope, as
     when rows are applied one by one) or, for LIST, a null or empty list (nothing appended).
     The state engine writes no such rows; other writers (Spark) may."""
-    if meta.kind is StateKind.MAP:
-        return cols
-    lists = meta.kind is StateKind.LIST
-    keep = [i for i, v in enumerate(cols.values) if v is not None and not (lists and not v)]
-    if len(keep) == len(cols.values):
-        return cols
-
-    def pick(values: list[Any] | None) -> list[Any] | None:
-        return None if values is None else [values[i] for i in keep]
-
-    return StateColumns([cols.keys[i] for i in keep], pick(cols.namespaces), [cols.values[i] for i in keep],
-                        pick(cols.timestamps))  # fmt: skip
+    if meta.kind is StateKind.MAP or table.num_rows == 0:
+        return table
+    value = table.column("value")
+    keep = pc.is_valid(value)
+    if meta.kind is StateKind.LIST and (pa.types.is_list(value.type) or pa.types.is_large_list(value.type)):
+        keep = pc.and_kleene(keep, pc.greater(pc.list_value_length(value), 0))
+    if pc.all(keep).as_py():  # ``keep`` holds no nulls
+        return table
+    return table.filter(keep)
 
 
 def _columns_of(acc: dict[tuple[Any, Any], Any], meta: StateMetaInfo) -> StateColumns:

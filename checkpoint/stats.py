@@ -1,10 +1,12 @@
-"""Where a keyed state's weight lies: rows and bytes per key group, and per subtask at any parallelism.
+"""Where a keyed state's weight lies: live entries and stored bytes per key group, and per
+subtask at any parallelism.
 
-Rows come from the manifest's key-group index (stored rows: one per key and namespace, one
-per map entry, delete rows included); bytes are the compressed size of each key group's row
-group, taken from the data files' Parquet footers (read exactly and checked against the
-manifest), so no data page is read. This is what decides how evenly a restore at a given
-parallelism spreads the state.
+Entries are what a restore holds (one per key and namespace, one per map entry): a key
+group's files are read and merged as a restore merges them (``merge.count_keyed``), so an
+incremental checkpoint's delta and delete rows are resolved, not counted (an entry updated
+in three increments counts once, a deleted one not at all). Bytes are stored bytes: the
+compressed size of each key group's row groups in every file that holds it, increments
+included, taken from the data files' Parquet footers (checked against the manifest).
 """
 
 from __future__ import annotations
@@ -15,47 +17,71 @@ from dataclasses import dataclass
 from flinkstate.state.keygroups.assignment import KeyGroupRange, compute_key_group_range_for_operator_index
 
 from .errors import CheckpointCorruptError
+from .merge import count_keyed
 from .restore import CompletedCheckpoint
 from .verified import open_ranges
 
 
 @dataclass(frozen=True)
 class Load:
-    """Stored rows and bytes."""
+    """Live entries and stored bytes."""
 
-    rows: int = 0
+    entries: int = 0
     bytes: int = 0
 
     def __add__(self, other: Load) -> Load:
-        return Load(self.rows + other.rows, self.bytes + other.bytes)
+        return Load(self.entries + other.entries, self.bytes + other.bytes)
 
 
 def key_group_loads(
     checkpoint: CompletedCheckpoint, uid: str, states: Sequence[str] | None = None
 ) -> dict[int, Load]:
-    """Rows and bytes of every key group (``0 .. max parallelism - 1``) of operator ``uid``,
-    summed over ``states`` (default: every keyed state of the operator)."""
+    """Entries and stored bytes of every key group (``0 .. max parallelism - 1``) of operator
+    ``uid``, summed over ``states`` (default: every keyed state of the operator)."""
     op = checkpoint.operator(uid)
     names = [s.name for s in op.keyed_states] if states is None else list(states)
-    for name in names:
-        checkpoint.state_meta(uid, name)  # an unknown state is an error that lists the known ones
     loads = dict.fromkeys(range(op.max_parallelism), Load())
-    for subtask in op.subtasks:
-        for name in names:
-            for ref in subtask.keyed.get(name, ()):
-                if not ref.key_groups:
-                    continue
-                metadata = open_ranges(checkpoint.directory, ref).metadata
-                for kg, (index, rows) in ref.key_groups.items():
-                    if index >= metadata.num_row_groups or metadata.row_group(index).num_rows != rows:
-                        raise CheckpointCorruptError(
-                            f"data file {ref.path}: row group {index} (key group {kg}) does not hold the "
-                            f"{rows} rows the manifest says"
-                        )
-                    group = metadata.row_group(index)
-                    size = sum(group.column(c).total_compressed_size for c in range(group.num_columns))
-                    loads[kg] = loads.get(kg, Load()) + Load(rows, size)
+    for name in names:
+        for kg, entries in state_entries(checkpoint, uid, name).items():
+            loads[kg] += Load(entries=entries)
+        for kg, size in _stored_bytes(checkpoint, uid, name).items():
+            loads[kg] += Load(bytes=size)
     return loads
+
+
+def state_entries(checkpoint: CompletedCheckpoint, uid: str, state: str) -> dict[int, int]:
+    """The live entries of keyed state ``state`` per key group holding any (resolved as a
+    restore resolves them)."""
+    meta = checkpoint.state_meta(uid, state)  # an unknown state is an error
+    key_type = checkpoint.operator(uid).key_type
+    out: dict[int, int] = {}
+    for kg, tables in checkpoint.read_keyed(uid, state):
+        assert key_type is not None  # a keyed state's operator has a key type
+        with checkpoint.naming_corruption():
+            count = count_keyed(tables, meta, key_type, checkpoint.allow_pickle)
+        if count:
+            out[kg] = count
+    return out
+
+
+def _stored_bytes(checkpoint: CompletedCheckpoint, uid: str, state: str) -> dict[int, int]:
+    """Compressed bytes of ``state`` per key group, from the footers of the files holding it."""
+    out: dict[int, int] = {}
+    for subtask in checkpoint.operator(uid).subtasks:
+        for ref in subtask.keyed.get(state, ()):
+            if not ref.key_groups:
+                continue
+            metadata = open_ranges(checkpoint.directory, ref).metadata
+            for kg, (index, rows) in ref.key_groups.items():
+                if index >= metadata.num_row_groups or metadata.row_group(index).num_rows != rows:
+                    raise CheckpointCorruptError(
+                        f"data file {ref.path}: row group {index} (key group {kg}) does not hold the "
+                        f"{rows} rows the manifest says"
+                    )
+                group = metadata.row_group(index)
+                size = sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+                out[kg] = out.get(kg, 0) + size
+    return out
 
 
 def subtask_loads(

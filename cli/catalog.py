@@ -13,10 +13,12 @@ from flinkstate.checkpoint import CheckpointNotFoundError, Manifest
 from flinkstate.checkpoint.errors import CheckpointCorruptError
 from flinkstate.checkpoint.manifest import METADATA, OperatorEntry
 from flinkstate.checkpoint.metadata import metadata_table
+from flinkstate.checkpoint.stats import state_entries
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.versions import completed_ids, load_version, version_ids
 
 from .common import (
+    AllowPickle,
     CheckpointId,
     CheckpointPath,
     JsonFlag,
@@ -24,6 +26,7 @@ from .common import (
     guarded,
     load,
     out_console,
+    pickle_hint,
     storage_options,
 )
 from .render import human_bytes, iso_time, table, to_json, ttl_text, utc_time
@@ -120,7 +123,18 @@ def list_checkpoints(
     out_console().print(Group(out, *notes))
 
 
-def _operator_json(op: OperatorEntry, states: list[dict[str, Any]]) -> dict[str, Any]:
+def _subtask_entries(op: OperatorEntry, index: int, keyed: dict[str, dict[int, int]]) -> int:
+    """Live keyed entries in subtask ``index``'s key groups, plus its operator state elements."""
+    st = op.subtasks[index]
+    mine = range(st.key_group_range[0], st.key_group_range[1] + 1) if st.key_group_range else range(0)
+    live = sum(n for groups in keyed.values() for kg, n in groups.items() if kg in mine)
+    return live + sum(f.rows for g in (st.operator, st.broadcast) for fs in g.values() for f in fs)
+
+
+def _operator_json(
+    op: OperatorEntry, states: list[dict[str, Any]], keyed: dict[str, dict[int, int]]
+) -> dict[str, Any]:
+    """``keyed``: the live entries of each keyed state of ``op`` per key group."""
     return {
         "uid": op.uid,
         "parallelism": op.parallelism,
@@ -132,10 +146,11 @@ def _operator_json(op: OperatorEntry, states: list[dict[str, Any]]) -> dict[str,
                 "index": st.index,
                 "key_group_range": None if st.key_group_range is None else list(st.key_group_range),
                 "files": len(st.files()),
+                "entries": _subtask_entries(op, n, keyed),
+                "stored_rows": sum(f.rows for f in st.files()),
                 "bytes": sum(f.size for f in st.files()),
-                "rows": sum(f.rows for f in st.files()),
             }
-            for st in op.subtasks
+            for n, st in enumerate(op.subtasks)
         ],
     }
 
@@ -147,14 +162,31 @@ def inspect(
     checkpoint_id: CheckpointId = None,
     storage_option: StorageOptions = None,
     as_json: JsonFlag = False,
+    allow_pickle: AllowPickle = False,
 ) -> None:
-    """Operators and states of a checkpoint: kind, key/namespace/value types, TTL, rows, bytes,
-    parallelism and max parallelism."""
-    checkpoint = load(path, storage_options(storage_option), checkpoint_id)
+    """Operators and states of a checkpoint: kind, key/namespace/value types, TTL, entries,
+    stored rows and bytes, parallelism and max parallelism.
+
+    ENTRIES are what a restore holds (one per key and namespace, one per map entry; operator
+    state: its elements): an incremental checkpoint's updates and deletes are resolved, so
+    the keyed states' files are read. STORED ROWS and BYTES are what the files hold,
+    increments included.
+    """
+    checkpoint = load(path, storage_options(storage_option), checkpoint_id, allow_pickle)
     manifest = checkpoint.manifest
-    states = metadata_table(manifest, manifest.checkpoint_id).to_pylist()
-    for s in states:
+    with pickle_hint():
+        keyed = {
+            op.uid: {m.name: state_entries(checkpoint, op.uid, m.name) for m in op.keyed_states}
+            for op in manifest.operators
+        }
+    states = []
+    for s in metadata_table(manifest, manifest.checkpoint_id).to_pylist():
         s.pop("checkpoint_id", None)
+        stored = s.pop("rows")
+        live = keyed[s["operator"]].get(s["state"])
+        # operator state is written whole every time: its stored elements are its entries
+        entries = stored if live is None else sum(live.values())
+        states.append({**s, "entries": entries, "stored_rows": stored})
     doc: dict[str, Any] = {
         "checkpoint_id": manifest.checkpoint_id,
         "kind": manifest.kind,
@@ -164,7 +196,7 @@ def inspect(
         "path": checkpoint.directory.safe_url,
         "created_at": iso_time(manifest.created_at_ms),
         "properties": dict(manifest.properties),
-        "operators": [_operator_json(op, states) for op in manifest.operators],
+        "operators": [_operator_json(op, states, keyed[op.uid]) for op in manifest.operators],
     }
     if as_json:
         typer.echo(to_json(doc))
@@ -176,7 +208,16 @@ def inspect(
     )
     operators = table(
         "operators",
-        ["operator", "parallelism", "max parallelism", "key type", "states", "files", "rows", "bytes"],
+        [
+            "operator",
+            "parallelism",
+            "max parallelism",
+            "key type",
+            "states",
+            "files",
+            "entries",
+            "stored bytes",
+        ],
         [
             [
                 op["uid"],
@@ -185,15 +226,18 @@ def inspect(
                 op["key_type"] or "-",
                 len(op["states"]),
                 sum(st["files"] for st in op["subtasks"]),
-                sum(st["rows"] for st in op["subtasks"]),
+                sum(st["entries"] for st in op["subtasks"]),
                 human_bytes(sum(st["bytes"] for st in op["subtasks"])),
             ]
             for op in doc["operators"]
         ],
-        right=("parallelism", "max parallelism", "states", "files", "rows", "bytes"),
+        right=("parallelism", "max parallelism", "states", "files", "entries", "stored bytes"),
     )
     metas = {(op.uid, m.name): m for op in manifest.operators for m in op.keyed_states}
-    columns = ["operator", "state", "kind", "key", "namespace", "user key", "value", "TTL", "rows", "bytes"]
+    columns = [
+        "operator", "state", "kind", "key", "namespace", "user key", "value", "TTL",
+        "entries", "stored rows", "stored bytes",
+    ]  # fmt: skip
     state_rows = []
     for s in states:
         meta = metas.get((s["operator"], s["state"]))
@@ -208,7 +252,8 @@ def inspect(
                 s["user_key_type"] or "-",
                 s["value_type"],
                 ttl,
-                s["rows"],
+                s["entries"],
+                s["stored_rows"],
                 human_bytes(s["bytes"]),
             ]
         )
@@ -217,6 +262,6 @@ def inspect(
         "states",
         [columns[i] for i in used],
         [[row[i] for i in used] for row in state_rows],
-        right=("rows", "bytes"),
+        right=("entries", "stored rows", "stored bytes"),
     )
     out_console().print(Group(head, operators, state_table))

@@ -1,5 +1,9 @@
 """What every command shares: storage options, opening checkpoints, errors, consoles.
 
+Output: on a terminal, rich tables and colours; off one (a file, a pipe into ``grep``),
+plain lines: every record on one line, names, keys and paths whole (no wrapping at 80
+columns, no ellipsis, no borders). ``TTY_COMPATIBLE=1`` (or ``0``) overrides the detection.
+
 Errors: every failure is one line ``[CODE] message`` on stderr and a non-zero exit status
 (a traceback only with ``--debug`` or ``FLINKSTATE_DEBUG=1``). Storage option values whose
 keys look like credentials are replaced by ``***`` in everything printed, tracebacks too.
@@ -12,8 +16,9 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping
-from typing import Annotated, Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import IO, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,6 +26,8 @@ from rich.console import Console
 from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.storage import nested_options
 from flinkstate.state.errors import FlinkStateError, InvalidArgumentError
+
+from .render import plain_lines
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -49,6 +56,15 @@ CheckpointId = Annotated[
     typer.Option("--checkpoint-id", "-c", min=1, help="A checkpoint under a root (default: the latest)."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of tables.")]
+AllowPickle = Annotated[
+    bool,
+    typer.Option(
+        "--allow-pickle",
+        help="Load pickled keys and values where counting entries needs them (a state whose files "
+        "are merged: incremental checkpoints, upserts). Loading a pickle runs code: only for trusted "
+        "checkpoints.",
+    ),
+]
 
 MIN_SECRET = 4
 _SECRET_KEY = re.compile(
@@ -109,9 +125,47 @@ def load(
     return checkpoint
 
 
-def out_console() -> Console:
+def on_terminal(stream: IO[str]) -> bool:
+    """Whether ``stream`` is a terminal (``TTY_COMPATIBLE=1``/``0`` decides when set)."""
+    flag = os.environ.get("TTY_COMPATIBLE", "")
+    if flag in ("0", "1"):
+        return flag == "1"
+    try:
+        return stream.isatty()
+    except ValueError:  # closed
+        return False
+
+
+class Out:
+    """Tables and results on stdout: rich on a terminal, plain lines off one."""
+
+    def print(self, *parts: Any) -> None:
+        if on_terminal(sys.stdout):
+            Console(highlight=False, soft_wrap=False).print(*parts)
+            return
+        for part in parts:
+            for line in plain_lines(part):
+                typer.echo(line)
+
+
+@contextmanager
+def pickle_hint() -> Iterator[None]:
+    """A ``[PICKLE_NOT_ALLOWED]`` raised inside names ``--allow-pickle``."""
+    try:
+        yield
+    except CheckpointError as exc:
+        if exc.code != "PICKLE_NOT_ALLOWED":
+            raise
+        raise CheckpointError(
+            "a state holds pickled keys or values that counting its entries must load (its files are "
+            "merged), and loading a pickle runs code: pass --allow-pickle only for a trusted checkpoint",
+            code="PICKLE_NOT_ALLOWED",
+        ) from exc
+
+
+def out_console() -> Out:
     """Tables and results (stdout)."""
-    return Console(highlight=False, soft_wrap=False)
+    return Out()
 
 
 def err_console() -> Console:

@@ -18,7 +18,8 @@ def write_png(
     subtasks: Sequence[tuple[KeyGroupRange, Load]],
     owner: Sequence[int],
 ) -> None:
-    """Bytes per key group (coloured by owning subtask) above bytes and rows per subtask."""
+    """Stored bytes per key group (coloured by owning subtask) above stored bytes and live
+    entries per subtask."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -31,9 +32,9 @@ def write_png(
         range(len(key_groups)), [g.bytes for g in key_groups], width=1.0, color=[palette[s] for s in owner]
     )
     top.set_xlabel("key group (colour: owning subtask)")
-    top.set_ylabel("bytes")
+    top.set_ylabel("stored bytes")
     top.set_xlim(-0.5, len(key_groups) - 0.5)
-    top.set_title("bytes per key group")
+    top.set_title("stored bytes per key group")
 
     index = list(range(len(subtasks)))
     sizes = [load.bytes for _, load in subtasks]
@@ -41,15 +42,15 @@ def write_png(
     mean = sum(sizes) / len(sizes) if sizes else 0
     bottom.axhline(mean, color="black", linestyle="--", linewidth=1, label=f"mean {human_bytes(mean)}")
     bottom.set_xlabel("subtask")
-    bottom.set_ylabel("bytes")
-    bottom.set_title(f"bytes and rows per subtask at parallelism {len(subtasks)}")
+    bottom.set_ylabel("stored bytes")
+    bottom.set_title(f"stored bytes and entries per subtask at parallelism {len(subtasks)}")
     if len(index) <= 32:
         bottom.set_xticks(index, [f"{i}\n{r.start}-{r.end}" for i, (r, _) in enumerate(subtasks)])
-    rows = bottom.twinx()
-    rows.plot(index, [load.rows for _, load in subtasks], "o", color="black", label="rows")
-    rows.set_ylabel("rows")
-    rows.set_ylim(bottom=0)
+    entries = bottom.twinx()
+    entries.plot(index, [load.entries for _, load in subtasks], "o", color="black", label="entries")
+    entries.set_ylabel("entries")
+    entries.set_ylim(bottom=0)
     handles = bottom.get_legend_handles_labels()
-    more = rows.get_legend_handles_labels()
+    more = entries.get_legend_handles_labels()
     bottom.legend(handles[0] + more[0], handles[1] + more[1], loc="upper right")
     figure.savefig(target, dpi=100, format="png")

@@ -1,4 +1,7 @@
-"""Turning state values and figures into JSON, CSV and table cells.
+"""Turning state values and figures into JSON, CSV, table cells and lines.
+
+Tables are rich tables on a terminal; off one (a file, a pipe into ``grep``) every record
+is one line of tab-separated cells, never wrapped or cut (:func:`plain_lines`).
 
 JSON follows the conventions keys are given in (``flinkstate.checkpoint.keys``): ROW values
 are objects by field name, byte arrays are arrays of byte values, maps with text keys are
@@ -15,8 +18,10 @@ import io
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -121,16 +126,57 @@ def iso_time(epoch_ms: int) -> str | None:
     return datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.timezone.utc).isoformat()
 
 
+@dataclass(frozen=True)
+class Listing:
+    """A table: rich on a terminal (``__rich__``), one line per row off one (:func:`plain_lines`).
+    Columns named in ``right`` are right-aligned (numbers)."""
+
+    title: str | None
+    columns: Sequence[str]
+    rows: Sequence[Sequence[Any]]
+    right: Sequence[str] = ()
+
+    def __rich__(self) -> Table:
+        out = Table(title=self.title, title_justify="left", header_style="bold")
+        for name in self.columns:
+            out.add_column(name, justify="right" if name in self.right else "left", overflow="fold")
+        for row in self.rows:
+            out.add_row(*(v if isinstance(v, Text) else cell(v) for v in row))
+        return out
+
+
 def table(
     title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[str] = ()
-) -> Table:
-    """A rich table; columns named in ``right`` are right-aligned (numbers)."""
-    out = Table(title=title, title_justify="left", header_style="bold")
-    for name in columns:
-        out.add_column(name, justify="right" if name in right else "left", overflow="fold")
-    for row in rows:
-        out.add_row(*(v if isinstance(v, Text) else cell(v) for v in row))
-    return out
+) -> Listing:
+    """A table of ``rows`` (cells: :class:`Text` or values shown by :func:`cell`)."""
+    return Listing(title, list(columns), [list(row) for row in rows], tuple(right))
+
+
+_CONTROL = str.maketrans({"\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def plain_cell(value: Any) -> str:
+    """A cell on one line, whole: tabs and line breaks inside it escaped (``\\t``, ``\\n``)."""
+    text = value.plain if isinstance(value, Text) else cell(value).plain
+    return text.translate(_CONTROL)
+
+
+def plain_lines(part: Any) -> Iterator[str]:
+    """What ``part`` (a :class:`Listing`, :class:`Text`, text or ``Group`` of them) prints off a
+    terminal: a table's title, its header and one line per row, cells separated by tabs."""
+    if isinstance(part, Group):
+        for inner in part.renderables:
+            yield from plain_lines(inner)
+    elif isinstance(part, Listing):
+        if part.title:
+            yield part.title
+        yield "\t".join(plain_cell(c) for c in part.columns)
+        for row in part.rows:
+            yield "\t".join(plain_cell(v) for v in row)
+    elif isinstance(part, Text):
+        yield from part.plain.split("\n")
+    else:
+        yield from str(part).split("\n")
 
 
 def duration(ms: int) -> str:

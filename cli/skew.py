@@ -1,8 +1,10 @@
 """``flinkstate skew``: how evenly a keyed state spreads over key groups and subtasks.
 
-The picture an operator wants before rescaling: rows and bytes per key group (from the
-manifest and the data files' footers, no data read), per subtask at the current or a
-proposed parallelism, the hottest key groups, bars in the terminal and a PNG on request.
+The picture an operator wants before rescaling: live entries per key group (what a restore
+holds: an incremental checkpoint's delta and delete rows resolved, as a restore merges them)
+and stored bytes (the data files' footers: every file holding the key group, increments
+included), per subtask at the current or a proposed parallelism, the hottest key groups, bars
+in the terminal and a PNG on request.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .common import (
+    AllowPickle,
     CheckpointId,
     CheckpointPath,
     JsonFlag,
@@ -28,6 +31,7 @@ from .common import (
     guarded,
     load,
     out_console,
+    pickle_hint,
     storage_options,
 )
 from .render import bar, human_bytes, sparkline, table, to_json
@@ -48,7 +52,7 @@ def _ratio(values: list[int]) -> float:
 
 def _subtasks_json(loads: list[tuple[KeyGroupRange, Load]]) -> list[dict[str, Any]]:
     return [
-        {"subtask": i, "key_groups": [r.start, r.end], "rows": load.rows, "bytes": load.bytes}
+        {"subtask": i, "key_groups": [r.start, r.end], "entries": load.entries, "bytes": load.bytes}
         for i, (r, load) in enumerate(loads)
     ]
 
@@ -73,25 +77,32 @@ def skew(
     ] = 10,
     checkpoint_id: CheckpointId = None,
     as_json: JsonFlag = False,
+    allow_pickle: AllowPickle = False,
     storage_option: StorageOptions = None,
 ) -> None:
-    """Rows and bytes per key group and per subtask, at the current or a proposed parallelism."""
-    checkpoint = load(path, storage_options(storage_option), checkpoint_id)
+    """Live entries and stored bytes per key group and per subtask, at the current or a
+    proposed parallelism.
+
+    ENTRIES are what a restore holds (an incremental checkpoint's updates and deletes resolved:
+    the state's files are read); BYTES are the stored (compressed) bytes of the files.
+    """
+    checkpoint = load(path, storage_options(storage_option), checkpoint_id, allow_pickle)
     op = checkpoint.operator(operator)
     if not op.keyed_states:
         raise InvalidArgumentError(
             f"operator {operator!r} has no keyed state: nothing is spread by key group", code="NO_KEYED_STATE"
         )
     states = [s.name for s in op.keyed_states] if state is None else [state]
-    per_group = key_group_loads(checkpoint, operator, states)
+    with pickle_hint():
+        per_group = key_group_loads(checkpoint, operator, states)
     p = op.parallelism if parallelism is None else parallelism
     subtasks = subtask_loads(per_group, op.max_parallelism, p)
     current = subtask_loads(per_group, op.max_parallelism, op.parallelism)
     owner = [i for i, (r, _) in enumerate(subtasks) for _ in r]
     groups = [per_group[kg] for kg in range(op.max_parallelism)]
     total = sum(groups, Load())
-    hottest = sorted(range(len(groups)), key=lambda kg: (-groups[kg].bytes, -groups[kg].rows, kg))[:top]
-    hottest = [kg for kg in hottest if groups[kg].rows or groups[kg].bytes]
+    hottest = sorted(range(len(groups)), key=lambda kg: (-groups[kg].bytes, -groups[kg].entries, kg))[:top]
+    hottest = [kg for kg in hottest if groups[kg].entries or groups[kg].bytes]
     doc: dict[str, Any] = {
         "checkpoint_id": checkpoint.checkpoint_id,
         "operator": operator,
@@ -99,21 +110,21 @@ def skew(
         "max_parallelism": op.max_parallelism,
         "current_parallelism": op.parallelism,
         "parallelism": p,
-        "rows": total.rows,
+        "entries": total.entries,
         "bytes": total.bytes,
         "imbalance": {
             "bytes": _ratio([load.bytes for _, load in subtasks]),
-            "rows": _ratio([load.rows for _, load in subtasks]),
+            "entries": _ratio([load.entries for _, load in subtasks]),
             "current_bytes": _ratio([load.bytes for _, load in current]),
-            "current_rows": _ratio([load.rows for _, load in current]),
+            "current_entries": _ratio([load.entries for _, load in current]),
         },
         "subtasks": _subtasks_json(subtasks),
         "key_groups": [
-            {"key_group": kg, "subtask": owner[kg], "rows": g.rows, "bytes": g.bytes}
+            {"key_group": kg, "subtask": owner[kg], "entries": g.entries, "bytes": g.bytes}
             for kg, g in enumerate(groups)
         ],
         "hottest": [
-            {"key_group": kg, "subtask": owner[kg], "rows": groups[kg].rows, "bytes": groups[kg].bytes}
+            {"key_group": kg, "subtask": owner[kg], "entries": groups[kg].entries, "bytes": groups[kg].bytes}
             for kg in hottest
         ],
     }
@@ -137,12 +148,12 @@ def _render(doc: dict[str, Any], groups: list[Load], title: str) -> Group:
     subtasks = table(
         f"per subtask at parallelism {p}"
         + (" (current)" if p == doc["current_parallelism"] else f" (current: {doc['current_parallelism']})"),
-        ["subtask", "key groups", "rows", "bytes", "share", "vs mean", ""],
+        ["subtask", "key groups", "entries", "stored bytes", "share", "vs mean", ""],
         [
             [
                 s["subtask"],
                 f"{s['key_groups'][0]}-{s['key_groups'][1]}",
-                s["rows"],
+                s["entries"],
                 human_bytes(s["bytes"]),
                 f"{s['bytes'] / total_bytes:.1%}",
                 f"x{s['bytes'] / mean:.2f}" if mean else "-",
@@ -150,24 +161,24 @@ def _render(doc: dict[str, Any], groups: list[Load], title: str) -> Group:
             ]
             for s in doc["subtasks"]
         ],
-        right=("subtask", "rows", "bytes", "share", "vs mean"),
+        right=("subtask", "entries", "stored bytes", "share", "vs mean"),
     )
     hot = table(
         f"hottest key groups (of {len(groups)})",
-        ["key group", "subtask", "rows", "bytes", "share"],
+        ["key group", "subtask", "entries", "stored bytes", "share"],
         [
             [
                 h["key_group"],
                 h["subtask"],
-                h["rows"],
+                h["entries"],
                 human_bytes(h["bytes"]),
                 f"{h['bytes'] / total_bytes:.1%}",
             ]
             for h in doc["hottest"]
         ],
-        right=("key group", "subtask", "rows", "bytes", "share"),
+        right=("key group", "subtask", "entries", "stored bytes", "share"),
     )
-    chart = [Text("bytes per key group", style="bold")]
+    chart = [Text("stored bytes per key group", style="bold")]
     for start in range(0, len(groups), SPARK_WIDTH):
         chunk = [g.bytes for g in groups[start : start + SPARK_WIDTH]]
         top = max((g.bytes for g in groups), default=0)
@@ -175,10 +186,11 @@ def _render(doc: dict[str, Any], groups: list[Load], title: str) -> Group:
         end = start + len(chunk) - 1
         chart.append(Text.assemble((f"{start:>5}-{end:<5} ", "dim"), (line, "magenta")))
     imbalance = doc["imbalance"]
-    empty = sum(1 for g in groups if not g.rows)
+    empty = sum(1 for g in groups if not g.entries)
     text = (
-        f"{doc['rows']} rows, {human_bytes(doc['bytes'])} in {len(groups)} key groups ({empty} empty). "
-        f"The largest subtask holds x{imbalance['bytes']:.2f} the mean bytes (x{imbalance['rows']:.2f} rows) "
+        f"{doc['entries']} entries, {human_bytes(doc['bytes'])} stored in {len(groups)} key groups "
+        f"({empty} empty). The largest subtask holds x{imbalance['bytes']:.2f} the mean stored bytes "
+        f"(x{imbalance['entries']:.2f} entries) "
         f"at parallelism {p}"
     )
     if p != doc["current_parallelism"]:

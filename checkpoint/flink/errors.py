@@ -25,6 +25,12 @@ class UnsupportedFlinkFeatureError(FlinkFormatError):
     default_code = "FLINK_UNSUPPORTED"
 
 
+class FlinkHeaderConflictError(FlinkFormatError):
+    """Two subtasks' keyed state headers describe one state (or the key) differently."""
+
+    default_code = "FLINK_HEADER_CONFLICT"
+
+
 class DeclaredTypeError(FlinkStateError):
     """A declared type is malformed, applies to no such state, or does not fit its bytes."""
 

@@ -3,13 +3,20 @@
 ``int version, bool compressed, key serializer snapshot, short state count``, then per
 state its meta info: ``UTF name, int backend state type, options (UTF, UTF)*,
 serializer snapshots (UTF key, snapshot)*``.
+
+Each subtask writes its own header, listing only the states that subtask registered: an
+operator's states are those of every subtask's header (:func:`union_headers`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from .binary import Cursor
+from .errors import FlinkFormatError, FlinkHeaderConflictError
+from .metadata import StreamHandle
 from .snapshots import FlinkType, read_top_level
 
 SUPPORTED_VERSIONS = (5, 6)
@@ -98,3 +105,57 @@ def read_header(buf: bytes, where: str) -> KeyedHeader:
         raise c.fail(f"negative state count {count}", c.pos - 2)
     states = tuple(read_meta_info(c, i) for i in range(count))
     return KeyedHeader(version, compressed, key, states, c.pos)
+
+
+HEADER_PREFIX = 64 * 1024
+"""Bytes of a stream read for its header at first (more while the header runs past them)."""
+
+
+def read_stream_header(
+    stream: StreamHandle, directory: str, storage: Mapping[str, Any] | None, where: str
+) -> KeyedHeader:
+    """The header of a keyed state stream, reading only the first bytes of the stream."""
+    limit = HEADER_PREFIX
+    while True:
+        data = stream.read(directory, storage, limit)
+        try:
+            return read_header(data, where)
+        except FlinkFormatError:
+            if len(data) < limit:  # the whole stream: the error is the stream's
+                raise
+            limit *= 8
+
+
+def union_headers(headers: Sequence[KeyedHeader], where: str) -> KeyedHeader:
+    """One header listing the states of every subtask's header, in order of first appearance
+    (``state_id``: the position in that list). A state in several headers, and the key, must
+    be described alike in each (else ``[FLINK_HEADER_CONFLICT]``)."""
+    first = headers[0]
+    states: dict[str, StateInfo] = {}
+    for header in headers:
+        if _shape(header.key) != _shape(first.key):
+            raise FlinkHeaderConflictError(
+                f"{where}: subtasks' keyed state headers have different keys: "
+                f"{first.key.describe()} and {header.key.describe()}"
+            )
+        for info in header.states:
+            seen = states.get(info.name)
+            if seen is None:
+                states[info.name] = replace(info, state_id=len(states))
+            elif _state_shape(seen) != _state_shape(info):
+                raise FlinkHeaderConflictError(
+                    f"{where}: subtasks' keyed state headers describe state {info.name!r} differently: "
+                    f"{seen.kind} of {seen.value.describe()} and {info.kind} of {info.value.describe()}"
+                )
+    return replace(first, states=tuple(states.values()))
+
+
+def _shape(t: FlinkType | None) -> tuple[Any, ...] | None:
+    """What a serializer snapshot says, comparable across headers (not the decoder objects)."""
+    if t is None:
+        return None
+    return (t.snapshot_class, t.java_class, t.describe(), tuple(_shape(c) for c in t.children))
+
+
+def _state_shape(s: StateInfo) -> tuple[Any, ...]:
+    return (s.kind, _shape(s.namespace), _shape(s.value), _shape(s.user_key), _shape(s.stored))

@@ -33,14 +33,17 @@ class StreamHandle:
     size: int
     data: bytes | None = None
 
-    def read(self, directory: str, storage: Mapping[str, Any] | None = None) -> bytes:
-        """The stream's bytes; ``directory`` is the one holding ``_metadata``.
+    def read(
+        self, directory: str, storage: Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> bytes:
+        """The stream's bytes (only the first ``limit`` with a limit); ``directory`` is the one
+        holding ``_metadata``.
 
         Absolute paths point where the savepoint was written; a moved savepoint holds the
         same file name beside its ``_metadata``, which is read when the original is gone.
         """
         if self.data is not None:
-            return self.data
+            return self.data if limit is None else self.data[:limit]
         fs, root = fsspec.core.url_to_fs(directory, **dict(storage or {}))
         if self.kind == "relative":
             path = f"{root.rstrip('/')}/{self.name}"
@@ -51,10 +54,10 @@ class StreamHandle:
                 path = "/" + original.lstrip("/")
         try:
             with fs.open(path, "rb") as f:
-                data: bytes = f.read()
+                data: bytes = f.read() if limit is None else f.read(limit)
         except FileNotFoundError as exc:
             raise FlinkFormatError(f"state file {path} (handle {self.name}) is missing") from exc
-        if len(data) != self.size and self.kind != "bytes":
+        if len(data) != (self.size if limit is None else min(limit, self.size)) and self.kind != "bytes":
             raise FlinkFormatError(f"state file {path} has {len(data)} bytes, _metadata says {self.size}")
         return data
 

@@ -23,8 +23,8 @@ from flinkstate.state.types.mapping import TypeInformation
 from ..errors import CheckpointNotFoundError
 from .body import KeyGroupDecoder, StateRows, decode_groups
 from .declared import StateDeclaration, apply_declarations, declarations
+from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
 from .errors import DeclaredTypeError
-from .header import KeyedHeader, StateInfo, read_header
 from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
 from .native import read_native
 from .operator import read_operator_header, read_operator_state
@@ -102,7 +102,7 @@ class FlinkSavepoint:
         self.storage = dict(storage or {})
         self.types = declarations(types or {})
         self.allow_pickle = allow_pickle
-        self._headers: dict[tuple[str, int], KeyedHeader] = {}
+        self._headers: dict[str, KeyedHeader | None] = {}
 
     @property
     def operators(self) -> tuple[OperatorMeta, ...]:
@@ -140,14 +140,18 @@ class FlinkSavepoint:
         return data, apply_declarations(header, self.types, where) if self.types else header
 
     def _header(self, op: OperatorMeta) -> KeyedHeader | None:
-        for sub in op.subtasks:
-            handle = sub.managed_keyed
-            if handle is not None and handle.stream is not None:
-                key = (op.operator_id, sub.index)
-                if key not in self._headers:
-                    self._headers[key] = self._keyed_stream(op, handle)[1]
-                return self._headers[key]
-        return None
+        """The keyed states of every subtask's header (a subtask lists only those it registered)."""
+        if op.operator_id not in self._headers:
+            headers = []
+            for sub in op.subtasks:
+                handle = sub.managed_keyed
+                if handle is not None and handle.stream is not None:
+                    where = f"{self.directory}: operator {op.uid or op.operator_id}, {handle.stream.name}"
+                    header = read_stream_header(handle.stream, self.directory, self.storage, where)
+                    headers.append(apply_declarations(header, self.types, where) if self.types else header)
+            where = f"{self.directory}: operator {op.uid or op.operator_id}"
+            self._headers[op.operator_id] = union_headers(headers, where) if headers else None
+        return self._headers[op.operator_id]
 
     def states(self) -> list[FlinkState]:
         """Every keyed and operator state (timers excluded) with its types."""
@@ -232,8 +236,11 @@ class FlinkSavepoint:
     def _decode(
         self, operator: str, state: str, wanted: set[int] | None
     ) -> list[tuple[StateRows, KeyedHeader]]:
-        """The rows of a keyed state per subtask holding wanted key groups (only those decoded)."""
+        """The rows of a keyed state per subtask holding it and wanted key groups (only those decoded)."""
         op = self.operator(operator)
+        known = self._header(op)
+        if known is None or not any(s.name == state and not s.is_timer for s in known.states):
+            raise CheckpointNotFoundError(f"operator {operator!r} has no keyed state {state!r}")
         out = []
         for sub in op.subtasks:
             handle = sub.managed_keyed
@@ -243,8 +250,8 @@ class FlinkSavepoint:
                 continue
             data, header = self._keyed_stream(op, handle)
             info = next((s for s in header.states if s.name == state and not s.is_timer), None)
-            if info is None:
-                raise CheckpointNotFoundError(f"operator {operator!r} has no keyed state {state!r}")
+            if info is None:  # a state this subtask never registered
+                continue
             where = f"{self.directory}: operator {operator}, state {state}, file {handle.stream.name}"
             decoder = KeyGroupDecoder(header, op.max_parallelism, where, [state])
             if handle.kind == "incremental":
@@ -252,8 +259,6 @@ class FlinkSavepoint:
             else:
                 decode_groups(data, handle, header, decoder, wanted, where)
             out.append((decoder.rows[info.state_id], header))
-        if not out and wanted is None:
-            raise CheckpointNotFoundError(f"operator {operator!r} holds no keyed state to read")
         return out
 
     def keyed_state(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> pa.Table:

@@ -1,4 +1,4 @@
-"""``skew``: rows per key group from the model, bytes from the files' footers, subtasks, PNG."""
+"""``skew``: entries per key group from the model, bytes from the files' footers, subtasks, PNG."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from flinkstate.state import Types, assign_to_key_group, compute_key_group_range
 
 
 def _model_rows(state: str) -> dict[int, int]:
-    """Stored rows per key group as the model predicts them (MAP: one per entry)."""
+    """Entries per key group as the model predicts them (MAP: one per map entry)."""
     out = dict.fromkeys(range(MAX_P), 0)
     for key, value in model(3)[state].items():
         out[assign_to_key_group(key, MAX_P, Types.STRING())] += len(value) if state == "totals" else 1
@@ -47,14 +47,14 @@ def test_one_state_per_key_group_and_subtask(job: Job, run: Run) -> None:
     doc: dict[str, Any] = json.loads(run("skew", job.root, "counter", "totals", "--json", *job.args).stdout)
     rows = _model_rows("totals")
     got = {g["key_group"]: g for g in doc["key_groups"]}
-    assert {kg: g["rows"] for kg, g in got.items()} == rows
+    assert {kg: g["entries"] for kg, g in got.items()} == rows
     assert {kg: g["bytes"] for kg, g in got.items()} == _footer_bytes(job, ["totals"])
     assert doc["parallelism"] == doc["current_parallelism"] == P and doc["max_parallelism"] == MAX_P
-    assert doc["rows"] == sum(rows.values()) and doc["states"] == ["totals"]
+    assert doc["entries"] == sum(rows.values()) and doc["states"] == ["totals"]
     for s in doc["subtasks"]:
         rng = compute_key_group_range_for_operator_index(MAX_P, P, s["subtask"])
         assert s["key_groups"] == [rng.start, rng.end]
-        assert s["rows"] == sum(rows[kg] for kg in rng)
+        assert s["entries"] == sum(rows[kg] for kg in rng)
         assert s["bytes"] == sum(got[kg]["bytes"] for kg in rng)
         assert all(got[kg]["subtask"] == s["subtask"] for kg in rng)
 
@@ -76,7 +76,7 @@ def test_a_proposed_parallelism_and_the_hottest_key_groups(local_job: Job, run: 
     for kg in range(MAX_P):  # events: one row per key; seen: every third user
         rows[kg] += sum(1 for u in USERS if assign_to_key_group(u, MAX_P, Types.STRING()) == kg)
         rows[kg] += sum(1 for u in model(3)["seen"] if assign_to_key_group(u, MAX_P, Types.STRING()) == kg)
-    assert {g["key_group"]: g["rows"] for g in doc["key_groups"]} == rows
+    assert {g["key_group"]: g["entries"] for g in doc["key_groups"]} == rows
     biggest = max(s["bytes"] for s in doc["subtasks"])
     assert doc["imbalance"]["bytes"] == pytest.approx(biggest / (doc["bytes"] / 5))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
