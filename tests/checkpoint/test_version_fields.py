@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from version_fields import MAX_P, OTHER_UID, UID, Job, P, Step, unmeant, write_base
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, Manifest, open_checkpoint
 from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
 from flinkstate.checkpoint.versions import rebase
 from flinkstate.connector.stream import StateSink
 from flinkstate.connector.writer import BootstrapWriter
-
-from version_fields import MAX_P, OTHER_UID, UID, P, Step, unmeant, write_base
 
 TOP: list[Step] = [("checkpoint_id",), ("kind",), ("properties",), ("created_at_ms",), ("incremental",)]
 
@@ -42,8 +41,8 @@ def _rows() -> pa.RecordBatch:
     return pa.record_batch([pa.array(keys), pa.array([k * 7 for k in keys])], names=["k", "v"])
 
 
-def _bootstrap(overwrite: bool) -> Callable[[Path, Manifest], Manifest]:
-    def run(root: Path, base: Manifest) -> Manifest:
+def _bootstrap(overwrite: bool) -> Callable[[Path, Job, Manifest], Manifest]:
+    def run(root: Path, job: Job, base: Manifest) -> Manifest:
         writer = BootstrapWriter(_options(root, "s"), _schema(), overwrite)  # type: ignore[arg-type]
         writer.commit([writer.write(iter([_rows()]))])
         new = open_checkpoint(str(root)).manifest
@@ -53,13 +52,13 @@ def _bootstrap(overwrite: bool) -> Callable[[Path, Manifest], Manifest]:
     return run
 
 
-def _sink(root: Path, base: Manifest) -> Manifest:
+def _sink(root: Path, job: Job, base: Manifest) -> Manifest:
     sink = StateSink(_options(root, "s"), _schema())  # type: ignore[arg-type]
     sink.commit([sink.write(iter([_rows()]))], 0)
     return open_checkpoint(str(root)).manifest
 
 
-def _gc(root: Path, base: Manifest) -> Manifest:
+def _gc(root: Path, job: Job, base: Manifest) -> Manifest:
     CheckpointStorage(str(root), retain=1).cleanup()
     return open_checkpoint(str(root)).manifest
 
@@ -72,7 +71,7 @@ def _no_raw_keyed(manifest: Manifest) -> Manifest:
     return dataclasses.replace(manifest, operators=ops)
 
 
-def _rescale(root: Path, base: Manifest) -> Manifest:
+def _rescale(root: Path, job: Job, base: Manifest) -> Manifest:
     # raw keyed state cannot be moved (its keys are unknown): the rewrite refuses it, so
     # it reads the base without
     source = CompletedCheckpoint(CheckpointStorage(str(root)).storage.child(f"chk-{base.checkpoint_id}"),
@@ -83,11 +82,26 @@ def _rescale(root: Path, base: Manifest) -> Manifest:
     return result
 
 
+def _increment(root: Path, job: Job, base: Manifest) -> Manifest:
+    new = job.checkpoint(lambda k: k == 3, lambda k: k == 3)
+    assert new.incremental and any(f.delta for f in new.files())
+    return new
+
+
+def _compaction(root: Path, job: Job, base: Manifest) -> Manifest:
+    new = job.checkpoint(lambda k: True, lambda k: True)  # every chain past its bound
+    mine = [f for op in new.operators for st in op.subtasks for fs in st.changes.values() for f in fs]
+    assert any(f.checkpoint_id == new.checkpoint_id for f in mine)
+    return new
+
+
+FILES = ("keyed", "changes", "operator", "broadcast", "raw_keyed", "raw_operator")
+REWRITTEN: list[Step] = [("operators", "*", "subtasks", "*", part) for part in FILES]
 STATE_S: list[Step] = [
     ("operators", UID, "keyed_states", "s"),
     ("operators", UID, "subtasks", "*", "keyed", "s"),
 ]
-PATHS: dict[str, tuple[Callable[[Path, Manifest], Manifest], list[Step]]] = {
+PATHS: dict[str, tuple[Callable[[Path, Job, Manifest], Manifest], list[Step]]] = {
     "bootstrap-append": (_bootstrap(False), [*TOP, *STATE_S]),
     # a version holding only this state: nothing of the base is meant to stay
     "bootstrap-overwrite": (_bootstrap(True), [*TOP, ("operators",)]),
@@ -95,15 +109,19 @@ PATHS: dict[str, tuple[Callable[[Path, Manifest], Manifest], list[Step]]] = {
     "stream-sink": (_sink, [*TOP, *STATE_S, ("operators", UID, "subtasks", "*", "changes")]),
     "rescale": (_rescale, [*TOP, ("operators", "*", "max_parallelism"), ("operators", "*", "subtasks")]),
     "gc": (_gc, []),
+    # the job's checkpoints (what process and foreach_batch commit): every subtask's files
+    # are written again (keyed as an increment or compacted), the operators' records kept
+    "checkpoint-increment": (_increment, [*TOP, *REWRITTEN]),
+    "checkpoint-compaction": (_compaction, [*TOP, *REWRITTEN]),
 }
 
 
 @pytest.mark.parametrize("name", sorted(PATHS))
 def test_a_path_changes_only_what_it_means_to(tmp_path: Path, name: str) -> None:
     root = tmp_path / "root"
-    base = write_base(root)
+    job, base = write_base(root)
     run, meant = PATHS[name]
-    new = run(root, base)
+    new = run(root, job, base)
     if new.checkpoint_id != base.checkpoint_id and name != "rescale":  # paths as seen from the base
         new = rebase(new, f"chk-{new.checkpoint_id}", f"chk-{base.checkpoint_id}")
     assert unmeant(base, new, meant) == []
@@ -111,7 +129,7 @@ def test_a_path_changes_only_what_it_means_to(tmp_path: Path, name: str) -> None
 
 def test_the_comparison_sees_a_dropped_nested_field(tmp_path: Path) -> None:
     """The check itself: a subtask's dropped watermark or a file's dropped origin is found."""
-    base = write_base(tmp_path / "root")
+    _, base = write_base(tmp_path / "root")
     op = base.operators[0]
     subtasks = list(op.subtasks)
     subtasks[1] = dataclasses.replace(subtasks[1], watermark=None)

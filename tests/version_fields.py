@@ -12,7 +12,7 @@ Other tuples of the same length (a chain of files) are compared position by posi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -63,14 +63,14 @@ def differences(old: Any, new: Any, path: Step = ()) -> Iterator[Step]:
         for key in sorted(set(left) | set(right), key=str):
             yield from differences(left.get(key, _MISSING), right.get(key, _MISSING), (*path, str(key)))
     elif isinstance(old, tuple) and isinstance(new, tuple) and len(old) == len(new) and old != new:
-        for i, (a, b) in enumerate(zip(old, new)):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
             yield from differences(a, b, (*path, str(i)))
     elif old != new:
         yield path
 
 
 def _covers(pattern: Step, path: Step) -> bool:
-    return len(pattern) <= len(path) and all(p in ("*", s) for p, s in zip(pattern, path))
+    return len(pattern) <= len(path) and all(p in ("*", s) for p, s in zip(pattern, path, strict=False))
 
 
 def unmeant(old: Any, new: Any, meant: list[Step]) -> list[str]:
@@ -132,7 +132,7 @@ def _ttl() -> StateTtlConfig:
 
 def _checkpoint(storage: CheckpointStorage, backends: list[list[HeapKeyedStateBackend]], step: int) -> None:
     pending = storage.begin()
-    for uid, ops in zip((UID, OTHER_UID), backends):
+    for uid, ops in zip((UID, OTHER_UID), backends, strict=True):
         for i, backend in enumerate(ops):
             operator = OperatorStateBackend()
             operator.get_list_state(ListStateDescriptor("ol", Types.LONG())).add(step * 10 + i)
@@ -144,50 +144,67 @@ def _checkpoint(storage: CheckpointStorage, backends: list[list[HeapKeyedStateBa
     pending.commit({"step": str(step)})
 
 
-def write_base(path: Path) -> Manifest:
-    """A checkpoint root whose latest version sets every field of every record to a
-    non-default value somewhere: two operators of two keyed subtasks (watermarks 1000 and
-    2000) with TTL, namespaced map, list and broadcast operator states and raw state, an
-    increment over earlier checkpoints and a compaction (its changes kept); republished as
-    a savepoint with properties. Returns its manifest."""
-    from flinkstate.state.keygroups import compute_key_group_range_for_operator_index as rng_of
+class Job:
+    """Two operators of two keyed subtasks (watermarks 1000 and 2000) on live backends, with
+    a TTL value state (every TTL setting away from its default), a namespaced map state,
+    list and broadcast operator states and raw state, checkpointed incrementally under
+    ``path`` (chains of at most two files)."""
 
-    storage = CheckpointStorage(str(path), retain=10, incremental=True, max_chain_files=2)
-    value = ValueStateDescriptor("v", Types.LONG())
-    value.enable_time_to_live(_ttl())
-    mapped = MapStateDescriptor("m", Types.STRING(), Types.LONG())
-    backends = [
-        [HeapKeyedStateBackend(Types.LONG(), MAX_P, rng_of(MAX_P, P, i)) for i in range(P)] for _ in range(2)
-    ]
-    for ops in backends:
-        for i, backend in enumerate(ops):
-            backend.advance_watermark(1000 * (i + 1))
-    chained = ValueStateDescriptor("c", Types.LONG())  # compacted in the last checkpoint
-    grown = ValueStateDescriptor("d", Types.LONG())  # an increment in the last checkpoint
-    for step in range(3):
-        for ops in backends:
+    def __init__(self, path: Path) -> None:
+        from flinkstate.state.keygroups import compute_key_group_range_for_operator_index as rng_of
+
+        self.storage = CheckpointStorage(str(path), retain=10, incremental=True, max_chain_files=2)
+        self.value = ValueStateDescriptor("v", Types.LONG())
+        self.value.enable_time_to_live(_ttl())
+        self.mapped = MapStateDescriptor("m", Types.STRING(), Types.LONG())
+        self.chained = ValueStateDescriptor("c", Types.LONG())
+        self.grown = ValueStateDescriptor("d", Types.LONG())
+        self.backends = [
+            [HeapKeyedStateBackend(Types.LONG(), MAX_P, rng_of(MAX_P, P, i)) for i in range(P)]
+            for _ in range(2)
+        ]
+        for ops in self.backends:
+            for i, backend in enumerate(ops):
+                backend.advance_watermark(1000 * (i + 1))
+        self.step = 0
+
+    def checkpoint(self, chained: Callable[[int], bool], grown: Callable[[int], bool]) -> Manifest:
+        """Update the TTL state of every key (cleaned in full snapshots: written in full), ``c``
+        and ``d`` of the keys chosen, then checkpoint; returns the manifest."""
+        step = self.step
+        self.step += 1
+        for ops in self.backends:
             for backend in ops:
                 for k in range(40):
                     if _group(k) not in backend.key_group_range:
                         continue
                     backend.set_current_key(k)
-                    backend.get_state(value).update(k + step)  # TTL cleaned in full snapshots: full
-                    if step == 0 or k % 10 == step:
-                        backend.get_state(chained).update(k + step)
-                    if step == 0 or (step == 2 and k % 20 == 0):
-                        backend.get_state(grown).update(k + step)
+                    backend.get_state(self.value).update(k + step)
+                    if chained(k):
+                        backend.get_state(self.chained).update(k + step)
+                    if grown(k):
+                        backend.get_state(self.grown).update(k + step)
                     if step == 0:
-                        backend.get_partitioned_state(k % 3, mapped).put("x", k)
-        _checkpoint(storage, backends, step)
-    latest = storage.latest_id()
-    directory = storage.storage.child(f"chk-{latest}")
-    manifest = Manifest.from_bytes(directory.read_bytes(METADATA))
+                        backend.get_partitioned_state(k % 3, self.mapped).put("x", k)
+        _checkpoint(self.storage, self.backends, step)
+        return self.storage.load().manifest
+
+
+def write_base(path: Path) -> tuple[Job, Manifest]:
+    """A :class:`Job` whose latest version sets every field of every record to a non-default
+    value somewhere: ``d`` an increment over earlier checkpoints, ``c`` compacted (its
+    changes kept), ``m`` a file of the first; republished as a savepoint with properties."""
+    job = Job(path)
+    job.checkpoint(lambda k: True, lambda k: True)
+    job.checkpoint(lambda k: k % 10 == 1, lambda k: False)  # "d" unchanged: an increment over 1
+    manifest = job.checkpoint(lambda k: k % 10 == 2, lambda k: k % 20 == 0)  # "c" past two files
+    directory = job.storage.storage.child(f"chk-{manifest.checkpoint_id}")
     manifest = dataclasses.replace(manifest, kind="savepoint", properties={"origin": "test", "step": "3"})
     directory.delete(METADATA)
     directory.write_bytes(METADATA, manifest.to_bytes())
     left = fields_left_default(manifest)
     assert not left, f"the base leaves fields at their defaults: {left}"
-    return manifest
+    return job, manifest
 
 
 def _group(key: int) -> int:
