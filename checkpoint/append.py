@@ -6,6 +6,11 @@ id, load the latest completed version with its paths rebased into the new direct
 let the caller replace or add operators, derive the new manifest from the base (see
 :func:`.committer.derive_manifest`: a field of any record the caller does not change
 survives) and publish it (create-if-absent) with retention.
+
+``process`` and ``foreach_batch`` commit through :class:`.checkpoints.PendingCheckpoint`
+instead: their subtasks snapshot live backends (increments confirmed on commit, files in
+flight held from retention) and a run commits only as the successor of the version it
+restored from. Their manifest is made by the same :func:`.committer.derive_manifest`.
 """
 
 from __future__ import annotations

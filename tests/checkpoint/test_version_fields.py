@@ -47,6 +47,8 @@ def _bootstrap(overwrite: bool) -> Callable[[Path, Job, Manifest], Manifest]:
         writer.commit([writer.write(iter([_rows()]))])
         new = open_checkpoint(str(root)).manifest
         assert new.incremental is not overwrite  # an append references the base's files
+        if not overwrite:  # event-time TTL goes on from the subtasks' watermarks
+            assert [st.watermark for st in new.operator(UID).subtasks] == [1000, 2000]
         return new
 
     return run
@@ -142,3 +144,20 @@ def test_the_comparison_sees_a_dropped_nested_field(tmp_path: Path) -> None:
     assert f"operators.{op.uid}.subtasks.1.watermark" in found
     assert f"operators.{op.uid}.subtasks.0.keyed.{name}.0.checkpoint_id" in found
     assert f"operators.{base.operators[1].uid}" in found  # an operator dropped
+
+
+def test_a_derived_version_keeps_the_event_time_watermark_property(tmp_path: Path) -> None:
+    """The process runner's watermark (what a restore's event-time TTL continues from) is a
+    fact about the state: an append keeps it; properties of the run that wrote the base go."""
+    from flinkstate.checkpoint.manifest import METADATA, WATERMARK_PROPERTY
+
+    root = tmp_path / "root"
+    _, base = write_base(root)
+    marked = dataclasses.replace(base, properties={**base.properties, WATERMARK_PROPERTY: "1500"})
+    directory = CheckpointStorage(str(root)).storage.child(f"chk-{base.checkpoint_id}")
+    directory.delete(METADATA)
+    directory.write_bytes(METADATA, marked.to_bytes())
+    for run in (_bootstrap(False), _sink):
+        new = run(root, None, marked)  # type: ignore[arg-type]
+        assert new.properties[WATERMARK_PROPERTY] == "1500" and "origin" not in new.properties
+        assert new.watermark(UID) == 1500
