@@ -1,5 +1,6 @@
 """Key-grouped checkpoints and savepoints on any fsspec filesystem, with rescaling restore."""
 
+from .append import DATA_DIR, VersionAppend, begin_append
 from .checkpoints import (
     CheckpointStorage,
     PendingCheckpoint,
@@ -20,6 +21,7 @@ from .storage import Storage
 from .writer import SubtaskResult
 
 __all__ = [
+    "DATA_DIR",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointExistsError",
@@ -30,6 +32,8 @@ __all__ = [
     "PendingCheckpoint",
     "Storage",
     "SubtaskResult",
+    "VersionAppend",
+    "begin_append",
     "begin_savepoint",
     "load_directory",
     "open_checkpoint",

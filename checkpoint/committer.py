@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
+from typing import Any
 
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import CheckpointError, CheckpointExistsError
-from .manifest import METADATA, FileRef, Files, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from .manifest import METADATA, WATERMARK_PROPERTY, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
 from .storage import Storage
-from .versions import InFlight, collect_garbage
+from .versions import InFlight, collect_garbage, replace_operator
 from .writer import SubtaskResult
 
 _log = logging.getLogger(__name__)
@@ -47,32 +49,37 @@ def _merge_infos(uid: str, infos: Iterable[OperatorStateInfo]) -> tuple[Operator
 
 
 def _merge_entries(uid: str, entries: list[SubtaskEntry]) -> SubtaskEntry:
-    """One subtask's entry from several partial writes (keyed, operator, raw)."""
+    """One subtask's entry from several partial writes (keyed, operator, raw), field by field:
+    a mapping (files by state name) is the union of the writes', a name written twice an
+    error; any other field has at most one value besides its default (the key-group range
+    may be repeated)."""
     first = entries[0]
-    ranges = {e.key_group_range for e in entries if e.key_group_range is not None}
-    if len(ranges) > 1:
-        raise CheckpointError(f"operator {uid!r} subtask {first.index}: different key-group ranges {ranges}")
-    merged: dict[str, dict[str, Files]] = {"keyed": {}, "operator": {}, "broadcast": {}, "changes": {}}
-    raw: dict[str, FileRef | None] = {"raw_keyed": None, "raw_operator": None}
-    for entry in entries:
-        for part, files in merged.items():
-            for name, ref in getattr(entry, part).items():
-                if name in files:
-                    raise CheckpointError(
-                        f"operator {uid!r} subtask {first.index} wrote {part} state {name!r} twice"
-                    )
-                files[name] = ref
-        for part in raw:
-            ref = getattr(entry, part)
-            if ref is not None:
-                if raw[part] is not None:
-                    raise CheckpointError(f"operator {uid!r} subtask {first.index} wrote {part} twice")
-                raw[part] = ref
-    watermark = next((e.watermark for e in entries if e.watermark is not None), None)
-    return SubtaskEntry(
-        first.index, next(iter(ranges), None), merged["keyed"], merged["operator"], merged["broadcast"],
-        raw["raw_keyed"], raw["raw_operator"], merged["changes"], watermark,
-    )  # fmt: skip
+    merged: dict[str, Any] = {}
+    for f in fields(SubtaskEntry):
+        if f.name == "index":
+            continue
+        values = [getattr(e, f.name) for e in entries]
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if isinstance(default, Mapping):
+            union: dict[str, Any] = {}
+            for value in values:
+                for name, refs in value.items():
+                    if name in union:
+                        raise CheckpointError(
+                            f"operator {uid!r} subtask {first.index} wrote {f.name} state {name!r} twice"
+                        )
+                    union[name] = refs
+            merged[f.name] = union
+            continue
+        distinct = []
+        for value in values:
+            if value != default and value not in distinct:
+                distinct.append(value)
+        if len(distinct) > 1:
+            what = "different key-group ranges" if f.name == "key_group_range" else f"{f.name} twice"
+            raise CheckpointError(f"operator {uid!r} subtask {first.index}: wrote {what}: {distinct}")
+        merged[f.name] = distinct[0] if distinct else default
+    return replace(first, **merged)
 
 
 def operator_entry(uid: str, results: list[SubtaskResult]) -> OperatorEntry:
@@ -119,11 +126,49 @@ def build_manifest(
     for result in results:
         by_uid.setdefault(result.uid, []).append(result)
     operators = [operator_entry(uid, rs) for uid, rs in by_uid.items()]
+    increments = any(r.incremental for rs in by_uid.values() for r in rs)
+    start = base
     if base is not None:
-        operators = [op for op in base.operators if op.uid not in by_uid] + operators
-    incremental = any(r.incremental for rs in by_uid.values() for r in rs)
-    return Manifest(checkpoint_id, kind, tuple(operators), dict(properties or {}), int(time.time() * 1000),
-                    incremental)  # fmt: skip
+        start = replace(base, operators=tuple(op for op in base.operators if op.uid not in by_uid))
+    return derive_manifest(start, checkpoint_id, kind, operators, properties or {}, increments)
+
+
+CARRIED_PROPERTIES = (WATERMARK_PROPERTY,)
+"""Properties a derived version keeps from its base unless it sets them: facts about the
+state (the event-time watermark a restore continues from), not about the run that wrote it."""
+
+
+def derive_manifest(
+    base: Manifest | None,
+    checkpoint_id: int,
+    kind: str,
+    operators: Iterable[OperatorEntry],
+    properties: Mapping[str, str],
+    increments: bool = False,
+) -> Manifest:
+    """The one way a new version's manifest is made: ``base`` (paths already as seen from the
+    new version; ``None``: an empty one) with ``operators`` added or replacing those of the
+    same uid, the new id, kind, ``properties`` (plus the base's :data:`CARRIED_PROPERTIES`
+    it does not set) and creation time. Made with ``dataclasses.replace``, so every other
+    field of the base survives. Incremental when ``increments`` (a subtask wrote an
+    increment) or when a file of an earlier checkpoint is referenced."""
+    manifest = base if base is not None else Manifest(checkpoint_id)
+    for op in operators:
+        manifest = replace_operator(manifest, op)
+    carried = {k: v for k, v in manifest.properties.items() if k in CARRIED_PROPERTIES} if base else {}
+    manifest = replace(manifest, checkpoint_id=checkpoint_id, kind=kind, properties={**carried, **properties},
+                       created_at_ms=int(time.time() * 1000))  # fmt: skip
+    return replace(manifest, incremental=increments or references_earlier(manifest))
+
+
+def references_earlier(manifest: Manifest) -> bool:
+    """Whether ``manifest`` references a file an earlier checkpoint wrote (by the file's
+    recorded origin; one without it, by a path outside the version's directory)."""
+    return any(
+        f.checkpoint_id != manifest.checkpoint_id if f.checkpoint_id is not None
+        else posixpath.normpath(f.path).startswith("../")
+        for f in manifest.files()
+    )  # fmt: skip
 
 
 def publish_manifest(

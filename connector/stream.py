@@ -16,7 +16,6 @@ files then stay beside it for the change feed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
@@ -24,7 +23,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import CheckpointExistsError, Manifest, publish_manifest
+from flinkstate.checkpoint import DATA_DIR, CheckpointExistsError, Manifest, begin_append
 from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.format import storage_table, write_row_groups
 from flinkstate.checkpoint.increments import ChainPolicy
@@ -32,15 +31,7 @@ from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.merge import merge_keyed
 from flinkstate.checkpoint.restore import CompletedCheckpoint
 from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.versions import (
-    DATA_DIR,
-    completed_ids,
-    load_version,
-    rebase,
-    replace_operator,  # fmt: skip
-    version_ids,
-)
-from flinkstate.state.keygroups.assignment import KeyGroupRange
+from flinkstate.state.keygroups import KeyGroupRange
 
 from .encode import make_plan
 from .errors import OptionError
@@ -75,8 +66,8 @@ class StateSink(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         root = self._root()
         files = task_files(messages)
-        done = completed_ids(root)
-        base = load_version(root, done[-1]) if done else None
+        append = begin_append(root)
+        base = append.load_base(root)
         last = int(base.properties.get(BATCH_ID, "-1")) if base is not None else -1
         if batchId <= last:
             self._delete(root, files)
@@ -89,23 +80,14 @@ class StateSink(DataSourceStreamArrowWriter):
                 f"checkpointLocation that committed batch {last}, or write to a new path",
                 code="BATCH_ID_BEHIND",
             )
-        ids = version_ids(root)
-        version = (ids[-1] if ids else 0) + 1
-        new_dir = f"chk-{version}"
+        version = append.version
         moved = [(i, replace(_from_data(ref), checkpoint_id=version, delta=True)) for i, ref in files]
-        if base is not None:
-            base = rebase(base, f"chk-{done[-1]}", new_dir)
         old = base.operator(self.options.operator) if base is not None else None
         op = _append(operator_entry(self.plan, [], old), old, moved, self.options.state)
-        op = self._compact(root, new_dir, op, version, moved)
-        manifest = replace_operator(base or Manifest(version), op)
-        earlier = any(f.checkpoint_id != version for f in manifest.files())
-        manifest = Manifest(version, "checkpoint", manifest.operators, {BATCH_ID: str(batchId)},
-                            int(time.time() * 1000), earlier)  # fmt: skip
+        op = self._compact(root, append.directory, op, version, moved)
         try:
-            publish_manifest(
-                root.child(new_dir), manifest, [], root=root, retain=self.options.retain or RETAIN
-            )
+            append.commit(root, base, [op], kind="checkpoint", properties={BATCH_ID: str(batchId)},
+                          retain=self.options.retain or RETAIN)  # fmt: skip
         except CheckpointExistsError:
             self._delete(root, files)
             raise

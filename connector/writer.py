@@ -14,21 +14,19 @@ every subtask references.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import Manifest, publish_manifest
+from flinkstate.checkpoint import begin_append
 from flinkstate.checkpoint.format import WrittenFile, operator_schema, read_row_group, write_row_groups
 from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.verified import open_whole
-from flinkstate.checkpoint.versions import completed_ids, load_version, rebase, replace_operator, version_ids
 from flinkstate.checkpoint.writer import store_file
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
@@ -106,7 +104,8 @@ def one_broadcast_map(plan: WritePlan, directory: Storage, refs: list[FileRef]) 
 def operator_entry(
     plan: WritePlan, files: list[tuple[int, FileRef]], base: OperatorEntry | None
 ) -> OperatorEntry:
-    """The operator entry with this state's files (other states of ``base`` kept)."""
+    """The operator entry with this state's files: ``base`` (when given) with the state added
+    or replaced, every other field of it and of its subtasks kept."""
     opts = plan.options
     p, max_p = opts.parallelism, opts.max_parallelism
     if base is not None and (base.parallelism, base.max_parallelism) != (p, max_p):
@@ -134,9 +133,8 @@ def operator_entry(
         if mine:
             target[opts.state] = mine
         rng = compute_key_group_range_for_operator_index(max_p, p, i)
-        subtasks.append(
-            SubtaskEntry(i, (rng.start, rng.end), keyed, operator, bcast, old.raw_keyed, old.raw_operator)
-        )
+        span = (rng.start, rng.end)
+        subtasks.append(replace(old, key_group_range=span, keyed=keyed, operator=operator, broadcast=bcast))
     keyed_states = tuple(s for s in (base.keyed_states if base else ()) if s.name != opts.state)
     operator_states = tuple(s for s in (base.operator_states if base else ()) if s.name != opts.state)
     if plan.keyed:
@@ -144,7 +142,9 @@ def operator_entry(
     else:
         operator_states += (plan.operator_info(),)
     key_type = plan.key_type if plan.keyed else (base.key_type if base else None)
-    return OperatorEntry(opts.operator, p, max_p, key_type, keyed_states, operator_states, tuple(subtasks))
+    start = base if base is not None else OperatorEntry(opts.operator, p, max_p)
+    return replace(start, key_type=key_type, keyed_states=keyed_states, operator_states=operator_states,
+                   subtasks=tuple(subtasks))  # fmt: skip
 
 
 class BootstrapWriter(DataSourceArrowWriter):
@@ -163,13 +163,10 @@ class BootstrapWriter(DataSourceArrowWriter):
                 "needs a path written by Spark or a checkpoint root: use mode overwrite or another path",
                 code="INVALID_PATH",
             )
-        ids = version_ids(root)
-        self.version = (ids[-1] if ids else 0) + 1
-        done = completed_ids(root)
-        self.base_version = None if overwrite or not done else done[-1]
+        self.append = begin_append(root, derive=not overwrite)
 
     def _directory(self) -> Storage:
-        return Storage(self.options.path, self.options.storage).child(f"chk-{self.version}")
+        return Storage(self.options.path, self.options.storage).child(self.append.directory)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskFiles:
         return write_task(self.plan, self._directory(), iterator, streaming=False)
@@ -180,20 +177,14 @@ class BootstrapWriter(DataSourceArrowWriter):
         directory = self._directory()
         if is_broadcast(self.plan) and files:
             files = [(0, one_broadcast_map(self.plan, directory, [ref for _, ref in files]))]
-        base = None
-        if self.base_version is not None:
-            base = rebase(
-                load_version(root, self.base_version), f"chk-{self.base_version}", f"chk-{self.version}"
-            )
-        old_op = base.operator(self.options.operator) if base is not None else None
-        op = operator_entry(self.plan, files, old_op)
-        manifest = replace_operator(base or Manifest(self.version, "savepoint"), op)
-        manifest = Manifest(self.version, "savepoint", manifest.operators,
-                            {"writer": "spark", "mode": "overwrite" if self.overwrite else "append"},
-                            int(time.time() * 1000))  # fmt: skip
+        base = self.append.load_base(root)
+        old = base.operator(self.options.operator) if base is not None else None
+        op = operator_entry(self.plan, files, old)
+        properties = {"writer": "spark", "mode": "overwrite" if self.overwrite else "append"}
         mine = sorted({ref.path for _, ref in (*written, *files)})
         # retention also deletes files of failed or speculative task attempts (unreferenced)
-        publish_manifest(directory, manifest, mine, root=root, retain=self.options.retain)
+        self.append.commit(root, base, [op], kind="savepoint", properties=properties, written=mine,
+                           retain=self.options.retain)  # fmt: skip
         if self.overwrite and root.exists(METADATA):
             root.delete(METADATA)
 

@@ -171,7 +171,7 @@ def declarations(types: Mapping[str, Any]) -> dict[str, StateDeclaration]:
         if d.kind not in (None, "value", "list", "map"):
             raise DeclaredTypeError(f"{what}: kind must be value, list or map, not {d.kind!r}")
         user_key = None if d.user_key is None else as_declared(d.user_key, what)
-        out[name] = StateDeclaration(as_declared(d.value, what), user_key, d.kind)
+        out[name] = replace(d, value=as_declared(d.value, what), user_key=user_key)
     return out
 
 

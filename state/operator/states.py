@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import InvalidArgumentError
@@ -39,14 +39,7 @@ class OperatorStateData:
     def copy(self, elements: Any | None = None) -> OperatorStateData:
         """A deep copy; with ``elements``, a copy holding those (taken as they are) instead."""
         data = copy.deepcopy(self.elements) if elements is None else elements
-        return OperatorStateData(
-            self.name,
-            self.mode,
-            self.value_type,
-            data,
-            self.user_key_type,
-            copy.deepcopy(self.meta),
-        )
+        return replace(self, elements=data, meta=copy.deepcopy(self.meta))
 
 
 class PartitionableListState(ListState[Any]):
