@@ -23,8 +23,8 @@ from flinkstate.state.types.mapping import TypeInformation
 from ..errors import CheckpointNotFoundError
 from .body import KeyGroupDecoder, StateRows, decode_groups
 from .declared import StateDeclaration, apply_declarations, declarations
-from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
 from .errors import DeclaredTypeError
+from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
 from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
 from .native import read_native
 from .operator import read_operator_header, read_operator_state
