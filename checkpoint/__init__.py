@@ -3,6 +3,7 @@
 from .checkpoints import (
     CheckpointStorage,
     PendingCheckpoint,
+    PendingStatus,
     begin_savepoint,
     load_directory,
     open_checkpoint,
@@ -13,10 +14,12 @@ from .errors import (
     CheckpointError,
     CheckpointExistsError,
     CheckpointNotFoundError,
+    CheckpointStateError,
 )
 from .manifest import Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
+from .target import CheckpointTarget
 from .writer import SubtaskResult
 
 __all__ = [
@@ -24,10 +27,13 @@ __all__ = [
     "CheckpointError",
     "CheckpointExistsError",
     "CheckpointNotFoundError",
+    "CheckpointStateError",
     "CheckpointStorage",
+    "CheckpointTarget",
     "CompletedCheckpoint",
     "Manifest",
     "PendingCheckpoint",
+    "PendingStatus",
     "Storage",
     "SubtaskResult",
     "begin_savepoint",
