@@ -20,6 +20,7 @@ from .manifest import Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
 from .target import CheckpointTarget
+from .versions import DEFAULT_GRACE, MIN_GRACE, Garbage
 from .writer import SubtaskResult
 
 __all__ = [
@@ -31,6 +32,9 @@ __all__ = [
     "CheckpointStorage",
     "CheckpointTarget",
     "CompletedCheckpoint",
+    "DEFAULT_GRACE",
+    "Garbage",
+    "MIN_GRACE",
     "Manifest",
     "PendingCheckpoint",
     "PendingStatus",

@@ -22,6 +22,7 @@ import posixpath
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ from .manifest import METADATA, Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
 from .target import CheckpointTarget
-from .versions import collect_garbage, completed_ids, version_ids
+from .versions import DEFAULT_GRACE, Garbage, check_grace, collect_garbage, completed_ids, version_ids
 from .writer import SubtaskResult, SubtaskWriter
 from .writer_threads import writers
 
@@ -215,11 +216,12 @@ class PendingCheckpoint:
     ) -> Future[SubtaskResult]:
         """Write through the target's one path (:meth:`CheckpointTarget.write_snapshot`), in
         the background; ``snapshot`` is released there, or here when it cannot be handed over."""
-        write = partial(self.target.write_snapshot, uid, subtask, parallelism, snapshot, base_of=self.base_of)
+        write = partial(self.target.write_snapshot, uid, subtask, parallelism, snapshot, base_of=self.base_of,
+                        **parts)  # fmt: skip
         with self._status_lock:
             try:
                 self._require_open("write to")
-                future = writers().submit(write, **parts)
+                future = writers().submit(write)
             except BaseException:
                 if snapshot is not None:
                     snapshot.release()
@@ -373,14 +375,21 @@ class CheckpointStorage:
                 raise CheckpointNotFoundError(f"no completed checkpoint under {self.storage!r}")
         return load_directory(self.storage.child(f"chk-{checkpoint_id}"), allow_pickle)
 
-    def cleanup(self, dry_run: bool = False) -> list[str]:
-        """Apply retention and delete what no retained checkpoint references; return it.
+    def cleanup(
+        self, dry_run: bool = False, older_than: timedelta = DEFAULT_GRACE, allow_short_grace: bool = False
+    ) -> Garbage:
+        """Apply retention and delete what no retained checkpoint references (see
+        :func:`.versions.collect_garbage`); return what went and what was spared.
 
         Reference-aware: files a retained checkpoint uses stay, wherever they are, and so
-        does what a checkpoint in flight from this storage holds. With ``dry_run``, nothing
-        is deleted and what would be is returned.
+        does what a checkpoint in flight from this storage holds. Orphans (files no manifest
+        references: perhaps a running job's) go only once older than ``older_than``; one
+        shorter than an hour needs ``allow_short_grace`` (``[GRACE_TOO_SHORT]``). With
+        ``dry_run``, nothing is deleted and what would be is returned.
         """
-        return collect_garbage(self.storage, self.retain, dry_run, in_flight=self._in_flight.held())
+        grace = check_grace(older_than, allow_short_grace)
+        return collect_garbage(self.storage, self.retain, dry_run, in_flight=self._in_flight.held(),
+                               older_than=grace)  # fmt: skip
 
     def _ids(self) -> list[int]:
         return version_ids(self.storage)
