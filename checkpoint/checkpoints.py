@@ -8,9 +8,10 @@ Layout (modelled on Flink's)::
 A checkpoint exists exactly when its manifest does. A savepoint is one such directory
 on its own, anywhere, with relative paths: it can be copied or moved. After a commit the
 last ``retain`` completed checkpoints are kept; older ones, abandoned attempts (no
-manifest, older than the newest completed) and files no retained manifest references
-are deleted, but never what a checkpoint still in flight from the same
-:class:`CheckpointStorage` holds (see :mod:`.inflight`). A commit is refused when a
+manifest, older than the newest completed: once past the grace period, see
+:func:`.versions.collect_garbage`) and files no retained manifest references are deleted,
+but never what a checkpoint still in flight from the same :class:`CheckpointStorage`
+holds (see :mod:`.inflight`). A commit is refused when a
 later checkpoint has completed (``[CHECKPOINT_SUBSUMED]``: discarded, as Flink does) or
 when files of earlier checkpoints it references are gone (``[INCREMENT_BASE_MISSING]``).
 """
