@@ -145,8 +145,9 @@ def collect_garbage(
     """Keep the last ``retain`` completed versions (all when ``None``) and what they use.
 
     Deleted at once: versions no longer kept (their manifests and every file only they
-    reference, in their directories or ``_data``) and unreferenced files in the directory
-    of a completed version (no commit can add to it any more: failed task attempts).
+    reference, wherever it is: their directories, ``_data``, an earlier version's directory
+    whose manifest is gone) and unreferenced files in the directory of a completed version
+    (no commit can add to it any more: failed task attempts).
     Deleted only when last modified more than ``older_than`` ago: orphans, files no
     manifest references in ``_data`` or in the directory of a version with no manifest
     (below the newest completed one), which may belong to a job still writing (a streaming
@@ -203,7 +204,7 @@ def collect_garbage(
             creating = i == keep[-1] and name.startswith(METADATA + ".") and name.endswith(".tmp")
             if path in used or (i in keep and name == METADATA) or creating:
                 spared = True
-            elif i in completed or orphan_is_old(path, modified):
+            elif i in completed or path in released or orphan_is_old(path, modified):
                 delete(path)
             else:
                 spared = True
