@@ -4,6 +4,7 @@ from .append import DATA_DIR, VersionAppend, begin_append
 from .checkpoints import (
     CheckpointStorage,
     PendingCheckpoint,
+    PendingStatus,
     begin_savepoint,
     load_directory,
     open_checkpoint,
@@ -14,10 +15,13 @@ from .errors import (
     CheckpointError,
     CheckpointExistsError,
     CheckpointNotFoundError,
+    CheckpointStateError,
 )
 from .manifest import Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
+from .target import CheckpointTarget
+from .versions import DEFAULT_GRACE, MIN_GRACE, Garbage
 from .writer import SubtaskResult
 
 __all__ = [
@@ -26,10 +30,16 @@ __all__ = [
     "CheckpointError",
     "CheckpointExistsError",
     "CheckpointNotFoundError",
+    "CheckpointStateError",
     "CheckpointStorage",
+    "CheckpointTarget",
     "CompletedCheckpoint",
+    "DEFAULT_GRACE",
+    "Garbage",
+    "MIN_GRACE",
     "Manifest",
     "PendingCheckpoint",
+    "PendingStatus",
     "Storage",
     "SubtaskResult",
     "VersionAppend",

@@ -8,19 +8,23 @@ Layout (modelled on Flink's)::
 A checkpoint exists exactly when its manifest does. A savepoint is one such directory
 on its own, anywhere, with relative paths: it can be copied or moved. After a commit the
 last ``retain`` completed checkpoints are kept; older ones, abandoned attempts (no
-manifest, older than the newest completed) and files no retained manifest references
-are deleted, but never what a checkpoint still in flight from the same
-:class:`CheckpointStorage` holds (see :mod:`.inflight`). A commit is refused when a
+manifest, older than the newest completed: once past the grace period, see
+:func:`.versions.collect_garbage`) and files no retained manifest references are deleted,
+but never what a checkpoint still in flight from the same :class:`CheckpointStorage`
+holds (see :mod:`.inflight`). A commit is refused when a
 later checkpoint has completed (``[CHECKPOINT_SUBSUMED]``: discarded, as Flink does) or
 when files of earlier checkpoints it references are gone (``[INCREMENT_BASE_MISSING]``).
 """
 
 from __future__ import annotations
 
+import enum
 import posixpath
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
+from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
@@ -30,14 +34,14 @@ from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend
 
 from .committer import build_manifest, publish_manifest
-from .errors import CheckpointError, CheckpointNotFoundError
+from .errors import CheckpointError, CheckpointExistsError, CheckpointNotFoundError, CheckpointStateError
 from .increments import BaseChain, ChainPolicy
 from .inflight import InFlightCheckpoints, base_files, refuse_unsound
 from .manifest import METADATA, Manifest
 from .restore import CompletedCheckpoint
 from .storage import Storage
 from .target import CheckpointTarget
-from .versions import collect_garbage, completed_ids, version_ids
+from .versions import DEFAULT_GRACE, Garbage, check_grace, collect_garbage, completed_ids, version_ids
 from .writer import SubtaskResult, SubtaskWriter
 from .writer_threads import writers
 
@@ -45,8 +49,28 @@ if TYPE_CHECKING:
     from .flink import FlinkSavepoint
 
 
+class PendingStatus(enum.Enum):
+    """Where a :class:`PendingCheckpoint` is in its life."""
+
+    OPEN = "open"
+    """Taking snapshots and results; may commit or abort."""
+    COMMITTED = "committed"
+    """Its manifest is published."""
+    ABORTED = "aborted"
+    """Its files are deleted (by :meth:`PendingCheckpoint.abort`, or by a commit that failed
+    before publishing); the previous checkpoint is untouched."""
+    FAILED = "failed"
+    """Publishing its manifest raised: the outcome may be unknown (a late create may still
+    land), so its files stay (retention removes them if the manifest never appears)."""
+
+
 class PendingCheckpoint:
-    """A checkpoint being written: subtasks write data files, then :meth:`commit`."""
+    """A checkpoint being written: subtasks write data files, then :meth:`commit`.
+
+    Its :attr:`status` only moves forward, from ``OPEN`` to ``COMMITTED``, ``ABORTED`` or
+    ``FAILED``; every method but :meth:`holds` needs it ``OPEN`` (an ``[CHECKPOINT_STATE]``
+    error otherwise), except :meth:`abort`, which does nothing on an aborted checkpoint.
+    """
 
     def __init__(
         self,
@@ -78,16 +102,28 @@ class PendingCheckpoint:
         self._lock = threading.Lock()
         self._results: list[SubtaskResult] = []
         self._futures: list[Future[SubtaskResult]] = []
-        self._done = False
+        self._status = PendingStatus.OPEN
+        self._status_lock = threading.RLock()
         self._in_flight = in_flight
         self._base_files: dict[int, set[str]] = {}
+
+    @property
+    def status(self) -> PendingStatus:
+        return self._status
 
     @property
     def incremental(self) -> bool:
         """Whether keyed state is written as increments where it can be."""
         return self.target.policy is not None and not self.target.full
 
+    def _require_open(self, action: str) -> None:
+        if self._status is not PendingStatus.OPEN:
+            raise CheckpointStateError(
+                f"cannot {action} checkpoint {self.checkpoint_id}: it is {self._status.value}"
+            )
+
     def writer(self, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> SubtaskWriter:
+        self._require_open("write to")
         return self.target.writer(uid, subtask, parallelism, max_parallelism)
 
     def snapshot(
@@ -100,11 +136,11 @@ class PendingCheckpoint:
         """The synchronous part: ``backend``'s snapshot (with its changes when recording;
         see :meth:`CheckpointTarget.snapshot`); its changes are confirmed when this
         checkpoint commits."""
-        if self._done:
-            raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
-        snap = self.target.snapshot(backend, uid, subtask, parallelism)
-        if snap.changes is not None:
-            self._change_sets.append(snap.changes)
+        with self._status_lock:
+            self._require_open("snapshot for")
+            snap = self.target.snapshot(backend, uid, subtask, parallelism)
+            if snap.changes is not None:
+                self._change_sets.append(snap.changes)
         return snap
 
     def base_of(self, uid: str, snapshot: KeyedStateSnapshot | None) -> BaseChain | None:
@@ -127,23 +163,14 @@ class PendingCheckpoint:
     ) -> Future[SubtaskResult]:
         """Write a snapshot :meth:`snapshot` took, in the background (the asynchronous part;
         as in Flink, handing it over is not part of the synchronous one). The snapshot is
-        released once written."""
+        released once written, or at once when this checkpoint takes no more writes."""
         if snapshot.changes is not None and all(c is not snapshot.changes for c in self._change_sets):
             raise CheckpointError(
                 f"this snapshot was not taken for checkpoint {self.checkpoint_id} (take it with "
                 "its snapshot())",
                 code="INVALID_ARGUMENT",
             )
-        max_parallelism = snapshot.max_parallelism
-
-        def run() -> SubtaskResult:
-            try:
-                writer = self.writer(uid, subtask, parallelism, max_parallelism)
-                return writer.write(keyed=snapshot, base=self.base_of(uid, snapshot))
-            finally:
-                snapshot.release()
-
-        return self._submit(run)
+        return self._submit(uid, subtask, parallelism, snapshot)
 
     def write_operator(
         self,
@@ -153,9 +180,9 @@ class PendingCheckpoint:
         parallelism: int = 1,
         max_parallelism: int = 128,
     ) -> Future[SubtaskResult]:
+        self._require_open("write to")
         states = backend.snapshot()
-        writer = self.writer(uid, subtask, parallelism, max_parallelism)
-        return self._submit(lambda: writer.write(operator=states))
+        return self._submit(uid, subtask, parallelism, None, max_parallelism=max_parallelism, operator=states)
 
     def write_subtask(
         self,
@@ -171,32 +198,43 @@ class PendingCheckpoint:
         key_group_range: KeyGroupRange | None = None,
     ) -> Future[SubtaskResult]:
         """Everything one subtask has: keyed, operator and raw state, in one result."""
+        self._require_open("write to")
         snapshot = None if keyed is None else self.snapshot(keyed, uid, subtask, parallelism)
-        states = None if operator is None else operator.snapshot()
+        try:
+            states = None if operator is None else operator.snapshot()
+        except BaseException:
+            if snapshot is not None:
+                snapshot.release()
+            raise
         raw_k = None if raw_keyed is None else dict(raw_keyed)
         raw_o = None if raw_operator is None else list(raw_operator)
-        writer = self.writer(uid, subtask, parallelism, max_parallelism)
+        return self._submit(uid, subtask, parallelism, snapshot, max_parallelism=max_parallelism,
+                            operator=states, raw_keyed=raw_k, raw_operator=raw_o,
+                            key_group_range=key_group_range)  # fmt: skip
 
-        def run() -> SubtaskResult:
+    def _submit(
+        self, uid: str, subtask: int, parallelism: int, snapshot: KeyedStateSnapshot | None, **parts: Any
+    ) -> Future[SubtaskResult]:
+        """Write through the target's one path (:meth:`CheckpointTarget.write_snapshot`), in
+        the background; ``snapshot`` is released there, or here when it cannot be handed over."""
+        write = partial(self.target.write_snapshot, uid, subtask, parallelism, snapshot, base_of=self.base_of,
+                        **parts)  # fmt: skip
+        with self._status_lock:
             try:
-                base = self.base_of(uid, snapshot)
-                return writer.write(snapshot, states, raw_k, raw_o, key_group_range, base)
-            finally:
+                self._require_open("write to")
+                future = writers().submit(write)
+            except BaseException:
                 if snapshot is not None:
                     snapshot.release()
-
-        return self._submit(run)
-
-    def _submit(self, run: Any) -> Future[SubtaskResult]:
-        if self._done:
-            raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
-        future = writers().submit(run)
-        self._futures.append(future)
+                raise
+            self._futures.append(future)
         return future
 
     def add(self, result: SubtaskResult) -> None:
         """Record a subtask result produced elsewhere (e.g. by a Spark task)."""
-        self._results.append(result)
+        with self._status_lock:
+            self._require_open("add a result to")
+            self._results.append(result)
 
     def holds(self) -> set[str]:
         """Root-relative paths of earlier checkpoints' files this one references or may: its
@@ -214,44 +252,61 @@ class PendingCheckpoint:
         return held
 
     def commit(self, properties: Mapping[str, str] | None = None) -> CompletedCheckpoint:
-        """Wait for every write, refuse an unsound manifest (see :func:`.inflight.refuse_unsound`;
-        the attempt is then aborted), then publish it (see :func:`publish_manifest`)."""
-        if self._done:
-            raise CheckpointError(f"checkpoint {self.checkpoint_id} is already committed or aborted")
-        try:
-            results = self._results + [f.result() for f in self._futures]
-            manifest = build_manifest(self.checkpoint_id, self.kind, results, properties, self._base)
-            refuse_unsound(self.directory, self._root, manifest, self._change_sets)
-        except BaseException:
-            self.abort()
-            raise
-        self._done = True
-        in_flight = None
-        if self._in_flight is not None:
-            self._in_flight.discard(self)
-            in_flight = self._in_flight.held()
-        written = [p for r in results for p in r.written]
-        publish_manifest(self.directory, manifest, written, root=self._root, retain=self._retain,
-                         in_flight=in_flight)  # fmt: skip
+        """Wait for every write, refuse an unsound manifest (see :func:`.inflight.refuse_unsound`),
+        then publish it (see :func:`publish_manifest`).
+
+        Any error is re-raised. Before publishing (a write, the manifest's checks), the
+        attempt is aborted first (``ABORTED``: its files deleted); when another committer's
+        manifest is there, ``ABORTED`` too (:func:`publish_manifest` deleted them); when
+        publishing fails otherwise, ``FAILED``: the manifest may still land, so its files stay."""
+        with self._status_lock:
+            self._require_open("commit")
+            try:
+                results = self._results + [f.result() for f in self._futures]
+                manifest = build_manifest(self.checkpoint_id, self.kind, results, properties, self._base)
+                refuse_unsound(self.directory, self._root, manifest, self._change_sets)
+            except BaseException:
+                self.abort()
+                raise
+            in_flight = None
+            if self._in_flight is not None:
+                self._in_flight.discard(self)
+                in_flight = self._in_flight.held()
+            written = [p for r in results for p in r.written]
+            try:
+                publish_manifest(self.directory, manifest, written, root=self._root, retain=self._retain,
+                                 in_flight=in_flight)  # fmt: skip
+            except CheckpointExistsError:  # another committer's manifest is there; ours are deleted
+                self._status = PendingStatus.ABORTED
+                raise
+            except BaseException:
+                self._status = PendingStatus.FAILED
+                raise
+            self._status = PendingStatus.COMMITTED
         for changes in self._change_sets:  # only now: a failed commit leaves them for the next
             changes.confirm(self.checkpoint_id)
         return CompletedCheckpoint(self.directory, manifest)
 
     def abort(self) -> None:
-        """Delete what this attempt wrote; the previous checkpoint is untouched."""
-        for future in self._futures:
+        """Delete what this attempt wrote; the previous checkpoint is untouched. Nothing to
+        do when it is aborted already; an error when it committed or failed to."""
+        with self._status_lock:
+            if self._status is PendingStatus.ABORTED:
+                return
+            self._require_open("abort")
             try:
-                result = future.result()
-            except Exception:
-                continue
-            for path in result.written:
-                self.directory.delete(path)
-        for result in self._results:
-            for path in result.written:
-                self.directory.delete(path)
-        self._done = True
-        if self._in_flight is not None:
-            self._in_flight.discard(self)
+                for future in self._futures:
+                    try:
+                        result = future.result()
+                    except Exception:
+                        continue
+                    self.target.discard(result)
+                for result in self._results:
+                    self.target.discard(result)
+            finally:
+                self._status = PendingStatus.ABORTED
+                if self._in_flight is not None:
+                    self._in_flight.discard(self)
 
 
 class CheckpointStorage:
@@ -321,14 +376,21 @@ class CheckpointStorage:
                 raise CheckpointNotFoundError(f"no completed checkpoint under {self.storage!r}")
         return load_directory(self.storage.child(f"chk-{checkpoint_id}"), allow_pickle)
 
-    def cleanup(self, dry_run: bool = False) -> list[str]:
-        """Apply retention and delete what no retained checkpoint references; return it.
+    def cleanup(
+        self, dry_run: bool = False, older_than: timedelta = DEFAULT_GRACE, allow_short_grace: bool = False
+    ) -> Garbage:
+        """Apply retention and delete what no retained checkpoint references (see
+        :func:`.versions.collect_garbage`); return what went and what was spared.
 
         Reference-aware: files a retained checkpoint uses stay, wherever they are, and so
-        does what a checkpoint in flight from this storage holds. With ``dry_run``, nothing
-        is deleted and what would be is returned.
+        does what a checkpoint in flight from this storage holds. Orphans (files no manifest
+        references: perhaps a running job's) go only once older than ``older_than``; one
+        shorter than an hour needs ``allow_short_grace`` (``[GRACE_TOO_SHORT]``). With
+        ``dry_run``, nothing is deleted and what would be is returned.
         """
-        return collect_garbage(self.storage, self.retain, dry_run, in_flight=self._in_flight.held())
+        grace = check_grace(older_than, allow_short_grace)
+        return collect_garbage(self.storage, self.retain, dry_run, in_flight=self._in_flight.held(),
+                               older_than=grace)  # fmt: skip
 
     def _ids(self) -> list[int]:
         return version_ids(self.storage)

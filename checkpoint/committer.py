@@ -189,7 +189,8 @@ def publish_manifest(
     error is raised and our files are left for the next commit's cleanup (a late create
     may still land). After a successful publish, ``root`` (a checkpoint root) keeps its last
     ``retain`` completed checkpoints (all when ``None``) and loses every unreferenced file
-    but those ``in_flight`` holds.
+    but those ``in_flight`` holds and orphans younger than the grace period (another
+    writer's, not yet committed: see :func:`.versions.collect_garbage`).
     """
     data = manifest.to_bytes()
     try:

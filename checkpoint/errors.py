@@ -23,6 +23,12 @@ class CheckpointExistsError(CheckpointError):
     default_code = "CHECKPOINT_EXISTS"
 
 
+class CheckpointStateError(CheckpointError, RuntimeError):
+    """A pending checkpoint was used in a state that does not allow it (committed, aborted)."""
+
+    default_code = "CHECKPOINT_STATE"
+
+
 class CheckpointNotFoundError(CheckpointError):
     """No (completed) checkpoint where one was asked for."""
 
@@ -34,5 +40,6 @@ __all__ = [
     "CheckpointError",
     "CheckpointExistsError",
     "CheckpointNotFoundError",
+    "CheckpointStateError",
     "StateMigrationError",
 ]

@@ -9,11 +9,13 @@ so it appears whole or not at all. Bytes read are counted, for tests and benchma
 from __future__ import annotations
 
 import json
+import math
 import os
 import posixpath
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 import fsspec
@@ -158,10 +160,19 @@ class Storage:
 
     def walk_files(self, relative: str = "") -> Iterator[str]:
         """Every file under ``relative``, as paths relative to the root."""
+        for path, _ in self.walk_files_modified(relative, detail=False):
+            yield path
+
+    def walk_files_modified(
+        self, relative: str = "", detail: bool = True
+    ) -> Iterator[tuple[str, float | None]]:
+        """Every file under ``relative`` (a path relative to the root) with when it was last
+        modified (epoch seconds; ``None`` when the filesystem does not say, or without
+        ``detail``): one listing, no request per file."""
         base = self.path(relative) if relative else self.root
         self.fs.invalidate_cache(base)
         try:
-            found = self.fs.find(base)
+            found = self.fs.find(base, detail=detail)
         except FileNotFoundError:
             return
         prefix = self.root.rstrip("/") + "/"
@@ -169,7 +180,8 @@ class Storage:
             text = str(full)
             if not text.startswith("/") and prefix.startswith("/"):
                 text = "/" + text
-            yield text[len(prefix) :] if text.startswith(prefix) else text
+            path = text[len(prefix) :] if text.startswith(prefix) else text
+            yield path, modified_time(found[full]) if detail else None
 
     # -- writing ---------------------------------------------------------------
 
@@ -229,6 +241,29 @@ class Storage:
         except FileNotFoundError:
             pass
         self.fs.invalidate_cache(posixpath.dirname(target))
+
+
+_TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created", "ctime")
+"""Where fsspec filesystems put a file's time: local ``mtime`` (seconds), S3 ``LastModified``
+and Azure ``last_modified`` (datetimes), GCS ``updated`` (ISO text), memory ``created``
+(seconds from ``find``, a datetime from ``info``); modification before creation."""
+
+
+def modified_time(info: Mapping[str, Any]) -> float | None:
+    """When the file ``info`` (an fsspec ``info``/``find`` entry) describes was last written,
+    in epoch seconds; ``None`` when it does not say. A time without a zone is UTC."""
+    for key in _TIME_KEYS:
+        value = info.get(key)
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                continue
+        if isinstance(value, datetime):
+            return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
 def _is_precondition_failure(exc: BaseException) -> bool:

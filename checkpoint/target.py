@@ -5,16 +5,24 @@ and picklable, so a task elsewhere (a Spark executor holding a live backend) can
 its backend for the checkpoint, write its files, and send back the :class:`SubtaskResult`
 for ``pending.add(result)``. Once the driver has committed, the task tells its backend with
 ``backend.notify_checkpoint_complete(checkpoint_id)``, so later increments build on it.
+
+:meth:`CheckpointTarget.write_snapshot` is the one path from a snapshot to a subtask's
+files: every writer of keyed state (here, :class:`~.checkpoints.PendingCheckpoint` and the
+``process`` runner's tasks) goes through it, and it releases the snapshot however it ends.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
+from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.operator import OperatorStateBackend, OperatorStateData
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
 from flinkstate.state.ttl.time import LONG_MIN
 
+from .errors import CheckpointError
 from .increments import BaseChain, ChainPolicy, load_base
 from .storage import Storage
 from .writer import SubtaskResult, SubtaskWriter
@@ -67,13 +75,58 @@ class CheckpointTarget:
         return SubtaskWriter(self.directory, uid, subtask, parallelism, max_parallelism, self.checkpoint_id,
                              self.policy)  # fmt: skip
 
+    def discard(self, result: SubtaskResult) -> None:
+        """Delete the files ``result`` wrote (an attempt that will not be committed)."""
+        for path in result.written:
+            self.directory.delete(path)
+
     def write_keyed(
-        self, uid: str, backend: AbstractKeyedStateBackend, subtask: int = 0, parallelism: int = 1
+        self,
+        uid: str,
+        backend: AbstractKeyedStateBackend,
+        subtask: int = 0,
+        parallelism: int = 1,
+        operator: OperatorStateBackend | None = None,
     ) -> SubtaskResult:
-        """Snapshot ``backend`` and write it now (in a task); the result goes to the committer."""
+        """Snapshot ``backend`` (and ``operator``) and write them now (in a task); the result
+        goes to the committer."""
         snapshot = self.snapshot(backend, uid, subtask, parallelism)
         try:
-            writer = self.writer(uid, subtask, parallelism, backend.max_parallelism)
-            return writer.write(keyed=snapshot, base=self.base_of(uid, snapshot))
-        finally:
+            states = None if operator is None else operator.snapshot()
+        except BaseException:
             snapshot.release()
+            raise
+        return self.write_snapshot(uid, subtask, parallelism, snapshot, operator=states)
+
+    def write_snapshot(
+        self,
+        uid: str,
+        subtask: int,
+        parallelism: int,
+        keyed: KeyedStateSnapshot | None,
+        *,
+        max_parallelism: int | None = None,
+        operator: Iterable[OperatorStateData] | None = None,
+        raw_keyed: dict[int, bytes] | None = None,
+        raw_operator: list[bytes] | None = None,
+        key_group_range: KeyGroupRange | None = None,
+        base_of: Callable[[str, KeyedStateSnapshot | None], BaseChain | None] | None = None,
+    ) -> SubtaskResult:
+        """Write subtask ``subtask``'s part: the ``keyed`` snapshot :meth:`snapshot` took
+        (released here, written or not), operator and raw state. ``max_parallelism``: the
+        keyed snapshot's, unless there is none; ``base_of``: how an increment's base is
+        found (default :meth:`base_of`)."""
+        try:
+            if keyed is not None:
+                max_parallelism = keyed.max_parallelism
+            elif max_parallelism is None:
+                raise CheckpointError(
+                    f"operator {uid!r} subtask {subtask}: max_parallelism is needed without keyed state",
+                    code="INVALID_ARGUMENT",
+                )
+            writer = self.writer(uid, subtask, parallelism, max_parallelism)
+            base = (base_of or self.base_of)(uid, keyed)
+            return writer.write(keyed, operator, raw_keyed, raw_operator, key_group_range, base)
+        finally:
+            if keyed is not None:
+                keyed.release()

@@ -3,16 +3,21 @@
 Spark writes and the streaming sink add versions (``chk-<n>``) that reference files of
 earlier versions (relative paths such as ``../chk-3/x.parquet`` or ``../_data/y.parquet``)
 instead of copying them. Garbage collection is reference-aware: a file goes only when no
-retained version references it.
+retained version references it, and an orphan (a file no manifest references, perhaps a
+running job's, not yet committed) only once older than a grace period, as Iceberg's
+orphan-file removal and Delta's VACUUM do.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import timedelta
 
+from .errors import CheckpointError
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, SubtaskEntry
 from .storage import Storage
 
@@ -94,54 +99,118 @@ def referenced(manifest: Manifest, directory: str) -> set[str]:
     return {posixpath.normpath(posixpath.join(directory, f.path)) for f in manifest.files()}
 
 
+DEFAULT_GRACE = timedelta(hours=24)
+"""How old an unreferenced file must be before it is deleted as an orphan (see
+:func:`collect_garbage`): a job writes its files before it commits them, and a streaming
+batch or a run rarely sits between the two for a day."""
+MIN_GRACE = timedelta(hours=1)
+"""A shorter grace needs ``allow_short_grace``: it may delete a running job's files."""
+
+
+def check_grace(older_than: timedelta, allow_short_grace: bool = False) -> timedelta:
+    """``older_than`` when it is a safe grace period (at least :data:`MIN_GRACE`, or any
+    non-negative one with ``allow_short_grace``), else an error."""
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise CheckpointError(
+            f"older_than must be a non-negative timedelta, got {older_than!r}", code="INVALID_ARGUMENT"
+        )
+    if older_than < MIN_GRACE and not allow_short_grace:
+        raise CheckpointError(
+            f"a grace period of {older_than} is shorter than {MIN_GRACE}: files a running job has "
+            "written but not yet committed may be deleted. Allow it explicitly if no job writes "
+            "to this root",
+            code="GRACE_TOO_SHORT",
+        )
+    return older_than
+
+
+@dataclass(frozen=True)
+class Garbage:
+    """What a pass of :func:`collect_garbage` deleted (or would, on a dry run) and which
+    unreferenced files it left: younger than the grace period, or of unknown age."""
+
+    deleted: tuple[str, ...] = ()
+    young: tuple[str, ...] = ()
+    undated: tuple[str, ...] = ()
+
+
 def collect_garbage(
     root: Storage,
     retain: int | None,
     dry_run: bool = False,
     known: Mapping[int, Manifest] | None = None,
     in_flight: InFlight | None = None,
-) -> list[str]:
+    older_than: timedelta = DEFAULT_GRACE,
+) -> Garbage:
     """Keep the last ``retain`` completed versions (all when ``None``) and what they use.
 
-    Deleted: older versions, abandoned attempts older than the newest completed version,
-    and files (in version directories or ``_data``) that no kept version references.
-    Nothing newer than the newest completed version is touched (it may be in progress),
-    nor what ``in_flight`` holds (checkpoints known to be in progress).
-    Returns the files deleted; with ``dry_run``, the files that would be, deleting nothing.
-    ``known``: manifests of versions already in hand (just published), not read again.
+    Deleted at once: versions no longer kept (their manifests and every file only they
+    reference, wherever it is: their directories, ``_data``, an earlier version's directory
+    whose manifest is gone) and unreferenced files in the directory of a completed version
+    (no commit can add to it any more: failed task attempts).
+    Deleted only when last modified more than ``older_than`` ago: orphans, files no
+    manifest references in ``_data`` or in the directory of a version with no manifest
+    (below the newest completed one), which may belong to a job still writing (a streaming
+    batch, a run, a Spark write not yet committed). A file whose filesystem gives no time
+    is kept. Nothing newer than the newest completed version is touched (it may be in
+    progress), nor what ``in_flight`` holds (checkpoints known to be in progress).
+    With ``dry_run``, nothing is deleted. ``known``: manifests of versions already in hand
+    (just published), not read again.
     """
     done = completed_ids(root)
     if not done:
-        return []
+        return Garbage()
     keep = done if retain is None else done[-retain:]
     held = in_flight or InFlight()
     used: set[str] = set(held.files)
     for i in keep:
         manifest = known.get(i) if known else None
         used |= referenced(manifest or load_version(root, i), f"chk-{i}")
+    retired = [i for i in done if i not in keep]
+    released: set[str] = set()  # what only versions retired now referenced: not orphans
+    for i in retired:
+        released |= referenced(load_version(root, i), f"chk-{i}")
+    cutoff = time.time() - older_than.total_seconds()
     deleted: list[str] = []
+    young: list[str] = []
+    undated: list[str] = []
+
+    def orphan_is_old(path: str, modified: float | None) -> bool:
+        if modified is None:
+            undated.append(path)
+        elif modified >= cutoff:
+            young.append(path)
+        return modified is not None and modified < cutoff
+
+    def delete(path: str) -> None:
+        if not dry_run:
+            root.delete(path)
+        deleted.append(path)
+
+    # _data first: a pass that stops half-way leaves the manifests that reference what remains
+    for path, modified in list(root.walk_files_modified(DATA_DIR)):
+        if path not in used and (path in released or orphan_is_old(path, modified)):
+            delete(path)
+    completed = set(done)
     for i in version_ids(root):
         if i > keep[-1] or i in held.ids:
             continue
         directory = f"chk-{i}"
-        for path in list(root.walk_files(directory)):
+        spared = False
+        for path, modified in list(root.walk_files_modified(directory)):
             name = posixpath.basename(path)
-            is_kept_manifest = i in keep and name == METADATA
             # a manifest another committer of the newest id is creating right now (it loses,
             # but must see [CHECKPOINT_EXISTS], not a vanished temporary file)
             creating = i == keep[-1] and name.startswith(METADATA + ".") and name.endswith(".tmp")
-            if path not in used and not is_kept_manifest and not creating:
-                if not dry_run:
-                    root.delete(path)
-                deleted.append(path)
-        if not dry_run and i not in keep and not any(p.startswith(directory + "/") for p in used):
+            if path in used or (i in keep and name == METADATA) or creating:
+                spared = True
+            elif i in completed or path in released or orphan_is_old(path, modified):
+                delete(path)
+            else:
+                spared = True
+        if not dry_run and i not in keep and not spared:
             root.delete(directory)
-    for path in list(root.walk_files(DATA_DIR)):
-        if path not in used:
-            if not dry_run:
-                root.delete(path)
-            deleted.append(path)
-    return deleted
+    return Garbage(tuple(deleted), tuple(young), tuple(undated))
 
 
 def replace_operator(manifest: Manifest, op: OperatorEntry) -> Manifest:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
@@ -9,9 +11,10 @@ from rich.console import Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from flinkstate.checkpoint import CheckpointNotFoundError, CheckpointStorage
+from flinkstate.checkpoint import DEFAULT_GRACE, MIN_GRACE, CheckpointNotFoundError, CheckpointStorage
 from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
 from flinkstate.checkpoint.storage import Storage
+from flinkstate.state.errors import InvalidArgumentError
 
 from .common import (
     CheckpointId,
@@ -29,7 +32,7 @@ from .render import human_bytes, table, to_json
 RESCALE_EXAMPLE = (
     "Example: flinkstate rescale /tmp/my-job/checkpoints /tmp/savepoints/mp-256 --max-parallelism 256"
 )
-GC_EXAMPLE = "Example: flinkstate gc /tmp/my-job/checkpoints --retain 2 --dry-run"
+GC_EXAMPLE = "Example: flinkstate gc /tmp/my-job/checkpoints --retain 2 --older-than 3d --dry-run"
 
 
 @guarded("storage_option", "target_option")
@@ -117,6 +120,30 @@ def _size(storage: Storage, path: str) -> int | None:
         return None
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90m``, ``2h``, ``3d``, ``45s`` (or ``1.5h``) as a timedelta; else ``[INVALID_OPTION]``."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise InvalidArgumentError(
+            f"--older-than expects a number and a unit (s, m, h, d), e.g. 90m, 2h, 3d; got {text!r}",
+            code="INVALID_OPTION",
+        )
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def format_duration(span: timedelta) -> str:
+    """``span`` in the largest unit that divides it: ``24h``, ``90m``, ``3d``."""
+    seconds = span.total_seconds()
+    for unit in ("d", "h", "m"):
+        if seconds and seconds % _UNITS[unit] == 0:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{seconds:g}s"
+
+
 @guarded("storage_option")
 def gc(
     ctx: typer.Context,
@@ -124,6 +151,23 @@ def gc(
     retain: Annotated[
         int, typer.Option("--retain", "-r", min=1, help="How many completed checkpoints to keep.")
     ],
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="DURATION",
+            help="Delete a file no manifest references (perhaps a running job's, not yet committed) "
+            f"only when last modified longer ago than this: 90m, 2h, 3d. Below {format_duration(MIN_GRACE)} "
+            "needs --force-short-grace.",
+        ),
+    ] = format_duration(DEFAULT_GRACE),
+    force_short_grace: Annotated[
+        bool,
+        typer.Option(
+            "--force-short-grace",
+            help=f"Allow --older-than below {format_duration(MIN_GRACE)}: only when no job writes to ROOT.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
     ] = False,
@@ -133,25 +177,34 @@ def gc(
     """Keep the last N completed checkpoints and delete the rest: older checkpoints, abandoned
     attempts and files no kept checkpoint references (reference-aware: shared files stay).
 
-    Nothing newer than the newest completed checkpoint is touched (it may be in progress).
+    Nothing newer than the newest completed checkpoint is touched (it may be in progress). A
+    file no manifest references at all (under _data, or of an attempt with no manifest) may
+    be a running job's, written but not yet committed: it goes only when older than
+    --older-than (as Iceberg's orphan-file removal and Delta's VACUUM do); a filesystem that
+    gives no modification time keeps it.
     """
+    grace = parse_duration(older_than)
     checkpoints = CheckpointStorage(root, storage_options(storage_option), retain=retain)
     done = checkpoints.completed_ids()
     if not done:
         raise CheckpointNotFoundError(
             f"no completed checkpoint under {checkpoints.storage!r}: nothing to keep"
         )
-    planned = checkpoints.cleanup(dry_run=True)
-    sizes = {path: _size(checkpoints.storage, path) for path in planned}
-    deleted = planned if dry_run else checkpoints.cleanup()
+    planned = checkpoints.cleanup(True, grace, force_short_grace)
+    sizes = {path: _size(checkpoints.storage, path) for path in planned.deleted}
+    garbage = planned if dry_run else checkpoints.cleanup(False, grace, force_short_grace)
+    deleted = garbage.deleted
     freed = sum(sizes.get(path) or 0 for path in deleted)
     doc: dict[str, Any] = {
         "root": checkpoints.storage.safe_url,
         "dry_run": dry_run,
+        "older_than_seconds": grace.total_seconds(),
         "kept": done[-retain:],
         "removed_checkpoints": [i for i in done if i not in done[-retain:]],
         "files": [{"path": p, "bytes": sizes.get(p)} for p in deleted],
         "bytes": freed,
+        "young": list(garbage.young),
+        "undated": list(garbage.undated),
     }
     if as_json:
         typer.echo(to_json(doc))
@@ -163,5 +216,19 @@ def gc(
         style="yellow" if dry_run else "green",
     )
     rows = [[p["path"], human_bytes(p["bytes"]) if p["bytes"] is not None else "-"] for p in doc["files"]]
-    parts = [head] + ([table(None, ["file", "size"], rows, right=("size",))] if rows else [])
+    parts: list[Any] = [head] + ([table(None, ["file", "size"], rows, right=("size",))] if rows else [])
+    if garbage.young:
+        parts.append(
+            Text(
+                f"kept {len(garbage.young)} unreferenced files modified within {format_duration(grace)} "
+                "(a running job may still commit them; see --older-than)"
+            )
+        )
+    if garbage.undated:
+        parts.append(
+            Text(
+                f"kept {len(garbage.undated)} unreferenced files: the filesystem gives no modification "
+                "time, so their age is unknown"
+            )
+        )
     out_console().print(Group(*parts))

@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import flinkstate.state
+from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state.factory import check_backend
 from flinkstate.state.process.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
 
 from .errors import ProcessError
 from .output import OutputSchema
 from .process_task import ROUTE, SEQ
 
-BACKENDS = ("heap", "rocksdb")
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
@@ -94,12 +94,10 @@ def parse_job(
                 f"type), not {df.schema[event_time].dataType.simpleString()}"
             )
     backend = options.get("backend", "heap")
-    if backend == "rocksdb" and not hasattr(flinkstate.state, "RocksDBKeyedStateBackend"):
-        raise ProcessError("the rocksdb backend is not available in this flinkstate", code="UNKNOWN_BACKEND")
-    if backend not in BACKENDS:
-        raise ProcessError(
-            f"backend must be one of {list(BACKENDS)}, got {backend!r}", code="UNKNOWN_BACKEND"
-        )
+    try:
+        check_backend(backend)
+    except InvalidArgumentError as exc:
+        raise ProcessError(exc.detail, code=exc.code) from exc
     ints = {
         n: options.get(n, d) for n, d in (("max_parallelism", 128), ("watermark_delay", 0), ("retain", 3))
     }

@@ -26,12 +26,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.checkpoint import CompletedCheckpoint, Manifest, Storage, SubtaskResult
-from flinkstate.checkpoint.target import CheckpointTarget
-from flinkstate.state.errors import SerializationError
-from flinkstate.state.heap.backend import HeapKeyedStateBackend
+from flinkstate.checkpoint import CheckpointTarget, CompletedCheckpoint, Manifest, Storage, SubtaskResult
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
-from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
+from flinkstate.state.errors import SerializationError
+from flinkstate.state.factory import make_keyed_backend, needs_directory
+from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
 from flinkstate.state.process import KeyedProcessOperator, element_rows
 from flinkstate.state.process.functions import ProcessFunction
@@ -102,19 +101,9 @@ def _discard(kept: _Kept) -> None:
 
 
 def backend_factory(name: str) -> tuple[Callable[..., AbstractKeyedStateBackend], str | None]:
-    """The keyed backend of ``name`` ("heap" or "rocksdb") and its local directory."""
-    if name == "heap":
-        return HeapKeyedStateBackend, None
-    if name == "rocksdb":
-        try:
-            from flinkstate.state import RocksDBKeyedStateBackend
-        except ImportError as exc:
-            raise ProcessError(
-                "the rocksdb backend is not available in this flinkstate", code="UNKNOWN_BACKEND"
-            ) from exc
-        directory = tempfile.mkdtemp(prefix="flinkstate-rocksdb-")
-        return partial(RocksDBKeyedStateBackend, directory), directory
-    raise ProcessError(f"backend must be 'heap' or 'rocksdb', got {name!r}", code="UNKNOWN_BACKEND")
+    """The keyed backend of ``name`` (see :mod:`flinkstate.state.factory`) and its local directory."""
+    directory = tempfile.mkdtemp(prefix=f"flinkstate-{name}-") if needs_directory(name) else None
+    return partial(make_keyed_backend, name, path=directory), directory
 
 
 def _acquire(plan: TaskPlan, subtask: int) -> tuple[KeyedProcessOperator, str | None, bool]:
@@ -236,13 +225,8 @@ def _write(
 ) -> list[SubtaskResult]:
     """Write the subtask's state and output; return both results."""
     p, max_p, target = plan.parallelism, plan.max_parallelism, plan.target
-    state = target.writer(plan.uid, subtask, p, max_p)
-    snapshot = target.snapshot(operator.backend, plan.uid, subtask, p)  # with its changes
-    try:
-        base = target.base_of(plan.uid, snapshot)
-        result = state.write(keyed=snapshot, operator=operator.operator_state.snapshot(), base=base)
-    finally:
-        snapshot.release()
+    # the state with its changes (an increment when the backend was reused)
+    result = target.write_keyed(plan.uid, operator.backend, subtask, p, operator.operator_state)
     rows = plan.output.normalize(out)
     data = OperatorStateData(OUTPUT_STATE, OperatorStateMode.SPLIT_DISTRIBUTE, plan.output.type_info, rows)
     writer = target.writer(output_uid(plan.uid), subtask, p, max_p)
@@ -250,6 +234,6 @@ def _write(
         output = writer.write(operator=[data])
     except SerializationError as exc:
         writer.abort()
-        state.abort()
+        target.discard(result)
         raise plan.output.diagnose(rows, exc) from exc
     return [result, output]

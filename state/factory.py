@@ -13,6 +13,21 @@ from .keygroups.assignment import KeyGroupRange
 from .rocksdb import RocksDBKeyedStateBackend, RocksDBOptions
 
 BACKENDS = ("heap", "rocksdb")
+"""The keyed backends by name; ``"rocksdb"`` keeps its state in a local directory."""
+
+
+def check_backend(kind: object) -> str:
+    """``kind`` when it names a keyed backend, else an ``[INVALID_OPTION]`` error."""
+    if not isinstance(kind, str) or kind not in BACKENDS:
+        raise InvalidArgumentError(
+            f"backend must be one of {list(BACKENDS)}, got {kind!r}", code="INVALID_OPTION"
+        )
+    return kind
+
+
+def needs_directory(kind: str) -> bool:
+    """Whether the keyed backend ``kind`` needs a local directory of its own (``path=``)."""
+    return check_backend(kind) == "rocksdb"
 
 
 def make_keyed_backend(
@@ -31,6 +46,7 @@ def make_keyed_backend(
     ``options`` (:class:`RocksDBOptions` or a mapping of its fields); ``"heap"`` takes
     neither.
     """
+    check_backend(kind)
     common: dict[str, Any] = {
         "key_type": key_type,
         "max_parallelism": max_parallelism,
@@ -43,14 +59,8 @@ def make_keyed_backend(
                 "the heap backend takes no directory or RocksDB options", code="INVALID_OPTION"
             )
         return HeapKeyedStateBackend(**common)
-    if kind == "rocksdb":
-        if path is None:
-            raise InvalidArgumentError(
-                "the rocksdb backend needs a directory (path=...)", code="INVALID_OPTION"
-            )
-        if options is not None and not isinstance(options, RocksDBOptions):
-            options = RocksDBOptions.from_mapping(options)
-        return RocksDBKeyedStateBackend(path, options=options, **common)
-    raise InvalidArgumentError(
-        f"unknown keyed backend {kind!r}; valid: {list(BACKENDS)}", code="INVALID_OPTION"
-    )
+    if path is None:
+        raise InvalidArgumentError("the rocksdb backend needs a directory (path=...)", code="INVALID_OPTION")
+    if options is not None and not isinstance(options, RocksDBOptions):
+        options = RocksDBOptions.from_mapping(options)
+    return RocksDBKeyedStateBackend(path, options=options, **common)

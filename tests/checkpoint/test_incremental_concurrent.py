@@ -67,7 +67,7 @@ def test_two_checkpoints_in_flight_keep_the_base_they_build_on(
     assert [f.checkpoint_id for f in _chain(done)] == [1, 3]
     assert storage.completed_ids() == [3]
     assert _restored(storage.load()) == at_third
-    assert storage.cleanup(dry_run=True) == []
+    assert storage.cleanup(dry_run=True).deleted == ()
 
 
 def _chain(done: CompletedCheckpoint, name: str = "l") -> tuple[Any, ...]:

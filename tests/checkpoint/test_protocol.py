@@ -156,10 +156,17 @@ def test_crash_at_every_phase(phase: str, tmp_path: Path) -> None:
         assert storage.latest_id() == 2 and _restored(root, {}) == written(KEYS, version=9)
         return
     assert storage.latest_id() == 1 and _restored(root, {}) == written(KEYS, version=1)
-    assert (tmp_path / "root" / "chk-2").exists()  # the unfinished attempt left files ...
-    _commit(root, {}, version=3)  # ... which the next commit's cleanup removes
-    assert not (tmp_path / "root" / "chk-2").exists()
-    assert _restored(root, {}) == written(KEYS, version=3)
+    attempt = tmp_path / "root" / "chk-2"
+    left = sorted(p.name for p in attempt.iterdir())
+    assert left  # the unfinished attempt left files ...
+    _commit(root, {}, version=3)  # ... which a commit's cleanup keeps while they may be a writer's
+    assert sorted(p.name for p in attempt.iterdir()) == left
+    old = time.time() - 2 * 86400
+    for path in attempt.iterdir():
+        os.utime(path, (old, old))
+    _commit(root, {}, version=4)  # ... and removes once older than the grace period
+    assert not attempt.exists()
+    assert _restored(root, {}) == written(KEYS, version=4)
 
 
 def test_corrupt_manifests_and_files(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ def test_commit_retention_is_a_full_retention_pass(
         done = pending.commit()
         gc_reads = read[1:] if incremental and i else read  # an increment first reads its base
         assert done.checkpoint_id not in gc_reads  # retention did not read it back
-        assert storage.cleanup(dry_run=True) == []  # nothing a full pass would still delete
+        assert storage.cleanup(dry_run=True).deleted == ()  # nothing a full pass would still delete
         restored = storage.load().keyed_backend("op", 0, 1)
         view = restored.get_state(ValueStateDescriptor("v", Types.LONG()))
         got = {}

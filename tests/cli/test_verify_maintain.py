@@ -190,3 +190,45 @@ def test_credentials_in_urls_are_never_printed(run: Run) -> None:
     for result in outputs:
         assert "PW-in-url-77" not in result.stdout + result.stderr
     assert "memory://***@host-" in outputs[0].stdout
+
+
+def test_gc_older_than(local_job: Job, run: Run) -> None:
+    """Orphans (no manifest references them) go only when older than --older-than; a grace
+    below an hour needs --force-short-grace; durations are a number and a unit."""
+    import os
+    import time
+
+    from flinkstate.cli.maintain import format_duration, parse_duration
+
+    for text, seconds in {
+        "90m": 5400,
+        "2h": 7200,
+        "3d": 259200,
+        "45s": 45,
+        "1.5h": 5400,
+        " 2 h ": 7200,
+    }.items():
+        assert parse_duration(text).total_seconds() == seconds
+        assert parse_duration(format_duration(parse_duration(text))) == parse_duration(text)
+    data = Path(local_job.root) / "_data"
+    data.mkdir()
+    (data / "old.parquet").write_bytes(b"x")
+    (data / "fresh.parquet").write_bytes(b"x")
+    two_hours_ago = time.time() - 7200
+    os.utime(data / "old.parquet", (two_hours_ago, two_hours_ago))
+    for bad in ("soon", "5", "-1h", "2w", ""):
+        assert run("gc", local_job.root, "-r", "3", "--older-than", bad, code=3).stderr.startswith(
+            "[INVALID_OPTION] --older-than"
+        )
+    short = run("gc", local_job.root, "-r", "3", "--older-than", "30m", code=3)
+    assert short.stderr.startswith("[GRACE_TOO_SHORT]")
+    default = json.loads(run("gc", local_job.root, "-r", "3", "--json").stdout)
+    assert default["older_than_seconds"] == 86400 and default["files"] == []
+    assert sorted(default["young"]) == ["_data/fresh.parquet", "_data/old.parquet"]
+    text = run("gc", local_job.root, "-r", "3", "--older-than", "90m").stdout
+    assert "deleted 1 files" in text and "kept 1 unreferenced files modified within 90m" in text
+    assert sorted(p.name for p in data.iterdir()) == ["fresh.parquet"]
+    forced = json.loads(
+        run("gc", local_job.root, "-r", "3", "--older-than", "0s", "--force-short-grace", "--json").stdout
+    )
+    assert [f["path"] for f in forced["files"]] == ["_data/fresh.parquet"] and forced["young"] == []

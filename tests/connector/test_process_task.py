@@ -225,3 +225,28 @@ def test_a_kept_backend_runs_with_the_settings_of_each_run(tmp_path: Path) -> No
     assert _timer_output(fresh) == [("a", 2000, 1)]
     assert _timer_output(reused) == _timer_output(restored) == [("a", 2000, 1), ("z", 0, 1)]
     _KEPT.clear()
+
+
+def test_the_backend_by_name_comes_from_state_alone(tmp_path: Path) -> None:
+    """The runner's tasks build backends with ``make_keyed_backend``; a bad name is the same
+    ``[INVALID_OPTION]`` error there as in ``state`` (and in ``process``'s options)."""
+    import shutil
+
+    from flinkstate.connector.process_task import backend_factory
+    from flinkstate.state import HeapKeyedStateBackend, RocksDBKeyedStateBackend, make_keyed_backend
+    from flinkstate.state.errors import InvalidArgumentError
+
+    heap_factory, no_directory = backend_factory("heap")
+    assert no_directory is None and isinstance(heap_factory(max_parallelism=8), HeapKeyedStateBackend)
+    rocks_factory, directory = backend_factory("rocksdb")
+    assert directory is not None and Path(directory).is_dir()
+    rocks = rocks_factory(max_parallelism=8)
+    assert isinstance(rocks, RocksDBKeyedStateBackend) and rocks.max_parallelism == 8
+    rocks.close()
+    shutil.rmtree(directory)
+    messages = []
+    for make in (backend_factory, make_keyed_backend):
+        with pytest.raises(InvalidArgumentError, match=r"^\[INVALID_OPTION\] backend must be one of") as info:
+            make("disk")
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
