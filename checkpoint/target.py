@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
+from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
 from flinkstate.state.keygroups import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData
-from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
 from flinkstate.state.ttl.time import LONG_MIN
 
 from .errors import CheckpointError

@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint import CheckpointTarget, CompletedCheckpoint, Manifest, Storage, SubtaskResult
-from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.factory import make_keyed_backend, needs_directory
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
 from flinkstate.state.process import KeyedProcessOperator, element_rows

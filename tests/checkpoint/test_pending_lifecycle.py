@@ -24,8 +24,8 @@ from flinkstate.checkpoint import (
 )
 from flinkstate.checkpoint import checkpoints as checkpoints_module
 from flinkstate.state import HeapKeyedStateBackend, Types
-from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
+from flinkstate.state.operator import OperatorStateBackend
 
 KEYS = range(40)
 
