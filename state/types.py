@@ -239,7 +239,9 @@ def infer_type(value: Any) -> TypeInformation:
 
     ``bool`` → BOOLEAN (checked before ``int``), ``int`` → LONG, ``str`` → STRING,
     ``float`` → DOUBLE, ``bytes`` → PRIMITIVE_ARRAY(BYTE), ``tuple`` → ROW of the
-    inferred field types.
+    inferred field types, named ``f0``, ``f1``, ... whatever the tuple's class: a namedtuple
+    or a ``Row`` is the same key as the plain tuple (:mod:`.canonical`), so every subtask
+    infers the same type from either.
     """
     if isinstance(value, bool):
         return BasicTypeInfo("BOOLEAN")
@@ -257,8 +259,7 @@ def infer_type(value: Any) -> TypeInformation:
                 f"cannot infer a ROW type from {value!r} with None fields: declare the type",
                 code="UNSUPPORTED_KEY_TYPE",
             )
-        names = getattr(value, "_fields", None) or tuple(f"f{i}" for i in range(len(value)))
-        return RowTypeInfo(tuple(infer_type(v) for v in value), tuple(names))
+        return RowTypeInfo(tuple(infer_type(v) for v in value), tuple(f"f{i}" for i in range(len(value))))
     raise StateTypeError(
         f"cannot infer a type for {type(value).__name__} value {value!r}: declare the type "
         "(e.g. key_type=Types.PICKLED_BYTE_ARRAY())",
