@@ -138,3 +138,24 @@ def canonical_values(values: list[Any], type_info: TypeInformation | None) -> li
     if canon is None:
         return values
     return [None if v is None else canon(v) for v in values]
+
+
+def canonical_nans(array: Any) -> Any:
+    """An Arrow array (or chunked array) of keys with every NaN, at any depth of structs,
+    given :data:`NAN`'s bits: Arrow compares floats by their bits (so ``-0.0`` and ``0.0``
+    are already two), and equal keys must have equal bits."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = array.type
+    if isinstance(array, pa.ChunkedArray):
+        return pa.chunked_array([canonical_nans(c) for c in array.chunks], t)
+    if pa.types.is_floating(t):
+        nan = pc.is_nan(array)
+        return pc.if_else(nan, pa.scalar(NAN, t), array) if pc.any(nan).as_py() else array
+    if pa.types.is_struct(t):
+        fields = [canonical_nans(array.field(i)) for i in range(t.num_fields)]
+        if all(f is array.field(i) for i, f in enumerate(fields)):
+            return array
+        return pa.StructArray.from_arrays(fields, fields=list(t), mask=array.is_null())
+    return array
