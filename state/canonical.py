@@ -82,6 +82,11 @@ def float32(value: Any) -> Any:
         return value
 
 
+def _plain_tuple(value: Any) -> Any:
+    """A nested row as a plain tuple (a value of another kind is left for the checks)."""
+    return tuple(value) if isinstance(value, tuple) else value
+
+
 def _double(value: Any) -> Any:
     return canonical_float(value) if isinstance(value, float) else value
 
@@ -95,7 +100,7 @@ def canonicalizer(type_info: TypeInformation | None) -> Callable[[Any], Any] | N
     if not isinstance(type_info, RowTypeInfo):
         return None
     fields = [
-        canonicalizer(t) or (tuple if isinstance(t, RowTypeInfo) else None)  # nested rows: plain tuples
+        canonicalizer(t) or (_plain_tuple if isinstance(t, RowTypeInfo) else None)
         for t in type_info.field_types
     ]
     if not any(fields):

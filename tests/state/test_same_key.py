@@ -12,6 +12,7 @@ import math
 import operator
 import random
 import struct
+from collections import namedtuple
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,19 @@ def test_random_operations_match_a_model_keyed_by_bits(
     assert answers([backend]) == (model_values, model_maps)
     storage = CheckpointStorage(str(tmp_path))
     assert answers(_restored(storage, backend, make_backend, 2)) == (model_values, model_maps)
+
+
+def test_nested_rows_are_plain_tuples(make_backend: Any) -> None:
+    """A namedtuple inside a row key is the plain tuple of its fields: one key, listed plain."""
+    inner = namedtuple("inner", "x y")
+    backend = make_backend(max_parallelism=4)  # the type inferred from the first key
+    value = backend.get_state(VALUE)
+    for i, key in enumerate([("a", inner(1, -0.0)), ("a", (1, -0.0)), ("a", (1, 0.0))]):
+        backend.set_current_key(key)
+        value.update(i)
+    keys = sorted(backend.get_keys("v"), key=lambda k: bits(k[1][1]))
+    assert keys == [("a", (1, 0.0)), ("a", (1, -0.0))]
+    assert [type(k[1]) for k in keys] == [tuple, tuple]
+    assert [bits(k[1][1]) for k in keys] == [bits(0.0), bits(-0.0)]
+    backend.set_current_key(("a", inner(1, -0.0)))
+    assert value.value() == 1
