@@ -34,6 +34,7 @@ __all__ = [
     "RowTypeInfo",
     "TypeInformation",
     "Types",
+    "as_inferred",
     "infer_type",
     "to_type_info",
     "type_from_json",
@@ -265,3 +266,13 @@ def infer_type(value: Any) -> TypeInformation:
         "(e.g. key_type=Types.PICKLED_BYTE_ARRAY())",
         code="UNSUPPORTED_KEY_TYPE",
     )
+
+
+def as_inferred(t: TypeInformation) -> TypeInformation:
+    """The type :func:`infer_type` gives a value of ``t``: rows as ROWs named ``f0``,
+    ``f1``, ... (a tuple carries no field names), so ``as_inferred(declared) ==
+    infer_type(value)`` says a value fits a declared type the way inference sees it."""
+    if not isinstance(t, RowTypeInfo):
+        return t
+    fields = tuple(as_inferred(f) for f in t.field_types)
+    return RowTypeInfo(fields, tuple(f"f{i}" for i in range(len(fields))))

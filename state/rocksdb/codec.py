@@ -32,7 +32,7 @@ from ..canonical import canonicalizer
 from ..errors import SerializationError, StateTypeError
 from ..serde_base import TypeSerializer
 from ..serializers import serializer_for
-from ..types import BasicTypeInfo, TypeInformation, infer_type
+from ..types import BasicTypeInfo, TypeInformation, as_inferred, infer_type
 
 Dumps = Callable[[Any], bytes]
 Loads = Callable[[bytes], Any]
@@ -188,7 +188,7 @@ class NamespaceCodec:
         inferred = infer_type(namespace)
         if self.type is None:
             self.set_type(inferred)
-        elif inferred != self.type:
+        elif inferred != as_inferred(self.type):
             raise StateTypeError(
                 f"namespace {namespace!r} does not match the namespace type {self.type} "
                 f"of state {self._state!r}",

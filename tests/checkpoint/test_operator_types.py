@@ -13,13 +13,16 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.state import (
+    FlinkStateError,
     HeapKeyedStateBackend,
     RocksDBKeyedStateBackend,
     Types,
     ValueStateDescriptor,
     compute_key_group_range_for_operator_index,
 )
+from flinkstate.state.descriptors import StateKind
 from flinkstate.state.hashing import key_group_assigner
+from flinkstate.state.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.types import infer_type
 
 MAX_P = 16
@@ -92,3 +95,21 @@ def test_subtasks_inferring_from_different_first_values_commit(
         restored.close()
     for backend in backends:
         backend.close()
+
+
+def test_a_tuple_of_any_class_fits_a_declared_row_namespace(make_backend: Any) -> None:
+    """A namespace type recorded as a named ROW (a Spark write's struct column) takes plain
+    tuples and namedtuples of other names: the same values, by their fields."""
+    Window = namedtuple("Window", "start end")
+    Other = namedtuple("Other", "a b")
+    declared = Types.ROW_NAMED(["start", "end"], [Types.LONG(), Types.LONG()])
+    backend = make_backend(key_type=Types.LONG(), max_parallelism=4)
+    meta = StateMetaInfo("w", StateKind.VALUE, Types.STRING(), None, declared)
+    backend.restore_state(meta, 0, StateColumns([], None, []))
+    backend.set_current_key(1)
+    for i, ns in enumerate([Window(0, 10), (0, 10), Other(0, 10)]):
+        backend.get_partitioned_state(ns, WINDOWS).update(f"v{i}")
+    got = [backend.get_partitioned_state(ns, WINDOWS).value() for ns in [(0, 10), Window(0, 10)]]
+    assert got == ["v2", "v2"]
+    with pytest.raises(FlinkStateError, match="NAMESPACE_TYPE_MISMATCH"):
+        backend.get_partitioned_state(("a", 10), WINDOWS).update("x")
