@@ -22,16 +22,14 @@ _log = logging.getLogger(__name__)
 
 
 def _merge_metas(uid: str, metas: Iterable[StateMetaInfo]) -> tuple[StateMetaInfo, ...]:
+    """One description per state: the subtasks' (a subtask that used the void namespace only
+    agrees with one that fixed a namespace type: :meth:`StateMetaInfo.agrees_with`)."""
     merged: dict[str, StateMetaInfo] = {}
     for meta in metas:
-        known = merged.get(meta.name)
-        if known is None or (known.namespace_type is None and meta.namespace_type is not None):
-            if known is not None and replace(known, namespace_type=None) != replace(
-                meta, namespace_type=None
-            ):
-                raise CheckpointError(f"operator {uid!r}: subtasks describe state {meta.name!r} differently")
+        known = merged.setdefault(meta.name, meta)
+        if known.agrees_with(meta):
             merged[meta.name] = meta
-        elif replace(known, namespace_type=None) != replace(meta, namespace_type=None):
+        elif not meta.agrees_with(known):
             raise CheckpointError(f"operator {uid!r}: subtasks describe state {meta.name!r} differently")
     return tuple(merged.values())
 

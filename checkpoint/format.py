@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import Int64Columns, StateColumns, StateMetaInfo, StateSnapshot
 from flinkstate.state.types.mapping import TypeInformation
@@ -266,11 +267,13 @@ def read_row_groups(
 def keyed_columns(
     table: pa.Table, meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
 ) -> StateColumns:
-    """Restored columns of one key group's rows (MAP rows are folded back into dicts)."""
-    keys = from_arrow(table.column("key"), key_type, allow_pickle)
+    """Restored columns of one key group's rows (MAP rows are folded back into dicts), keys,
+    namespaces and user keys in their canonical form (one NaN, -0.0 apart from 0.0)."""
+    keys = canonical_values(from_arrow(table.column("key"), key_type, allow_pickle), key_type)
     namespaces = None
     if meta.namespace_type is not None and "namespace" in table.column_names:
         namespaces = from_arrow(table.column("namespace"), meta.namespace_type, allow_pickle)
+        namespaces = canonical_values(namespaces, meta.namespace_type)
     stamps = table.column("ttl_timestamp").to_pylist() if meta.ttl is not None else None
     if meta.kind is StateKind.LIST:
         from flinkstate.state.types.mapping import ListTypeInfo
@@ -282,6 +285,7 @@ def keyed_columns(
         return StateColumns(keys, namespaces, values, stamps)
     assert meta.user_key_type is not None
     user_keys = from_arrow(table.column("user_key"), meta.user_key_type, allow_pickle)
+    user_keys = canonical_values(user_keys, meta.user_key_type)
     return _fold_map_rows(keys, namespaces, user_keys, values, stamps)
 
 

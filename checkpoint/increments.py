@@ -256,7 +256,7 @@ class IncrementalKeyedWriter:
             buildable = (
                 changes is not None and changes.base is not None and base is not None
                 and changes.base == base.checkpoint_id and entry is not None
-                and (base_meta is None or base_meta == meta)
+                and (base_meta is None or meta.agrees_with(base_meta))
             )  # fmt: skip
             if state.changes_only and not buildable:
                 for other, st in snapshot.states.items():

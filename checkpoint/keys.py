@@ -16,11 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flinkstate.state.types.canonical import canonical_key, canonicalizer, key_token
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.types.typeinfo import BasicTypeInfo, ListTypeInfo, RowTypeInfo, TypeInformation
-
-from .views import scope_token
 
 _INT_BITS = {"BYTE": 8, "SHORT": 16, "INT": 32, "LONG": 64}
 
@@ -64,10 +63,13 @@ def parse_json_keys(text: str, option: str) -> list[Any]:
 
 
 def keys_of_type(values: Sequence[Any], key_type: TypeInformation | None, option: str) -> list[Any]:
-    """``values`` (JSON-decoded) as keys of ``key_type``; a key that does not fit names itself."""
+    """``values`` (JSON-decoded; ``NaN`` is a float) as keys of ``key_type``, each once, in
+    canonical form (:mod:`flinkstate.state.types.canonical`: one NaN, ``-0.0`` apart from ``0.0``);
+    a key that does not fit names itself."""
     if key_type is None:
         raise _bad(option, "this state has no key type recorded, so keys cannot be selected")
-    return [_coerce(v, key_type, option, v) for v in values]
+    keys = (canonical_key(_coerce(v, key_type, option, v), key_type) for v in values)
+    return list(dict.fromkeys(keys))
 
 
 def _coerce(value: Any, t: TypeInformation, option: str, whole: Any) -> Any:
@@ -125,14 +127,11 @@ def key_groups_of(keys: Iterable[Any], key_type: TypeInformation, max_parallelis
 
 
 def key_mask(column: pa.ChunkedArray | pa.Array, keys: Sequence[Any], key_type: TypeInformation) -> pa.Array:
-    """A boolean mask: which rows of a ``key`` column hold one of ``keys``."""
-    if isinstance(key_type, RowTypeInfo):  # Arrow cannot test structs: compare as Arrow would
-        wanted = {scope_token(k) for k in keys}
+    """A boolean mask: which rows of a ``key`` column hold one of ``keys`` (the same key by
+    Flink's rule: :func:`~flinkstate.state.types.canonical.key_token`)."""
+    if isinstance(key_type, RowTypeInfo) or canonicalizer(key_type) is not None:
+        # Arrow cannot test structs, and tells NaNs of other bits apart: compare by the rule
+        wanted = {key_token(k) for k in keys}
         rows = column.to_pylist()
-        return pa.array([r is not None and scope_token(_as_tuple(r)) in wanted for r in rows], pa.bool_())
+        return pa.array([r is not None and key_token(r) in wanted for r in rows], pa.bool_())
     return pc.is_in(column, value_set=pa.array(list(keys), key_type.to_arrow()))
-
-
-def _as_tuple(value: Any) -> Any:
-    """A struct value as Arrow gives it (a dict) in the tuple form keys take."""
-    return tuple(_as_tuple(v) for v in value.values()) if isinstance(value, dict) else value

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.types.typeinfo import TypeInformation
@@ -125,10 +126,11 @@ def _apply_rows(
     kind = meta.kind
     for table in tables:
         n = table.num_rows
-        keys = from_arrow(table.column("key"), key_type, allow_pickle)
+        keys = canonical_values(from_arrow(table.column("key"), key_type, allow_pickle), key_type)
         namespaces: list[Any] = [None] * n
         if meta.namespace_type is not None and "namespace" in table.column_names:
             namespaces = from_arrow(table.column("namespace"), meta.namespace_type, allow_pickle)
+            namespaces = canonical_values(namespaces, meta.namespace_type)
         ops = table.column("op").to_pylist() if "op" in table.column_names else [0] * n
         stamps = (
             table.column("ttl_timestamp").to_pylist() if "ttl_timestamp" in table.column_names else [None] * n
@@ -139,6 +141,7 @@ def _apply_rows(
         if kind is StateKind.MAP:
             assert meta.user_key_type is not None
             user_keys = from_arrow(table.column("user_key"), meta.user_key_type, allow_pickle)
+            user_keys = canonical_values(user_keys, meta.user_key_type)
         for i in range(n):
             scope = (keys[i], namespaces[i])
             delete = ops[i] == DELETE

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flinkstate.state.types.canonical import key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.ttl import TtlTimeCharacteristic
@@ -28,7 +29,7 @@ from .manifest import FileRef
 from .merge import combine_key_group, merge_keyed
 from .storage import Storage
 from .verified import open_whole
-from .views import keyed_view, scope_token
+from .views import keyed_view
 
 
 def key_group_rows(
@@ -108,7 +109,7 @@ def _last_per_key(table: pa.Table) -> pa.Table:
     first: dict[Any, int] = {}
     last: dict[Any, int] = {}
     for i, key in enumerate(table.column("key").to_pylist()):
-        token = scope_token(key)
+        token = key_token(key)
         first.setdefault(token, i)
         last[token] = i
     if len(first) == table.num_rows:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
-from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData
 from flinkstate.state.ttl.time import LONG_MIN
 

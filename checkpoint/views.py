@@ -9,14 +9,13 @@ and ``position`` (or ``key`` for broadcast state).
 
 from __future__ import annotations
 
-import math
-import struct
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flinkstate.state.types.canonical import key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.mapping import TypeInformation
@@ -114,18 +113,6 @@ def _positions(parents: pa.Array) -> pa.Array:
     return pa.array((index - first).astype(np.int32), pa.int32())
 
 
-def scope_token(value: Any) -> Any:
-    """A hashable stand-in for a value as ``to_pylist`` gives it (a key, a namespace), equal
-    exactly when Flink's serialized keys are: floats by bits, so -0.0 is not 0.0 and NaN is NaN."""
-    if isinstance(value, float):
-        return ("NaN",) if math.isnan(value) else ("float", struct.pack("<d", value))
-    if isinstance(value, dict):
-        return tuple((name, scope_token(v)) for name, v in value.items())
-    if isinstance(value, list | tuple):
-        return tuple(scope_token(v) for v in value)
-    return value
-
-
 def keyed_view(table: pa.Table, meta: StateMetaInfo, flatten: bool, expired_before: int | None) -> pa.Table:
     """One row group (stored layout) as view rows; drops entries expired before the cutoff."""
     n = table.num_rows
@@ -206,7 +193,7 @@ def _fold_maps(cols: dict[str, Any], table: pa.Table, ttl: Any, expired_before: 
     for i, (key, namespace) in enumerate(zip(keys, namespaces, strict=True)):
         if stamps is not None and expired_before is not None and stamps[i] <= expired_before:
             continue
-        scopes.setdefault((scope_token(key), scope_token(namespace)), []).append(i)
+        scopes.setdefault((key_token(key), key_token(namespace)), []).append(i)
     kept = [i for members in scopes.values() for i in members]
     sizes = np.cumsum([0, *(len(members) for members in scopes.values())])
     rows = pa.array(kept, pa.int64())

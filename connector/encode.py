@@ -27,6 +27,7 @@ from flinkstate.checkpoint.format import (
     write_row_groups,
 )
 from flinkstate.checkpoint.manifest import OperatorStateInfo
+from flinkstate.state.types.canonical import canonical_nans, key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keyed.snapshot import StateMetaInfo
@@ -129,21 +130,26 @@ def _column(table: pa.Table, columns: tuple[str, ...], t: TypeInformation) -> pa
     return pa.StructArray.from_arrays(arrays, names=list(columns)).cast(t.to_arrow())
 
 
+def _key_column(table: pa.Table, columns: tuple[str, ...], t: TypeInformation) -> pa.Array:
+    """A column of keys (or user keys, namespaces) with every NaN the one NaN, so that equal
+    keys have equal bits (:mod:`flinkstate.state.types.canonical`)."""
+    return canonical_nans(_column(table, columns, t))
+
+
 def encode_keyed(plan: WritePlan, table: pa.Table, streaming: bool = False) -> dict[int, WrittenFile]:
     """This task's rows as one file per subtask range they fall in."""
     assert plan.key_type is not None
     opts, meta = plan.options, plan.meta()
-    key = _column(table, plan.key_columns, plan.key_type)
+    key = _key_column(table, plan.key_columns, plan.key_type)
     cols: dict[str, Any] = {
         "key_group": assign_key_groups(key, plan.key_type, opts.max_parallelism),
         "key": key,
     }
     if plan.namespace_type is not None:
-        cols["namespace"] = table.column(opts.namespace_column).combine_chunks()
+        cols["namespace"] = canonical_nans(table.column(opts.namespace_column).combine_chunks())
     if plan.user_key_type is not None:
-        cols["user_key"] = (
-            table.column(plan.user_key_column).combine_chunks().cast(plan.user_key_type.to_arrow())
-        )
+        assert plan.user_key_column is not None
+        cols["user_key"] = _key_column(table, (plan.user_key_column,), plan.user_key_type)
     cols["value"] = _column(table, plan.value_columns, plan.value_type)
     if opts.position_column:
         cols["position"] = table.column(opts.position_column).combine_chunks()
@@ -193,17 +199,17 @@ def _scoped_rows(work: pa.Table, meta: StateMetaInfo, keys: list[Any]) -> pa.Tab
     """Rows sorted by key group with each scope once (last wins / lists gathered)."""
     n = work.num_rows
     namespaces = (
-        [_frozen(v) for v in work.column("namespace").to_pylist()]
+        [key_token(v) for v in work.column("namespace").to_pylist()]
         if "namespace" in work.column_names
         else [None] * n
     )
     groups = work.column("key_group").to_pylist()
-    frozen_keys = [_frozen(k) for k in keys]
+    frozen_keys = [key_token(k) for k in keys]
     scopes: list[Any] = list(zip(groups, frozen_keys, namespaces, strict=True))
     if meta.kind is StateKind.LIST:
         return _gather_lists(work, scopes)
     if meta.kind is StateKind.MAP:
-        user_keys = [_frozen(u) for u in work.column("user_key").to_pylist()]
+        user_keys = [key_token(u) for u in work.column("user_key").to_pylist()]
         scopes = [(*s, u) for s, u in zip(scopes, user_keys, strict=True)]
     last: dict[Any, int] = {}
     for i, scope in enumerate(scopes):
@@ -212,15 +218,6 @@ def _scoped_rows(work: pa.Table, meta: StateMetaInfo, keys: list[Any]) -> pa.Tab
         return work
     keep = sorted(last.values())
     return work.take(pa.array(keep, pa.int64()))
-
-
-def _frozen(value: Any) -> Any:
-    """A hashable stand-in for a ``to_pylist`` value (structs, lists, maps nested)."""
-    if isinstance(value, dict):
-        return tuple((k, _frozen(v)) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return tuple(_frozen(v) for v in value)
-    return value
 
 
 def _gather_lists(work: pa.Table, scopes: list[Any]) -> pa.Table:
@@ -310,10 +307,11 @@ def refuse_null_elements(plan: WritePlan, values: pa.Array, ops: pa.Array | None
 
 
 def last_per_key(keys: pa.Array) -> pa.Array:
-    """Indexes (ascending) of the last row of each distinct key: later rows win."""
+    """Indexes (ascending) of the last row of each distinct key (Flink's rule: floats by
+    bits, one NaN): later rows win."""
     last: dict[Any, int] = {}
     for i, k in enumerate(keys.to_pylist()):
-        last[_frozen(k)] = i
+        last[key_token(k)] = i
     return pa.array(sorted(last.values()), pa.int64())
 
 
@@ -323,7 +321,7 @@ def encode_operator(plan: WritePlan, table: pa.Table) -> WrittenFile:
     values = _column(table, plan.value_columns, plan.value_type)
     if info.mode is OperatorStateMode.BROADCAST:
         assert plan.key_type is not None
-        keys = _column(table, plan.key_columns, plan.key_type)
+        keys = _key_column(table, plan.key_columns, plan.key_type)
         keep = last_per_key(keys)
         schema = operator_schema(plan.value_type, plan.key_type)
         out = pa.table({"key": keys.take(keep), "value": values.take(keep)}).cast(schema)

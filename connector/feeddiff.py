@@ -23,6 +23,7 @@ from flinkstate.checkpoint.merge import merge_keyed
 from flinkstate.checkpoint.restore import naming_corruption
 from flinkstate.checkpoint.storage import Storage
 from flinkstate.checkpoint.verified import open_verified
+from flinkstate.state.types.canonical import key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.mapping import TypeInformation
@@ -187,15 +188,16 @@ def stored_rows(
     return storage_table(meta, key_type, kg, merge_keyed(tables, meta, key_type, allow_pickle))
 
 
-def _scopes(table: pa.Table | None) -> dict[str, tuple[list[int], list[str]]]:
-    """Scope -> (its row indexes, its rows as sorted comparable text)."""
+def _scopes(table: pa.Table | None) -> dict[Any, tuple[list[int], list[str]]]:
+    """Scope (by Flink's rule: :func:`~flinkstate.state.types.canonical.key_token`) -> (its row
+    indexes, its rows as sorted comparable text)."""
     if table is None:
         return {}
     names = [c for c in table.column_names if c not in ("key_group", "op")]
     scope = [c for c in ("key", "namespace") if c in names]
-    out: dict[str, tuple[list[int], list[str]]] = {}
+    out: dict[Any, tuple[list[int], list[str]]] = {}
     for i, row in enumerate(table.select(names).to_pylist()):
-        rows, texts = out.setdefault(repr([row[c] for c in scope]), ([], []))
+        rows, texts = out.setdefault(key_token([row[c] for c in scope]), ([], []))
         rows.append(i)
         texts.append(repr([row[c] for c in names]))
     for _, texts in out.values():

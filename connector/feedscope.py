@@ -17,19 +17,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint.merge import DELETE
+from flinkstate.state.types.canonical import key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 
 _SCOPE_COLUMNS = ("key_group", "key", "namespace")
 
 
-def _scopes(table: pa.Table) -> list[str]:
-    """Each row's scope (key, namespace) as comparable text."""
+def _scopes(table: pa.Table) -> list[Any]:
+    """Each row's scope (key, namespace), equal when it is the same scope by Flink's rule
+    (:func:`~flinkstate.state.types.canonical.key_token`: floats by bits, one NaN)."""
     keys = table.column("key").to_pylist()
     spaces = table.column("namespace").to_pylist() if "namespace" in table.column_names else None
     if spaces is None:
-        return [repr(k) for k in keys]
-    return [repr((k, s)) for k, s in zip(keys, spaces, strict=True)]
+        return [key_token(k) for k in keys]
+    return [key_token((k, s)) for k, s in zip(keys, spaces, strict=True)]
 
 
 def _deleted(table: pa.Table) -> np.ndarray[Any, np.dtype[np.bool_]]:
@@ -43,7 +45,7 @@ def deletes_then_updates(tables: list[pa.Table], meta: StateMetaInfo) -> bool:
     """Whether one key group's delta tables, read as all deletes then all updates, give the
     state they lead to: no scope in two tables, deletes before updates, no empty update,
     no map-entry delete, and every list update after a delete of its scope."""
-    seen: set[str] = set()
+    seen: set[Any] = set()
     for table in tables:
         deleted = _deleted(table)
         if bool((deleted[1:] & ~deleted[:-1]).any()):
@@ -79,7 +81,7 @@ def rewritten(
     """(the deletes, the updates) for the scopes ``tables`` touch, from ``now``: the key
     group's stored rows at the checkpoint. A LIST or MAP scope is deleted and rewritten;
     a VALUE scope is deleted only when it is gone."""
-    firsts: dict[str, tuple[int, int]] = {}
+    firsts: dict[Any, tuple[int, int]] = {}
     for t, table in enumerate(tables):
         for i, scope in enumerate(_scopes(table)):
             firsts.setdefault(scope, (t, i))

@@ -28,6 +28,9 @@ from flinkstate.checkpoint.flink.rowdata import ROWDATA, RowDataReader, SqlTypeI
 from flinkstate.checkpoint.views import spark_compatible
 from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.keygroups.hashing import java_hashed
+from flinkstate.state.types.canonical import canonical_float
+from flinkstate.state.keygroups.hashing import java_hashed
+from flinkstate.state.keygroups.assignment import assign_to_key_group
 
 from .errors import OptionError
 from .options import ReadOptions
@@ -239,7 +242,7 @@ class FlinkSavepointReader(DataSourceReader):
         table = sp.keyed_state(operator, state, groups)
         keys = self._keys()
         key_type = table.schema.field("key").type
-        if keys is not None and pa.types.is_struct(key_type):
+        if keys is not None and (pa.types.is_struct(key_type) or pa.types.is_floating(key_type)):
             mask = [_normal(k, key_type) in keys for k in table.column("key").to_pylist()]
             table = table.filter(pa.array(mask, pa.bool_()))
         elif keys is not None:
@@ -249,7 +252,8 @@ class FlinkSavepointReader(DataSourceReader):
 
 def _normal(value: Any, t: pa.DataType | None) -> Any:
     """A key from the ``keys`` option or a decoded row, hashable and comparable: ROW keys (JSON
-    arrays or objects, decoded dicts) as tuples in field order, byte arrays as bytes."""
+    arrays or objects, decoded dicts) as tuples in field order, byte arrays as bytes, floats
+    in canonical form (:mod:`flinkstate.state.types.canonical`: one NaN, -0.0 apart from 0.0)."""
     if t is not None and pa.types.is_struct(t):
         fields = list(t)
         items = [value.get(f.name) for f in fields] if isinstance(value, dict) else list(value)
@@ -263,8 +267,8 @@ def _normal(value: Any, t: pa.DataType | None) -> Any:
             single: float = struct.unpack("<f", struct.pack("<f", value))[0]
         except OverflowError:  # no FLOAT: matches no key
             return value
-        return single
-    return value
+        return canonical_float(single)
+    return canonical_float(value) if isinstance(value, float) else value
 
 
 def is_flink(options: ReadOptions) -> bool:

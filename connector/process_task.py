@@ -30,7 +30,7 @@ from flinkstate.checkpoint import CheckpointTarget, CompletedCheckpoint, Manifes
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.factory import make_keyed_backend, needs_directory
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
-from flinkstate.state.keygroups import compute_key_group_range_for_operator_index
+from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
 from flinkstate.state.process import KeyedProcessOperator, element_rows
 from flinkstate.state.process.functions import ProcessFunction

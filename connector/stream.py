@@ -31,7 +31,7 @@ from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
 from flinkstate.checkpoint.merge import merge_keyed
 from flinkstate.checkpoint.restore import CompletedCheckpoint
 from flinkstate.checkpoint.storage import Storage
-from flinkstate.state.keygroups import KeyGroupRange
+from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .encode import make_plan
 from .errors import OptionError

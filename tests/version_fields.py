@@ -28,7 +28,7 @@ from flinkstate.state import (
     ValueStateDescriptor,
 )
 from flinkstate.state.operator import OperatorStateBackend
-from flinkstate.state.types import TypeInformation
+from flinkstate.state.types.mapping import TypeInformation
 
 Step = tuple[str, ...]
 _MISSING = object()
@@ -151,7 +151,7 @@ class Job:
     ``path`` (chains of at most two files)."""
 
     def __init__(self, path: Path) -> None:
-        from flinkstate.state.keygroups import compute_key_group_range_for_operator_index as rng_of
+        from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index as rng_of
 
         self.storage = CheckpointStorage(str(path), retain=10, incremental=True, max_chain_files=2)
         self.value = ValueStateDescriptor("v", Types.LONG())

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
+from flinkstate.state.types.canonical import canonicalizer
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
@@ -52,9 +54,21 @@ def _meta(info: StateInfo, where: str) -> StateMetaInfo:
     )
 
 
-def _grouped(rows: StateRows, route: Callable[[int, Any], int | None]) -> dict[int, StateColumns]:
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _grouped(
+    rows: StateRows,
+    route: Callable[[int, Any], int | None],
+    key_type: TypeInformation | None,
+    user_key_type: TypeInformation | None,
+) -> dict[int, StateColumns]:
     """Entries per key group ``route(stored group, key)`` gives (None: not restored here),
-    grouped per (key, namespace): values, lists or dicts."""
+    grouped per (key, namespace): values, lists or dicts; keys and user keys in canonical
+    form (:mod:`flinkstate.state.types.canonical`: one NaN, ``-0.0`` apart from ``0.0``)."""
+    key_canon = canonicalizer(key_type) or _as_is
+    user_key_canon = canonicalizer(user_key_type) or _as_is
     kind = rows.info.kind
     groups: dict[int, dict[tuple[Any, Any], Any]] = {}
     entries = zip(rows.key_group, rows.key, rows.namespace, rows.extra, rows.value, strict=True)
@@ -63,18 +77,18 @@ def _grouped(rows: StateRows, route: Callable[[int, Any], int | None]) -> dict[i
         if kg is None:
             continue
         scopes = groups.setdefault(kg, {})
-        scope = (key, ns)
+        scope = (key if key is None else key_canon(key), ns)
         if kind == "LIST":
             scopes.setdefault(scope, []).append(value)
         elif kind == "MAP":
-            scopes.setdefault(scope, {})[extra] = value
+            scopes.setdefault(scope, {})[extra if extra is None else user_key_canon(extra)] = value
         else:
             scopes[scope] = value
     for group, keys, values in rows.chunks:
         for key, value in zip(keys.tolist(), values.to_pylist(), strict=True):
             kg = route(group, key)
             if kg is not None:
-                groups.setdefault(kg, {})[(key, None)] = value
+                groups.setdefault(kg, {})[(key_canon(key), None)] = value
     return {kg: _columns(scopes) for kg, scopes in groups.items()}
 
 
@@ -132,7 +146,8 @@ def restore_keyed(
     route = _router(key_type, backend)
     groups = list(backend.key_group_range) if _flink_groups(key_type) else None
     for info in infos:
-        grouped = _grouped(sp.decode_keyed(operator, info.name, groups), route)
+        rows = sp.decode_keyed(operator, info.name, groups)
+        grouped = _grouped(rows, route, key_type, metas[info.name].user_key_type)
         for kg in sorted(grouped) or [backend.key_group_range.start]:
             backend.restore_state(metas[info.name], kg, grouped.get(kg, StateColumns([], None, [])))
 

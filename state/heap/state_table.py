@@ -21,6 +21,7 @@ from ..keyed.snapshot import (
 )
 from ..keygroups.assignment import KeyGroupRange
 from ..types.mapping import TypeInformation, infer_type
+from ..types.mapping import TypeInformation, as_inferred, infer_type
 from .state_map import (
     CopyFn,
     Entry,
@@ -215,7 +216,7 @@ class StateTable:
         inferred = infer_type(namespace)
         if self.namespace_type is None:
             self.namespace_type, self._ns_pytype = inferred, type(namespace)
-        elif inferred == self.namespace_type:
+        elif inferred == as_inferred(self.namespace_type):
             self._ns_pytype = type(namespace)
         else:
             raise StateTypeError(

@@ -85,7 +85,7 @@ class CurrentKey(ABC):
         self._key_type = key_type
         self._key_pytype = key_type.python_type
         self._key_canon = canonicalizer(key_type)
-        # a key with FLOAT parts always takes the slow path, which rounds them
+        # a key with float parts always takes the slow path, which puts it in canonical form
         self._fast_pytype = NoKey if self._key_canon is not None else self._key_pytype
         self._kg_fn = key_group_assigner(key_type)
         self._describe_key_setter()
@@ -137,9 +137,12 @@ class CurrentKey(ABC):
 
     def _check_key(self, key: Any) -> Any:
         """The slow path of :meth:`set_current_key`: infer, validate or coerce the key, and
-        round its FLOAT parts (:mod:`.canonical`)."""
-        key = self._coerce_key(key)
+        put it in canonical form (:mod:`.canonical`: floats by bits, FLOAT parts rounded)."""
         canon = self._key_canon
+        if canon is not None and type(key) is self._key_pytype:
+            return canon(key)  # of the backend's own type: what the fast path checks, plus the rule
+        key = self._coerce_key(key)
+        canon = self._key_canon  # the first key may have just set the type
         return key if canon is None else canon(key)
 
     def _coerce_key(self, key: Any) -> Any:

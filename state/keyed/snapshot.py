@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,6 +39,15 @@ class StateMetaInfo:
         """Its TTL cleans up in full snapshots: expiry must show in every checkpoint, so it
         is never written as an increment."""
         return self.ttl is not None and bool(self.ttl.cleanup_strategies.full_snapshot)
+
+    def agrees_with(self, recorded: StateMetaInfo) -> bool:
+        """Whether this (one subtask's) description is ``recorded`` (the operator's, over all
+        its subtasks): equal, or equal but for the namespace type when this subtask has
+        fixed none (it used the void namespace only; the type is inferred at the first
+        typed namespace)."""
+        return self == recorded or (
+            self.namespace_type is None and replace(self, namespace_type=recorded.namespace_type) == recorded
+        )
 
 
 class StateEntry(NamedTuple):

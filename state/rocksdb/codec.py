@@ -28,10 +28,14 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from ..types.canonical import canonicalizer
 from ..errors import SerializationError, StateTypeError
 from ..serializers.base import TypeSerializer
 from ..serializers.lookup import serializer_for
 from ..types.mapping import BasicTypeInfo, TypeInformation, infer_type
+from ..serializers.base import TypeSerializer
+from ..serializers.lookup import serializer_for
+from ..types.mapping import BasicTypeInfo, TypeInformation, as_inferred, infer_type
 
 Dumps = Callable[[Any], bytes]
 Loads = Callable[[bytes], Any]
@@ -67,7 +71,7 @@ def value_dumps(type_info: TypeInformation) -> Dumps:
     exact = int if fmt in "bhiq" else float
 
     def dumps(value: Any) -> bytes:
-        if type(value) is exact:
+        if type(value) is exact and value == value:  # every NaN: the serializer's canonical bits
             try:
                 return pack(value)
             except struct.error:
@@ -75,6 +79,16 @@ def value_dumps(type_info: TypeInformation) -> Dumps:
         return to_bytes(value)
 
     return dumps
+
+
+def key_loads(type_info: TypeInformation) -> Loads:
+    """:func:`value_loads` for keys and map user keys: the value in its canonical form
+    (:mod:`..canonical`), so that ``-0.0`` and ``0.0`` stay two keys in a dict."""
+    loads = value_loads(type_info)
+    canon = canonicalizer(type_info)
+    if canon is None:
+        return loads
+    return lambda data: canon(loads(data))
 
 
 def value_loads(type_info: TypeInformation) -> Loads:
@@ -93,12 +107,15 @@ def value_loads(type_info: TypeInformation) -> Loads:
 class ValueCodec:
     """Bytes of stored values: plain, or ``(timestamp, value)`` TtlValues with ``ttl``.
 
-    ``nullable`` (map values) adds a null flag so that ``None`` round-trips.
+    ``nullable`` (map values) adds a null flag so that ``None`` round-trips; ``key`` (map
+    user keys) reads values in their canonical form (:func:`key_loads`).
     """
 
-    def __init__(self, type_info: TypeInformation, ttl: bool, nullable: bool = False) -> None:
+    def __init__(
+        self, type_info: TypeInformation, ttl: bool, nullable: bool = False, key: bool = False
+    ) -> None:
         self.ttl = ttl
-        plain, load = value_dumps(type_info), value_loads(type_info)
+        plain, load = value_dumps(type_info), (key_loads if key else value_loads)(type_info)
         self.dumps: Dumps
         self.loads: Loads
         if not ttl and not nullable:
@@ -174,7 +191,7 @@ class NamespaceCodec:
         inferred = infer_type(namespace)
         if self.type is None:
             self.set_type(inferred)
-        elif inferred != self.type:
+        elif inferred != as_inferred(self.type):
             raise StateTypeError(
                 f"namespace {namespace!r} does not match the namespace type {self.type} "
                 f"of state {self._state!r}",
@@ -207,6 +224,7 @@ class KeyCodec:
         self.absolute = prefixes
         self.set_range_start(kg_start)
         self._ser: TypeSerializer | None = None
+        self._canon: Callable[[Any], Any] | None = None
         self.dumps: Dumps = self._no_type
 
     @staticmethod
@@ -215,6 +233,7 @@ class KeyCodec:
 
     def set_type(self, key_type: TypeInformation) -> None:
         self._ser = serializer_for(key_type)
+        self._canon = canonicalizer(key_type)
         fmt = _FIXED.get(key_type.name) if isinstance(key_type, BasicTypeInfo) else None
         # set_current_key has checked the key (type and range) already: pack it directly
         self.dumps = struct.Struct(">" + fmt).pack if fmt in ("b", "h", "i", "q") else value_dumps(key_type)
@@ -227,9 +246,10 @@ class KeyCodec:
         return self.in_range[kgi]
 
     def read_key(self, data: bytes) -> tuple[Any, int]:
-        """The key of a RocksDB key and the position after it."""
+        """The key of a RocksDB key (canonical: :mod:`..canonical`) and the position after it."""
         assert self._ser is not None
         try:
-            return self._ser.read(data, self.width)
+            key, pos = self._ser.read(data, self.width)
+            return (key if self._canon is None else self._canon(key)), pos
         except (struct.error, IndexError, ValueError, TypeError) as exc:
             raise SerializationError(f"cannot read the key of RocksDB key {data!r}: {exc}") from exc

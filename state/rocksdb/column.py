@@ -92,7 +92,7 @@ class StateColumn:
         self.user_key_dumps: Callable[[Any], bytes] | None = None
         if meta.kind is StateKind.MAP:
             assert meta.user_key_type is not None
-            self.user_keys = ValueCodec(meta.user_key_type, False)
+            self.user_keys = ValueCodec(meta.user_key_type, False, key=True)
             self.user_key_dumps = value_dumps(meta.user_key_type)
         self.layout: Layout = layout_for(meta.kind)
         self.transform_factory: Callable[[], ColumnTransform] = lambda: plain_columns

@@ -34,6 +34,7 @@ __all__ = [
     "RowTypeInfo",
     "TypeInformation",
     "Types",
+    "as_inferred",
     "infer_type",
     "to_type_info",
     "type_from_json",
@@ -239,7 +240,9 @@ def infer_type(value: Any) -> TypeInformation:
 
     ``bool`` → BOOLEAN (checked before ``int``), ``int`` → LONG, ``str`` → STRING,
     ``float`` → DOUBLE, ``bytes`` → PRIMITIVE_ARRAY(BYTE), ``tuple`` → ROW of the
-    inferred field types.
+    inferred field types, named ``f0``, ``f1``, ... whatever the tuple's class: a namedtuple
+    or a ``Row`` is the same key as the plain tuple (:mod:`.canonical`), so every subtask
+    infers the same type from either.
     """
     if isinstance(value, bool):
         return BasicTypeInfo("BOOLEAN")
@@ -257,10 +260,19 @@ def infer_type(value: Any) -> TypeInformation:
                 f"cannot infer a ROW type from {value!r} with None fields: declare the type",
                 code="UNSUPPORTED_KEY_TYPE",
             )
-        names = getattr(value, "_fields", None) or tuple(f"f{i}" for i in range(len(value)))
-        return RowTypeInfo(tuple(infer_type(v) for v in value), tuple(names))
+        return RowTypeInfo(tuple(infer_type(v) for v in value), tuple(f"f{i}" for i in range(len(value))))
     raise StateTypeError(
         f"cannot infer a type for {type(value).__name__} value {value!r}: declare the type "
         "(e.g. key_type=Types.PICKLED_BYTE_ARRAY())",
         code="UNSUPPORTED_KEY_TYPE",
     )
+
+
+def as_inferred(t: TypeInformation) -> TypeInformation:
+    """The type :func:`infer_type` gives a value of ``t``: rows as ROWs named ``f0``,
+    ``f1``, ... (a tuple carries no field names), so ``as_inferred(declared) ==
+    infer_type(value)`` says a value fits a declared type the way inference sees it."""
+    if not isinstance(t, RowTypeInfo):
+        return t
+    fields = tuple(as_inferred(f) for f in t.field_types)
+    return RowTypeInfo(fields, tuple(f"f{i}" for i in range(len(fields))))

@@ -314,7 +314,7 @@ Point = collections.namedtuple("Point", ["x", "label"])
             Types.ROW([Types.BOOLEAN(), Types.ROW([Types.DOUBLE(), Types.PRIMITIVE_ARRAY(Types.BYTE())])]),
         ),
         ((), Types.ROW([])),
-        (Point(1, "p"), Types.ROW_NAMED(["x", "label"], [Types.LONG(), Types.STRING()])),
+        (Point(1, "p"), Types.ROW([Types.LONG(), Types.STRING()])),  # a namedtuple is a tuple
     ],
     ids=repr,
 )
