@@ -1,4 +1,9 @@
-"""Key-grouped checkpoints and savepoints on any fsspec filesystem, with rescaling restore."""
+"""Key-grouped checkpoints and savepoints on any fsspec filesystem, with rescaling restore.
+
+This package's names are the face ``connector/`` and ``cli/`` use: reading chosen key
+groups of a state (:func:`read_key_groups`, the one path of restores, the Spark reader and
+the change feed), state as view rows, and the pieces of the manifest they plan with.
+"""
 
 from .checkpoints import (
     CheckpointStorage,
@@ -14,24 +19,57 @@ from .errors import (
     CheckpointExistsError,
     CheckpointNotFoundError,
 )
-from .manifest import Manifest
+from .format import storage_table
+from .keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
+from .keys import check_ids_below, key_groups_of, key_mask, keys_of_type, parse_id_set, parse_json_keys
+from .manifest import FileRef, Manifest, OperatorEntry, SubtaskEntry
+from .merge import DELETE, merge_keyed
+from .metadata import metadata_table
 from .restore import CompletedCheckpoint
-from .storage import Storage
+from .rows import expiry_cutoff, key_group_rows, operator_rows
+from .storage import Storage, nested_options
+from .views import METADATA_SCHEMA, keyed_view, keyed_view_schema, operator_view_schema, spark_compatible
 from .writer import SubtaskResult
 
 __all__ = [
+    "DELETE",
+    "METADATA_SCHEMA",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointExistsError",
     "CheckpointNotFoundError",
     "CheckpointStorage",
     "CompletedCheckpoint",
+    "FileRef",
+    "KeyGroupFiles",
     "Manifest",
+    "OperatorEntry",
     "PendingCheckpoint",
     "Storage",
+    "SubtaskEntry",
     "SubtaskResult",
     "begin_savepoint",
+    "check_ids_below",
+    "expiry_cutoff",
+    "key_group_files",
+    "key_group_rows",
+    "key_groups_of",
+    "key_mask",
+    "keyed_view",
+    "keyed_view_schema",
+    "keys_of_type",
     "load_directory",
+    "merge_keyed",
+    "metadata_table",
+    "nested_options",
+    "only_key_groups",
     "open_checkpoint",
+    "operator_rows",
+    "operator_view_schema",
+    "parse_id_set",
+    "parse_json_keys",
     "publish_manifest",
+    "read_key_groups",
+    "spark_compatible",
+    "storage_table",
 ]

@@ -4,19 +4,27 @@ tested), without Flink: see :func:`read_savepoint`."""
 from __future__ import annotations
 
 from .binary import FlinkFormatError, UnsupportedFlinkFeatureError, UnsupportedSerializerError
-from .declared import StateDeclaration, parse_type
+from .declared import StateDeclaration, declarations, parse_type
 from .kryo import DeclaredTypeError
+from .metadata import is_flink_metadata
+from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
 
 __all__ = [
+    "ROWDATA",
     "DeclaredTypeError",
     "FlinkFormatError",
     "FlinkSavepoint",
     "FlinkState",
+    "RowDataReader",
+    "SqlTypeInfo",
     "StateDeclaration",
     "UnsupportedFlinkFeatureError",
     "UnsupportedSerializerError",
+    "declarations",
+    "is_flink_metadata",
     "is_flink_savepoint",
+    "key_group_of",
     "parse_type",
     "read_savepoint",
 ]
