@@ -66,7 +66,7 @@ class MetadataPartition(InputPartition):
 def is_stand_in(partition: InputPartition) -> bool:
     """Whether ``partition`` is Spark's stand-in, which it reads when a reader plans none
     (nothing matches): such a read yields no rows."""
-    return type(partition) is InputPartition
+    return type(partition) is InputPartition and partition.value is None
 
 
 class FlinkStateReader(DataSourceReader):

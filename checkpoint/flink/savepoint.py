@@ -107,6 +107,10 @@ class FlinkSavepoint:
         self.allow_pickle = allow_pickle
         self._headers: dict[tuple[str, int], KeyedHeader] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its cache of parsed headers (they hold decoders): a copy reads them again."""
+        return {**self.__dict__, "_headers": {}}
+
     @property
     def operators(self) -> tuple[OperatorMeta, ...]:
         return tuple(o for o in self.meta.operators if o.subtasks)
