@@ -2,9 +2,11 @@
 
 This package's names are the face ``connector/`` and ``cli/`` use: reading chosen key
 groups of a state (:func:`read_key_groups`, the one path of restores, the Spark reader and
-the change feed), state as view rows, and the pieces of the manifest they plan with.
+the change feed), verified reads of whole files (:func:`open_whole`, :func:`check_file`),
+state as view rows, and the pieces of the manifest they plan with.
 """
 
+from .arrow_codec import to_arrow
 from .checkpoints import (
     CheckpointStorage,
     PendingCheckpoint,
@@ -28,6 +30,7 @@ from .metadata import metadata_table
 from .restore import CompletedCheckpoint
 from .rows import expiry_cutoff, key_group_rows, operator_rows
 from .storage import Storage, nested_options
+from .verified import check_file, open_whole
 from .views import METADATA_SCHEMA, keyed_view, keyed_view_schema, operator_view_schema, spark_compatible
 from .writer import SubtaskResult
 
@@ -49,6 +52,7 @@ __all__ = [
     "SubtaskEntry",
     "SubtaskResult",
     "begin_savepoint",
+    "check_file",
     "check_ids_below",
     "expiry_cutoff",
     "key_group_files",
@@ -64,6 +68,7 @@ __all__ = [
     "nested_options",
     "only_key_groups",
     "open_checkpoint",
+    "open_whole",
     "operator_rows",
     "operator_view_schema",
     "parse_id_set",
@@ -72,4 +77,5 @@ __all__ = [
     "read_key_groups",
     "spark_compatible",
     "storage_table",
+    "to_arrow",
 ]
