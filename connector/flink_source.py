@@ -94,8 +94,7 @@ class FlinkSavepointReader(DataSourceReader):
         check_options(options)
         self.options = options
         self.arrow_schema = schema
-        self.savepoint = savepoint
-        sp = savepoint
+        self.savepoint = sp = savepoint
         keyed = False
         self.max_parallelism = 0
         self.key_type: Any = None

@@ -1,9 +1,11 @@
 """Reading checkpoints into DataFrames: planning partitions, pushing filters, reading batches.
 
 Partitions are small picklable descriptions (files and row groups); executors open the
-files themselves. Filters on ``key_group``, on the ``key`` (equality or IN on a non-float
-key: the key's group is computed, and only it is read) and on ``subtask`` are pushed down
-and applied exactly; everything else is left to Spark.
+files themselves and read them with :func:`flinkstate.checkpoint.read_key_groups`. Filters
+on ``key_group``, on the ``key`` (equality or IN on a non-float key: the key's group is
+computed, and only it is read) and on ``subtask`` are pushed down and applied exactly (see
+:mod:`.pushdown`); everything else is left to Spark. Where nothing matches, no partition is
+planned and the read is empty.
 """
 
 from __future__ import annotations

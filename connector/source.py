@@ -40,19 +40,25 @@ class ReadPlan:
 
 def plan_read(options: ReadOptions) -> ReadPlan:
     """The one dispatch of a read (see the module docstring)."""
-    from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
+    from flinkstate.checkpoint import CheckpointNotFoundError, CompletedCheckpoint, open_checkpoint
+    from flinkstate.checkpoint.flink import is_flink_savepoint
 
     from .changefeed import ChangeFeedReader, change_feed_schema_of, open_range
-    from .flink_source import FlinkSavepointReader, check_not_declaring, flink_schema
+    from .flink_source import FlinkSavepointReader, check_not_declaring, check_options, flink_schema
     from .reader import FlinkStateReader, view_schema_of
     from .timers import TimerReader, timers_schema
 
     if options.read_change_feed:  # a root of retained checkpoints, never a Flink savepoint
         check_not_declaring(options)
         return ReadPlan(options, open_range(options), change_feed_schema_of, ChangeFeedReader)
-    opened = open_checkpoint(
-        options.path, options.storage, options.checkpoint_id, options.allow_pickle, options.declared
-    )
+    try:
+        opened = open_checkpoint(
+            options.path, options.storage, options.checkpoint_id, options.allow_pickle, options.declared
+        )
+    except CheckpointNotFoundError:
+        if options.checkpoint_id is not None and is_flink_savepoint(options.path, options.storage):
+            check_options(options)  # refuses checkpointId, naming it
+        raise
     if not isinstance(opened, CompletedCheckpoint):
         return ReadPlan(options, opened, flink_schema, FlinkSavepointReader)
     check_not_declaring(options)

@@ -98,3 +98,9 @@ def test_reader_without_schema_plans_once(root: str, opened: Counter[str]) -> No
     reader = source.reader(StructType([StructField("key", LongType())]))
     assert isinstance(reader, FlinkStateReader) and sum(opened.values()) == 1
     assert reader.arrow_schema.names == ["key"]
+
+
+def test_checkpoint_id_on_a_flink_savepoint_is_refused_naming_it() -> None:
+    source = FlinkStateDataSource({"path": str(FIXTURES / "heap_canonical_files"), "checkpointid": "3"})
+    with pytest.raises(ValueError, match="checkpoint_id is not supported when reading a Flink savepoint"):
+        source.schema()
