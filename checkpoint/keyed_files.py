@@ -62,6 +62,7 @@ def read_key_groups(
     checkpoint_id: int,
     columns: Collection[str] | None = None,
     batch: int | None = None,
+    threads: bool = False,
 ) -> Iterator[tuple[int, list[pa.Table]]]:
     """(key group, its tables in file order) of every key group ``files`` name, ascending.
 
@@ -69,7 +70,8 @@ def read_key_groups(
     corrupt). ``columns``: the columns wanted; honoured where one file holding no deletes is
     read (several files, or deletes, apply whole rows), the other columns then come back as
     nulls, so every table has its file's schema. ``batch``: decode at most this many key
-    groups at a time (``None``: all at once), to bound the memory a long read holds.
+    groups at a time (``None``: all at once), to bound the memory a long read holds;
+    ``threads``: decode columns in parallel (a restore; Spark's tasks are parallel already).
     """
     with naming_corruption(checkpoint_id, directory):
         opened = [(open_verified(directory, ref, len(pairs) == len(ref.key_groups)), ref, pairs)
@@ -87,7 +89,7 @@ def read_key_groups(
             schema = pf.schema_arrow
             wanted = [n for n in schema.names if columns is not None and n in columns] if prune else None
             with naming_corruption(checkpoint_id, directory):
-                tables = read_row_groups(pf, [rg for _, rg in mine], ref.path, wanted)
+                tables = read_row_groups(pf, [rg for _, rg in mine], ref.path, wanted, threads)
             for (kg, _), table in zip(mine, tables, strict=True):
                 if wanted is not None:
                     table = _with_nulls(table, schema)

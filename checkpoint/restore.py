@@ -59,9 +59,10 @@ class CompletedCheckpoint:
         ``key_groups``, subtask by subtask: :func:`.keyed_files.read_key_groups` (only files
         holding wanted key groups are opened, only those row groups read, every file checked)."""
         self.state_meta(uid, state)
+        directory, checkpoint_id = self.directory, self.checkpoint_id
         for subtask in self.operator(uid).subtasks:
             files = key_group_files(subtask.keyed.get(state, ()), key_groups)
-            yield from read_key_groups(self.directory, files, self.checkpoint_id, batch=RESTORE_BATCH)
+            yield from read_key_groups(directory, files, checkpoint_id, batch=RESTORE_BATCH, threads=True)
 
     def restore_keyed(self, backend: AbstractKeyedStateBackend, uid: str) -> None:
         """Load into ``backend`` every key group of its range (at any parallelism)."""
