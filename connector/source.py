@@ -55,9 +55,10 @@ def plan_read(options: ReadOptions) -> ReadPlan:
         opened = open_checkpoint(
             options.path, options.storage, options.checkpoint_id, options.allow_pickle, options.declared
         )
-    except CheckpointNotFoundError:
+    except CheckpointNotFoundError:  # an option that cannot apply here is the clearer error
         if options.checkpoint_id is not None and is_flink_savepoint(options.path, options.storage):
             check_options(options)  # refuses checkpointId, naming it
+        check_not_declaring(options)
         raise
     if not isinstance(opened, CompletedCheckpoint):
         return ReadPlan(options, opened, flink_schema, FlinkSavepointReader)
