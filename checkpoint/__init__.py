@@ -1,6 +1,18 @@
-"""Key-grouped checkpoints and savepoints on any fsspec filesystem, with rescaling restore."""
+"""Key-grouped checkpoints and savepoints on any fsspec filesystem, with rescaling restore.
+
+This package's names are its face: ``connector/`` and ``cli/`` use nothing else of
+``checkpoint/`` (an import contract in ``make lint`` keeps it so). Writing: a checkpoint
+(:class:`CheckpointStorage`, :class:`PendingCheckpoint`, one snapshot -> write -> release
+path in :class:`CheckpointTarget`), a version appended on the latest one
+(:func:`begin_append`), retention and ``gc``. Reading: a checkpoint opened
+(:func:`open_checkpoint`), chosen key groups of a state (:func:`read_key_groups`, the one
+path of restores, the Spark reader and the change feed), verified reads of whole files
+(:func:`open_whole`, :func:`check_file`). Views: state as the rows and schemas of its
+DataFrame views, and where its weight lies.
+"""
 
 from .append import DATA_DIR, VersionAppend, begin_append
+from .arrow_codec import to_arrow
 from .checkpoints import (
     CheckpointStorage,
     PendingCheckpoint,
@@ -17,15 +29,27 @@ from .errors import (
     CheckpointNotFoundError,
     CheckpointStateError,
 )
-from .manifest import Manifest
+from .format import storage_table
+from .keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
+from .keys import check_ids_below, key_groups_of, key_mask, keys_of_type, parse_id_set, parse_json_keys
+from .manifest import FileRef, Manifest, OperatorEntry, SubtaskEntry
+from .merge import DELETE, merge_keyed
+from .metadata import metadata_table
 from .restore import CompletedCheckpoint
-from .storage import Storage
+from .rows import expiry_cutoff, key_group_rows, operator_rows
+from .storage import Storage, nested_options
 from .target import CheckpointTarget
+from .verified import check_file, open_whole
 from .versions import DEFAULT_GRACE, MIN_GRACE, Garbage
+from .views import METADATA_SCHEMA, keyed_view, keyed_view_schema, operator_view_schema, spark_compatible
 from .writer import SubtaskResult
 
 __all__ = [
     "DATA_DIR",
+    "DEFAULT_GRACE",
+    "DELETE",
+    "METADATA_SCHEMA",
+    "MIN_GRACE",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointExistsError",
@@ -34,18 +58,43 @@ __all__ = [
     "CheckpointStorage",
     "CheckpointTarget",
     "CompletedCheckpoint",
-    "DEFAULT_GRACE",
+    "FileRef",
     "Garbage",
-    "MIN_GRACE",
+    "KeyGroupFiles",
     "Manifest",
+    "OperatorEntry",
     "PendingCheckpoint",
     "PendingStatus",
     "Storage",
+    "SubtaskEntry",
     "SubtaskResult",
     "VersionAppend",
     "begin_append",
     "begin_savepoint",
+    "check_file",
+    "check_ids_below",
+    "expiry_cutoff",
+    "key_group_files",
+    "key_group_rows",
+    "key_groups_of",
+    "key_mask",
+    "keyed_view",
+    "keyed_view_schema",
+    "keys_of_type",
     "load_directory",
+    "merge_keyed",
+    "metadata_table",
+    "nested_options",
+    "only_key_groups",
     "open_checkpoint",
+    "open_whole",
+    "operator_rows",
+    "operator_view_schema",
+    "parse_id_set",
+    "parse_json_keys",
     "publish_manifest",
+    "read_key_groups",
+    "spark_compatible",
+    "storage_table",
+    "to_arrow",
 ]

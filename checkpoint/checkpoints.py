@@ -399,9 +399,12 @@ class CheckpointStorage:
         return completed_ids(self.storage)
 
 
-def load_directory(directory: Storage, allow_pickle: bool = False) -> CompletedCheckpoint:
-    """The checkpoint or savepoint whose manifest is in ``directory``."""
-    data = directory.read_bytes(METADATA)
+def load_directory(
+    directory: Storage, allow_pickle: bool = False, data: bytes | None = None
+) -> CompletedCheckpoint:
+    """The checkpoint or savepoint whose manifest is in ``directory`` (``data``: its bytes,
+    when the caller has read them)."""
+    data = directory.read_bytes(METADATA) if data is None else data
     return CompletedCheckpoint(
         directory, Manifest.from_bytes(data, f"{directory!r}/{METADATA}"), allow_pickle
     )
@@ -412,21 +415,32 @@ def open_checkpoint(
     storage_options: Mapping[str, Any] | None = None,
     checkpoint_id: int | None = None,
     allow_pickle: bool = False,
+    types: Mapping[str, Any] | None = None,
 ) -> CompletedCheckpoint | FlinkSavepoint:
-    """A savepoint directory, a ``chk-<id>`` directory, or a root (its latest checkpoint).
+    """A savepoint directory (or its ``_metadata``), a ``chk-<id>`` directory, or a root (its
+    latest checkpoint, or ``checkpoint_id``). The ``_metadata`` is read once.
 
     A directory holding Flink's own ``_metadata`` opens as a
     :class:`~flinkstate.checkpoint.flink.FlinkSavepoint` (same ``keyed_backend``,
-    ``restore_keyed`` and ``operator_backend``).
+    ``restore_keyed`` and ``operator_backend``; ``types``: its declared types, see
+    :func:`~flinkstate.checkpoint.flink.read_savepoint`).
     """
-    storage = Storage(url, storage_options)
-    if checkpoint_id is None and storage.exists(METADATA):
-        from .flink import is_flink_savepoint, read_savepoint
+    suffix = "/" + METADATA
+    directory = url.rstrip("/")
+    directory = directory[: -len(suffix)] if directory.endswith(suffix) else url
+    storage = Storage(directory, storage_options)
+    if checkpoint_id is None:
+        try:
+            data = storage.read_bytes(METADATA)
+        except (CheckpointNotFoundError, IsADirectoryError, NotADirectoryError):
+            data = None
+        if data is not None:
+            from .flink import is_flink_metadata, read_savepoint
 
-        if is_flink_savepoint(url, storage_options):
-            return read_savepoint(url, storage_options)
-        return load_directory(storage, allow_pickle)
-    return CheckpointStorage(url, storage_options).load(checkpoint_id, allow_pickle)
+            if is_flink_metadata(data[:4]):
+                return read_savepoint(directory, storage_options, types, allow_pickle, data)
+            return load_directory(storage, allow_pickle, data)
+    return CheckpointStorage(directory, storage_options).load(checkpoint_id, allow_pickle)
 
 
 def begin_savepoint(

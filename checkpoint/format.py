@@ -246,11 +246,16 @@ def read_row_group(pf: pq.ParquetFile, index: int, name: str, columns: list[str]
 
 
 def read_row_groups(
-    pf: pq.ParquetFile, indexes: list[int], name: str, columns: list[str] | None = None
+    pf: pq.ParquetFile,
+    indexes: list[int],
+    name: str,
+    columns: list[str] | None = None,
+    use_threads: bool = False,
 ) -> list[pa.Table]:
-    """Row groups ``indexes`` decoded in one call (cheaper than one by one), as one table each."""
+    """Row groups ``indexes`` decoded in one call (cheaper than one by one), as one table each
+    (``use_threads``: columns decoded in parallel, for a caller not already parallel)."""
     try:
-        table = pf.read_row_groups(indexes, columns=columns, use_threads=False)
+        table = pf.read_row_groups(indexes, columns=columns, use_threads=use_threads)
         sizes = [pf.metadata.row_group(i).num_rows for i in indexes]
     except (pa.ArrowException, OSError, ValueError, IndexError) as exc:
         raise CheckpointCorruptError(f"data file {name}: row groups {indexes} are unreadable: {exc}") from exc

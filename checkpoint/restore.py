@@ -8,33 +8,27 @@ key groups' row groups are read.
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+import pyarrow as pa
+
+from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 
-from .errors import CheckpointCorruptError, CheckpointError, StateMigrationError
+from .errors import CheckpointError, StateMigrationError
 from .format import read_operator, read_row_group
+from .keyed_files import key_group_files, read_key_groups
 from .manifest import Manifest, OperatorEntry
 from .merge import merge_keyed
 from .storage import Storage
-from .verified import open_ranges, open_verified, open_whole
+from .verified import open_ranges, open_whole
 
-
-@contextmanager
-def naming_corruption(checkpoint_id: int, directory: Storage) -> Iterator[None]:
-    """A ``[CHECKPOINT_CORRUPT]`` raised inside names checkpoint ``checkpoint_id`` (in
-    ``directory``) as the one whose manifest references the file."""
-    try:
-        yield
-    except CheckpointCorruptError as exc:
-        raise CheckpointCorruptError(
-            f"{exc.detail} (referenced by checkpoint {checkpoint_id} in {directory!r})"
-        ) from exc
+RESTORE_BATCH = 16
+"""Key groups a restore decodes at a time (their tables are held together)."""
 
 
 class CompletedCheckpoint:
@@ -57,51 +51,19 @@ class CompletedCheckpoint:
                                   code="UNKNOWN_OPERATOR")  # fmt: skip
         return op
 
-    # -- files -------------------------------------------------------------------------
-
     # -- keyed state -------------------------------------------------------------------
 
     def read_keyed(
-        self, uid: str, state: str, key_groups: Container[int] | None = None, columns: list[str] | None = None
-    ) -> Iterator[tuple[int, list[Any]]]:
-        """(key group, its Arrow tables in file order) of a state, optionally limited to ``key_groups``.
-
-        Only files holding wanted key groups are opened, and only those row groups read (a
-        file wanted whole is read in one go and checked against its SHA-256).
-        """
-        op = self.operator(uid)
-        if op.keyed_state(state) is None:
-            names = [s.name for s in op.keyed_states]
-            raise CheckpointError(f"operator {uid!r} has no keyed state {state!r}; it has {names}",
-                                  code="UNKNOWN_STATE")  # fmt: skip
-        for subtask in op.subtasks:
-            refs = subtask.keyed.get(state, ())
-            wanted = sorted(
-                {kg for r in refs for kg in r.key_groups if key_groups is None or kg in key_groups}
-            )
-            if not wanted:
-                continue
-            wanted_set = set(wanted)
-            with self.naming_corruption():
-                opened = {
-                    # a file read whole is checked against its SHA-256; a partial read relies on page CRCs
-                    r.path: open_verified(self.directory, r, r.key_groups.keys() <= wanted_set)
-                    for r in refs
-                    if wanted_set & r.key_groups.keys()
-                }
-            for kg in wanted:
-                with self.naming_corruption():
-                    tables = [
-                        read_row_group(opened[r.path], r.key_groups[kg][0], r.path, columns)
-                        for r in refs
-                        if kg in r.key_groups
-                    ]
-                yield kg, tables
-
-    def naming_corruption(self) -> AbstractContextManager[None]:
-        """A corrupt or missing data file (of this checkpoint or of an earlier one in its chain)
-        is reported with the checkpoint that references it."""
-        return naming_corruption(self.checkpoint_id, self.directory)
+        self, uid: str, state: str, key_groups: Container[int] | None = None
+    ) -> Iterator[tuple[int, list[pa.Table]]]:
+        """(key group, its Arrow tables in file order) of a state, optionally limited to
+        ``key_groups``, subtask by subtask: :func:`.keyed_files.read_key_groups` (only files
+        holding wanted key groups are opened, only those row groups read, every file checked)."""
+        self.state_meta(uid, state)
+        directory, checkpoint_id = self.directory, self.checkpoint_id
+        for subtask in self.operator(uid).subtasks:
+            files = key_group_files(subtask.keyed.get(state, ()), key_groups)
+            yield from read_key_groups(directory, files, checkpoint_id, batch=RESTORE_BATCH, threads=True)
 
     def restore_keyed(self, backend: AbstractKeyedStateBackend, uid: str) -> None:
         """Load into ``backend`` every key group of its range (at any parallelism)."""
@@ -140,9 +102,12 @@ class CompletedCheckpoint:
         return backend
 
     def state_meta(self, uid: str, state: str) -> StateMetaInfo:
-        meta = self.operator(uid).keyed_state(state)
+        op = self.operator(uid)
+        meta = op.keyed_state(state)
         if meta is None:
-            raise CheckpointError(f"operator {uid!r} has no keyed state {state!r}", code="UNKNOWN_STATE")
+            names = [s.name for s in op.keyed_states]
+            raise CheckpointError(f"operator {uid!r} has no keyed state {state!r}; it has {names}",
+                                  code="UNKNOWN_STATE")  # fmt: skip
         return meta
 
     # -- operator and raw state --------------------------------------------------------

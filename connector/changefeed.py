@@ -20,27 +20,36 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
-from flinkstate.checkpoint import CheckpointNotFoundError, CheckpointStorage, CompletedCheckpoint
-from flinkstate.checkpoint.keys import key_mask
-from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
-from flinkstate.checkpoint.merge import DELETE
-from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.views import keyed_view, keyed_view_schema
+from flinkstate.checkpoint import (
+    DELETE,
+    CheckpointNotFoundError,
+    CheckpointStorage,
+    CompletedCheckpoint,
+    FileRef,
+    KeyGroupFiles,
+    OperatorEntry,
+    Storage,
+    key_group_files,
+    key_mask,
+    keyed_view,
+    keyed_view_schema,
+    only_key_groups,
+    read_key_groups,
+)
 
 from .errors import ChangeFeedError, OptionError
 from .feeddiff import (
     DiffPartition,
     DiffPlan,
-    Groups,
     delta_files,
     diff_plans,
-    read_groups,
     scope_diff,
     stored_rows,
 )
 from .feedscope import deletes_then_updates, rewritten
 from .options import ReadOptions
-from .reader import FlinkStateReader
+from .errors import OptionError
+from .reader import FlinkStateReader, is_stand_in
 
 FEED_FIELDS = [pa.field("checkpoint_id", pa.int64()), pa.field("change_type", pa.string())]
 _SCOPE = ("key_group", "key", "namespace")
@@ -53,8 +62,8 @@ class ChangePartition(InputPartition):
 
     checkpoint_id: int
     directory: str
-    files: Groups
-    chain: Groups = ()
+    files: KeyGroupFiles
+    chain: KeyGroupFiles = ()
 
 
 def change_feed_schema(op: OperatorEntry, state: str, flatten: bool) -> pa.Schema:
@@ -63,6 +72,12 @@ def change_feed_schema(op: OperatorEntry, state: str, flatten: bool) -> pa.Schem
         raise OptionError(f"option readChangeFeed: {state!r} is not a keyed state of operator {op.uid!r}")
     view = keyed_view_schema(meta, op.key_type, flatten)
     return pa.schema([*view, *FEED_FIELDS])
+
+
+def change_feed_schema_of(options: ReadOptions, checkpoints: list[CompletedCheckpoint]) -> pa.Schema:
+    """The feed's schema: the state's view in the range's last checkpoint, and the feed's columns."""
+    last = checkpoints[-1]
+    return change_feed_schema(last.operator(options.operator or ""), options.state or "", options.flatten)
 
 
 def open_range(options: ReadOptions) -> list[CompletedCheckpoint]:
@@ -118,16 +133,20 @@ class ChangeFeedReader(FlinkStateReader):
         out: list[InputPartition] = []
         for checkpoint_id, directory, subtasks in self.ranges:
             for refs, chain in subtasks:
-                files = _picked(refs, wanted)
+                files = key_group_files(refs, wanted)
                 if files:
                     groups = {kg for _, pairs in files for kg, _ in pairs}
-                    out.append(ChangePartition(checkpoint_id, directory, files, _picked(chain, groups)))
+                    out.append(
+                        ChangePartition(checkpoint_id, directory, files, key_group_files(chain, groups))
+                    )
         out += [p for plan in self.diffs if (p := plan.partition(wanted)) is not None]
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, DiffPartition):
             return self.read_diff(partition)
+        if is_stand_in(partition):
+            return iter(())
         assert isinstance(partition, ChangePartition)
         return self.read_changes(Storage(partition.directory, self.options.storage), partition)
 
@@ -137,9 +156,9 @@ class ChangeFeedReader(FlinkStateReader):
         op, meta = self.op, self.meta
         assert op is not None and meta is not None and op.key_type is not None
         k = partition.checkpoint_id
-        deltas = read_groups(storage, partition.files, k)
+        deltas = dict(read_key_groups(storage, partition.files, k))
         other = {kg for kg, tables in deltas.items() if not deletes_then_updates(tables, meta)}
-        chain = read_groups(storage, _picked_groups(partition.chain, other), k) if other else {}
+        chain = dict(read_key_groups(storage, only_key_groups(partition.chain, other), k)) if other else {}
         for kg, tables in sorted(deltas.items()):
             if kg in other:
                 now = stored_rows(chain.get(kg), meta, op.key_type, kg, self.options.allow_pickle)
@@ -157,10 +176,12 @@ class ChangeFeedReader(FlinkStateReader):
         """The difference of a subtask's key groups from the checkpoint before."""
         op, meta = self.op, self.meta
         assert op is not None and meta is not None and op.key_type is not None
-        new = read_groups(Storage(partition.directory, self.options.storage), partition.new,
-                          partition.checkpoint_id)  # fmt: skip
-        old = read_groups(Storage(partition.before_directory, self.options.storage), partition.old,
-                          partition.before_id)  # fmt: skip
+        storage = self.options.storage
+        new = dict(
+            read_key_groups(Storage(partition.directory, storage), partition.new, partition.checkpoint_id)
+        )
+        old = dict(read_key_groups(Storage(partition.before_directory, storage), partition.old,
+                                   partition.before_id))  # fmt: skip
         pickle = self.options.allow_pickle
         for kg in sorted(new.keys() | old.keys()):
             before = stored_rows(old.get(kg), meta, op.key_type, kg, pickle)
@@ -212,17 +233,3 @@ class ChangeFeedReader(FlinkStateReader):
         fields = self.arrow_schema
         arrays = [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in fields]
         return pa.Table.from_arrays(arrays, schema=fields)
-
-
-def _picked(refs: Sequence[FileRef], wanted: set[int] | None) -> Groups:
-    """``refs`` with their row groups of the ``wanted`` key groups (``None``: all)."""
-    picked = (
-        (r, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items()) if wanted is None or kg in wanted))
-        for r in refs
-    )
-    return tuple(f for f in picked if f[1])
-
-
-def _picked_groups(files: Groups, wanted: set[int]) -> Groups:
-    picked = ((r, tuple((kg, rg) for kg, rg in pairs if kg in wanted)) for r, pairs in files)
-    return tuple(f for f in picked if f[1])

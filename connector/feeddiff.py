@@ -9,29 +9,28 @@ and scope: a scope gone is a ``delete``; a new or changed one an ``update``, aft
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from flinkstate.checkpoint import CompletedCheckpoint
-from flinkstate.checkpoint.format import read_row_groups, storage_table
-from flinkstate.checkpoint.manifest import FileRef, SubtaskEntry
-from flinkstate.checkpoint.merge import merge_keyed
-from flinkstate.checkpoint.restore import naming_corruption
-from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.verified import open_verified
+from flinkstate.checkpoint import (
+    CompletedCheckpoint,
+    FileRef,
+    KeyGroupFiles,
+    SubtaskEntry,
+    key_group_files,
+    merge_keyed,
+    only_key_groups,
+    storage_table,
+)
 from flinkstate.state.types.canonical import key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import ChangeFeedError
-
-Groups = tuple[tuple[FileRef, tuple[tuple[int, int], ...]], ...]
-"""Files, each with the (key group, row group) pairs to read of it."""
 
 
 def _after(k: int) -> str:
@@ -96,11 +95,12 @@ class DiffPlan:
     directory: str
     before_id: int
     before_directory: str
-    new: Groups
-    old: Groups
+    new: KeyGroupFiles
+    old: KeyGroupFiles
 
     def partition(self, wanted: set[int] | None) -> DiffPartition | None:
-        new, old = _pick(self.new, wanted), _pick(self.old, wanted)
+        new = self.new if wanted is None else only_key_groups(self.new, wanted)
+        old = self.old if wanted is None else only_key_groups(self.old, wanted)
         if not new and not old:
             return None
         return DiffPartition(
@@ -111,20 +111,6 @@ class DiffPlan:
 @dataclass(frozen=True)
 class DiffPartition(DiffPlan, InputPartition):
     """A :class:`DiffPlan` limited to the wanted key groups."""
-
-
-def _pick(files: Groups, wanted: set[int] | None) -> Groups:
-    picked = (
-        (r, tuple((kg, rg) for kg, rg in groups if wanted is None or kg in wanted)) for r, groups in files
-    )
-    return tuple(f for f in picked if f[1])
-
-
-def _groups(refs: Iterable[FileRef], groups: set[int]) -> Groups:
-    picked = (
-        (r, tuple((kg, rg) for kg, (rg, _) in sorted(r.key_groups.items()) if kg in groups)) for r in refs
-    )
-    return tuple(f for f in picked if f[1])
 
 
 def diff_plans(
@@ -159,22 +145,10 @@ def diff_plans(
     for st in op.subtasks:
         groups = _range(st)
         assert groups is not None
-        new = _groups(st.keyed.get(state, ()), groups)
+        new = key_group_files(st.keyed.get(state, ()), groups)
         plans.append(DiffPlan(k, checkpoint.directory.url, before.checkpoint_id, before.directory.url,
-                              new, _groups(old_refs, groups)))  # fmt: skip
+                              new, key_group_files(old_refs, groups)))  # fmt: skip
     return plans
-
-
-def read_groups(storage: Storage, files: Groups, checkpoint_id: int) -> dict[int, list[pa.Table]]:
-    """Key group -> its tables, in file order; corruption names ``checkpoint_id``."""
-    out: dict[int, list[pa.Table]] = {}
-    for ref, groups in files:
-        with naming_corruption(checkpoint_id, storage):
-            pf = open_verified(storage, ref, whole=len(groups) == len(ref.key_groups))
-            tables = read_row_groups(pf, [rg for _, rg in groups], ref.path)
-        for (kg, _), table in zip(groups, tables, strict=True):
-            out.setdefault(kg, []).append(table)
-    return out
 
 
 def stored_rows(

@@ -15,26 +15,24 @@ SQL ``TIMESTAMP(7..9)`` values arrive floored to microseconds, Spark's precision
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from flinkstate.checkpoint.flink import FlinkSavepoint, is_flink_savepoint, read_savepoint
-from flinkstate.checkpoint.flink.rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
-from flinkstate.checkpoint.views import spark_compatible
-from flinkstate.state.keygroups.assignment import assign_to_key_group
-from flinkstate.state.keygroups.hashing import java_hashed
-from flinkstate.state.types.canonical import canonical_float
+from flinkstate.checkpoint import spark_compatible
+from flinkstate.checkpoint.flink import ROWDATA, FlinkSavepoint, RowDataReader, SqlTypeInfo, key_group_of
 from flinkstate.state.keygroups.hashing import java_hashed
 from flinkstate.state.keygroups.assignment import assign_to_key_group
 
-from .errors import OptionError
 from .options import ReadOptions
-from .reader import _int_filter, _predicate, _pushable_key_type, _PushFilters
+from .errors import OptionError
+from .pushdown import Pushdown
+from .reader import is_stand_in
+from flinkstate.state.types.canonical import canonical_float
 
 _UNSUPPORTED = {"checkpoint_id": None, "watermark": None, "flatten": True}
 
@@ -62,13 +60,8 @@ def check_not_declaring(options: ReadOptions) -> None:
         )
 
 
-def _open(options: ReadOptions) -> FlinkSavepoint:
-    return read_savepoint(options.path, options.storage, options.declared, options.allow_pickle)
-
-
-def flink_schema(options: ReadOptions) -> pa.Schema:
+def flink_schema(options: ReadOptions, sp: FlinkSavepoint) -> pa.Schema:
     check_options(options)
-    sp = _open(options)
     if options.operator is None:
         schema = sp.metadata_table().schema
     else:
@@ -99,12 +92,12 @@ def _floor_micros(a: pa.Array) -> pa.Array:
 class FlinkSavepointReader(DataSourceReader):
     """Reads one view of a Flink savepoint; see the module docstring."""
 
-    def __init__(self, options: ReadOptions, schema: pa.Schema) -> None:
+    def __init__(self, options: ReadOptions, savepoint: FlinkSavepoint, schema: pa.Schema) -> None:
         check_options(options)
         self.options = options
         self.arrow_schema = schema
-        sp = _open(options)
-        self.keyed = False
+        self.savepoint = sp = savepoint
+        keyed = False
         self.max_parallelism = 0
         self.key_type: Any = None
         self.rowdata_fields: tuple[SqlTypeInfo, ...] | None = None
@@ -112,7 +105,7 @@ class FlinkSavepointReader(DataSourceReader):
         if options.operator is not None:
             op = sp.operator(options.operator)
             found = sp.keyed_info(options.operator, options.state or "")
-            self.keyed = found is not None
+            keyed = found is not None
             if found is not None:
                 # Only keys whose Java hashCode() we compute (basic types) and SQL RowData keys
                 # (hashed as BinaryRowData) prune key groups; other keys (PyFlink Python state,
@@ -129,73 +122,32 @@ class FlinkSavepointReader(DataSourceReader):
                 ]
             else:
                 sp.schema(options.operator, options.state or "")  # the state exists
-        self.key_groups: list[Any] = []
-        self.subtasks: list[Any] = []
-        self.key_values: list[set[Any]] = []
-        self.pushFilters = _PushFilters(self)  # type: ignore[method-assign,arg-type]
+        self.keyed = keyed
+        subtasks = not keyed and options.operator is not None  # operator state has a subtask column
+        self.pushdown = Pushdown(keyed=keyed, key_type=self.key_type, subtasks=subtasks)
+        self.pushdown.install(self)
 
-    def push(self, filters: list[Filter]) -> Iterable[Filter]:
-        rejected = []
-        for f in filters:
-            attribute = getattr(f, "attribute", ())
-            column = attribute if len(attribute) == 1 else ()
-            if self.keyed and column == ("key_group",) and _int_filter(f):
-                self.key_groups.append(_predicate(f))
-            elif self.keyed and column == ("key",) and self._key_filter(f):
-                pass
-            elif not self.keyed and self.options.operator and column == ("subtask",) and _int_filter(f):
-                self.subtasks.append(_predicate(f))
-            else:
-                rejected.append(f)
-        return rejected
-
-    def _key_filter(self, f: Filter) -> bool:
-        if not isinstance(f, EqualTo | In) or not _pushable_key_type(self.key_type):
-            return False
-        values = set(f.value) if isinstance(f, In) else {f.value}
-        if any(v is None or not isinstance(v, self.key_type.python_type) for v in values):
-            return False
-        self.key_values.append(values)
-        return True
-
-    def _keys(self) -> set[Any] | None:
-        sets = list(self.key_values)
+    def _keys(self) -> list[Any] | None:
+        """Keys the ``keys`` option and pushed key filters allow (``None``: any), normalized."""
+        selected = None
         if self.options.keys is not None:
             key_type = self.arrow_schema.field("key").type if "key" in self.arrow_schema.names else None
-            sets.append({_normal(k, key_type) for k in self.options.keys})
-        return set.intersection(*sets) if sets else None
+            selected = [_normal(k, key_type) for k in self.options.keys]
+        return self.pushdown.keys(selected)
 
     def _wanted(self) -> set[int] | None:
-        wanted: set[int] | None = None
         keys = self._keys()
-        if keys is not None and self.rowdata_fields is not None:
-            wanted = self._rowdata_groups(keys, self.rowdata_fields)
-        elif keys is not None and self.key_type is not None:
-            wanted = set()
-            for value in keys:
-                try:
-                    wanted.add(assign_to_key_group(value, self.max_parallelism, self.key_type))
-                except (ValueError, TypeError):
-                    continue
-        if self.key_groups:
-            allowed = {g for g in range(self.max_parallelism) if all(p(g) for p in self.key_groups)}
-            wanted = allowed if wanted is None else wanted & allowed
-        if self.options.key_groups is not None:
-            wanted = set(self.options.key_groups) if wanted is None else wanted & self.options.key_groups
-        return wanted
+        fields, key_type, max_p = self.rowdata_fields, self.key_type, self.max_parallelism
 
-    def _rowdata_groups(self, keys: set[Any], fields: tuple[SqlTypeInfo, ...]) -> set[int] | None:
-        """Key groups of RowData keys (None: a key field type whose bytes are not written here)."""
-        wanted = set()
-        for value in keys:
-            try:
-                group = key_group_of(fields, value, self.max_parallelism)
-            except (ValueError, TypeError, AttributeError, struct.error):
-                continue  # a key of another type matches no row
-            if group is None:
-                return None
-            wanted.add(group)
-        return wanted
+        def group_of(key: Any) -> int | None:
+            if fields is not None:
+                try:
+                    return key_group_of(fields, key, max_p)
+                except (AttributeError, struct.error) as exc:  # a key of another type matches no row
+                    raise ValueError(str(exc)) from exc
+            return None if key_type is None else assign_to_key_group(key, max_p, key_type)
+
+        return self.pushdown.wanted_key_groups(max_p, keys, group_of, self.options.key_groups)
 
     def partitions(self) -> Sequence[InputPartition]:
         if not self.keyed:
@@ -211,9 +163,10 @@ class FlinkSavepointReader(DataSourceReader):
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if is_stand_in(partition):
+            return
         assert isinstance(partition, FlinkPartition)
-        sp = _open(self.options)
-        table = self._table(sp, partition)
+        table = self._table(self.savepoint, partition)
         if table.num_rows:
             table = table.select(self.arrow_schema.names)
             if any(c.type != _micros(c.type) for c in table.columns):
@@ -227,14 +180,12 @@ class FlinkSavepointReader(DataSourceReader):
             return sp.metadata_table()
         if not self.keyed:
             table = sp.operator_state(operator, state)
-            if "position" in table.column_names:
-                allowed = self.options.subtasks
-                mask = [
-                    all(p(s) for p in self.subtasks) and (allowed is None or s in allowed)
-                    for s in table.column("subtask").to_pylist()
-                ]
-                table = table.filter(pa.array(mask, pa.bool_()))
-            return table
+            allowed = self.options.subtasks
+            mask = [
+                self.pushdown.subtask_allowed(s) and (allowed is None or s in allowed)
+                for s in table.column("subtask").to_pylist()
+            ]
+            return table.filter(pa.array(mask, pa.bool_()))
         groups = partition.key_groups
         if groups is None:
             index = partition.subtask
@@ -269,8 +220,3 @@ def _normal(value: Any, t: pa.DataType | None) -> Any:
             return value
         return canonical_float(single)
     return canonical_float(value) if isinstance(value, float) else value
-
-
-def is_flink(options: ReadOptions) -> bool:
-    """Whether the read options' path holds a Flink ``_metadata`` (not one of our checkpoints)."""
-    return is_flink_savepoint(options.path, options.storage)

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flinkstate.checkpoint.keys import parse_id_set, parse_json_keys
-from flinkstate.checkpoint.storage import nested_options
+from flinkstate.checkpoint import nested_options, parse_id_set, parse_json_keys
 from flinkstate.state.errors import FlinkStateError
 
 from .errors import OptionError
@@ -163,7 +162,7 @@ def _declared(plain: Mapping[str, str], state: str | None) -> dict[str, Any]:
     state name -> DDL type, for other states, e.g. a Kryo state stored before it)."""
     import json
 
-    from flinkstate.checkpoint.flink.declared import StateDeclaration, declarations
+    from flinkstate.checkpoint.flink import StateDeclaration, declarations
 
     out: dict[str, Any] = {}
     if "types" in plain:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.checkpoint.arrow_codec import to_arrow
+from flinkstate.checkpoint import to_arrow
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.types.mapping import TypeInformation, to_type_info
 

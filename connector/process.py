@@ -32,9 +32,9 @@ from flinkstate.checkpoint import (
     CheckpointExistsError,
     CheckpointStorage,
     CompletedCheckpoint,
+    OperatorEntry,
     open_checkpoint,
 )
-from flinkstate.checkpoint.manifest import OperatorEntry
 from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
 from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
 from flinkstate.state.ttl.time import LONG_MIN

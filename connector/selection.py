@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flinkstate.checkpoint.keys import check_ids_below, key_groups_of, keys_of_type
-from flinkstate.checkpoint.manifest import OperatorEntry
+from flinkstate.checkpoint import OperatorEntry, check_ids_below, key_groups_of, keys_of_type
 from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.operator import OperatorStateMode
 

@@ -1,13 +1,71 @@
-"""The ``flinkstate`` Python data source: ``spark.read.format("flinkstate")`` and writes."""
+"""The ``flinkstate`` Python data source: ``spark.read.format("flinkstate")`` and writes.
+
+A read is decided once per data source instance (:func:`plan_read`): the options are parsed,
+the checkpoint opened (its ``_metadata`` read once), and the view chosen: a Flink savepoint,
+an operator's timers, a change feed, or one of our checkpoint's views (metadata, keyed,
+operator). The plan is kept on the instance, which Spark pickles from ``schema()`` to
+``reader()`` (they may run in separate worker processes), so neither opens it again.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
 from .options import ReadOptions
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What a read reads (``source``: a checkpoint, a range of them, a Flink savepoint) and how:
+    ``schema_of(options, source)`` its view's schema, ``reader_of(options, source, schema)``
+    its reader. Module-level functions: the plan pickles by reference to them."""
+
+    options: ReadOptions
+    source: Any
+    schema_of: Callable[[ReadOptions, Any], pa.Schema]
+    reader_of: Callable[[ReadOptions, Any, pa.Schema], DataSourceReader]
+
+    def schema(self) -> pa.Schema:
+        return self.schema_of(self.options, self.source)
+
+    def reader(self, schema: pa.Schema) -> DataSourceReader:
+        return self.reader_of(self.options, self.source, schema)
+
+
+def plan_read(options: ReadOptions) -> ReadPlan:
+    """The one dispatch of a read (see the module docstring)."""
+    from flinkstate.checkpoint import CheckpointNotFoundError, CompletedCheckpoint, open_checkpoint
+    from flinkstate.checkpoint.flink import is_flink_savepoint
+
+    from .changefeed import ChangeFeedReader, change_feed_schema_of, open_range
+    from .flink_source import FlinkSavepointReader, check_not_declaring, check_options, flink_schema
+    from .reader import FlinkStateReader, view_schema_of
+    from .timers import TimerReader, timers_schema
+
+    if options.read_change_feed:  # a root of retained checkpoints, never a Flink savepoint
+        check_not_declaring(options)
+        return ReadPlan(options, open_range(options), change_feed_schema_of, ChangeFeedReader)
+    try:
+        opened = open_checkpoint(
+            options.path, options.storage, options.checkpoint_id, options.allow_pickle, options.declared
+        )
+    except CheckpointNotFoundError:  # an option that cannot apply here is the clearer error
+        if options.checkpoint_id is not None and is_flink_savepoint(options.path, options.storage):
+            check_options(options)  # refuses checkpointId, naming it
+        check_not_declaring(options)
+        raise
+    if not isinstance(opened, CompletedCheckpoint):
+        return ReadPlan(options, opened, flink_schema, FlinkSavepointReader)
+    check_not_declaring(options)
+    if options.timers:
+        return ReadPlan(options, opened, timers_schema, TimerReader)
+    return ReadPlan(options, opened, view_schema_of, FlinkStateReader)
 
 
 class FlinkStateDataSource(DataSource):
@@ -17,56 +75,22 @@ class FlinkStateDataSource(DataSource):
     def name(cls) -> str:
         return "flinkstate"
 
+    def _plan(self) -> ReadPlan:
+        """The read's plan, made on first use and kept (pickled along with the instance)."""
+        plan: ReadPlan | None = self.__dict__.get("_read_plan")
+        if plan is None:
+            plan = self._read_plan = plan_read(ReadOptions.parse(self.options))
+        return plan
+
     def schema(self) -> StructType:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from .reader import open_for_read, view_schema_of
-
-        options = ReadOptions.parse(self.options)
-        if _is_flink(options):
-            from .flink_source import flink_schema
-
-            return from_arrow_schema(flink_schema(options))
-        from .flink_source import check_not_declaring
-
-        check_not_declaring(options)
-        if options.timers:
-            from .timers import timers_schema
-
-            return from_arrow_schema(timers_schema(open_for_read(options), options))
-        if options.read_change_feed:
-            from .changefeed import change_feed_schema, open_range
-
-            last = open_range(options)[-1]
-            schema = change_feed_schema(
-                last.operator(options.operator or ""), options.state or "", options.flatten
-            )
-            return from_arrow_schema(schema)
-        return from_arrow_schema(view_schema_of(options, open_for_read(options)))
+        return from_arrow_schema(self._plan().schema())
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from .reader import FlinkStateReader, open_for_read
-
-        options = ReadOptions.parse(self.options)
-        arrow_schema = to_arrow_schema(schema, timezone="UTC")
-        if _is_flink(options):
-            from .flink_source import FlinkSavepointReader
-
-            return FlinkSavepointReader(options, arrow_schema)
-        from .flink_source import check_not_declaring
-
-        check_not_declaring(options)
-        if options.timers:
-            from .timers import TimerReader
-
-            return TimerReader(options, open_for_read(options), arrow_schema)
-        if options.read_change_feed:
-            from .changefeed import ChangeFeedReader, open_range
-
-            return ChangeFeedReader(options, open_range(options), arrow_schema)
-        return FlinkStateReader(options, open_for_read(options), arrow_schema)
+        return self._plan().reader(to_arrow_schema(schema, timezone="UTC"))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from .writer import BootstrapWriter
@@ -77,10 +101,3 @@ class FlinkStateDataSource(DataSource):
         from .stream import StateSink
 
         return StateSink(self.options, schema)
-
-
-def _is_flink(options: ReadOptions) -> bool:
-    """Whether ``path`` is a Flink savepoint or checkpoint (a ``_metadata`` of Flink's)."""
-    from .flink_source import is_flink
-
-    return is_flink(options)

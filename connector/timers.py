@@ -14,15 +14,14 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from flinkstate.checkpoint import CompletedCheckpoint
-from flinkstate.checkpoint.views import keyed_view_schema, spark_compatible
+from flinkstate.checkpoint import CompletedCheckpoint, keyed_view_schema, spark_compatible
 from flinkstate.state.process.timers import TIMER_STATES
 
 from .options import ReadOptions
-from .reader import FlinkStateReader
+from .reader import FlinkStateReader, is_stand_in
 
 
-def timers_schema(checkpoint: CompletedCheckpoint, options: ReadOptions) -> pa.Schema:
+def timers_schema(options: ReadOptions, checkpoint: CompletedCheckpoint) -> pa.Schema:
     op = checkpoint.operator(options.operator or "")
     key = spark_compatible(op.key_type.to_arrow()) if op.key_type is not None else pa.string()
     return pa.schema(
@@ -60,8 +59,9 @@ class TimerReader(DataSourceReader):
         return [TimerPartition(i, p) for i, (_, r) in enumerate(self.readers) for p in r.partitions()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, TimerPartition):  # Spark's stand-in when there are no timers
+        if is_stand_in(partition):  # no timers
             return
+        assert isinstance(partition, TimerPartition)
         domain, reader = self.readers[partition.reader]
         for batch in reader.read(partition.inner):
             n = batch.num_rows

@@ -10,17 +10,26 @@ from .errors import (
     UnsupportedFlinkFeatureError,
     UnsupportedSerializerError,
 )
+from .declared import declarations
+from .metadata import is_flink_metadata
+from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
 
 __all__ = [
+    "ROWDATA",
     "DeclaredTypeError",
     "FlinkFormatError",
     "FlinkSavepoint",
     "FlinkState",
+    "RowDataReader",
+    "SqlTypeInfo",
     "StateDeclaration",
     "UnsupportedFlinkFeatureError",
     "UnsupportedSerializerError",
+    "declarations",
+    "is_flink_metadata",
     "is_flink_savepoint",
+    "key_group_of",
     "parse_type",
     "read_savepoint",
 ]

@@ -71,17 +71,20 @@ def read_savepoint(
     storage: Mapping[str, Any] | None = None,
     types: Mapping[str, Any] | None = None,
     allow_pickle: bool = False,
+    data: bytes | None = None,
 ) -> FlinkSavepoint:
     """Open the Flink savepoint or retained checkpoint at ``path`` (directory or ``_metadata``);
     ``storage``: fsspec storage options; ``types``: declared types by state name (Kryo values,
-    PyFlink Python state; see :mod:`.declared`); ``allow_pickle``: load PyFlink pickles."""
+    PyFlink Python state; see :mod:`.declared`); ``allow_pickle``: load PyFlink pickles;
+    ``data``: the ``_metadata``'s bytes, when the caller has read them."""
     directory = _directory(path)
-    fs, root = fsspec.core.url_to_fs(directory + "/_metadata", **dict(storage or {}))
-    try:
-        with fs.open(root, "rb") as f:
-            data = f.read()
-    except FileNotFoundError as exc:
-        raise CheckpointNotFoundError(f"no Flink _metadata in {directory}") from exc
+    if data is None:
+        fs, root = fsspec.core.url_to_fs(directory + "/_metadata", **dict(storage or {}))
+        try:
+            with fs.open(root, "rb") as f:
+                data = f.read()
+        except FileNotFoundError as exc:
+            raise CheckpointNotFoundError(f"no Flink _metadata in {directory}") from exc
     meta = parse_metadata(data, f"{directory}/_metadata")
     return FlinkSavepoint(directory, meta, storage, types, allow_pickle)
 
@@ -103,6 +106,10 @@ class FlinkSavepoint:
         self.types = declarations(types or {})
         self.allow_pickle = allow_pickle
         self._headers: dict[str, KeyedHeader | None] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its cache of parsed headers (they hold decoders): a copy reads them again."""
+        return {**self.__dict__, "_headers": {}}
 
     @property
     def operators(self) -> tuple[OperatorMeta, ...]:

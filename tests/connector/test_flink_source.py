@@ -41,7 +41,7 @@ def test_keyed_view_through_the_data_source() -> None:
 @pytest.mark.parametrize("kind", ["heap_canonical_files", "rocksdb_native", "rocksdb_checkpoint"])
 def test_key_filter_reads_one_key_group_of_one_subtask(kind: str) -> None:
     reader = _reader(str(FIXTURES / kind), operator="keyed-states", state="l_long")
-    assert list(reader.push([EqualTo(("key",), 7)])) == []
+    assert list(reader.pushFilters([EqualTo(("key",), 7)])) == []
     parts = reader.partitions()
     group = assign_to_key_group(7, 128, Types.LONG())
     assert len(parts) == 1 and parts[0].key_groups == (group,)
@@ -51,7 +51,7 @@ def test_key_filter_reads_one_key_group_of_one_subtask(kind: str) -> None:
 
 def test_key_group_range_and_options() -> None:
     reader = _reader(operator="keyed-states", state="v_long", keyGroups="0-2,100")
-    assert list(reader.push([GreaterThanOrEqual(("key_group",), 64)])) == []
+    assert list(reader.pushFilters([GreaterThanOrEqual(("key_group",), 64)])) == []
     parts = reader.partitions()
     assert [p.key_groups for p in parts] == [(100,)]
     expected = {k for k in KEYS if assign_to_key_group(k, 128, Types.LONG()) == 100}
@@ -71,7 +71,7 @@ def test_keys_of_a_row_key_state_filter_without_pruning() -> None:
 
 def test_operator_state_subtask_filter_and_metadata() -> None:
     reader = _reader(operator="operator-states", state="op_list")
-    assert list(reader.push([In(("subtask",), (1,))])) == []
+    assert list(reader.pushFilters([In(("subtask",), (1,))])) == []
     assert [r["value"] for r in _rows(reader)] == [100, 101, 102]
     meta = _rows(_reader())
     assert {("keyed-states", "v_kryo", "FixtureJob$Opaque")} <= {
@@ -115,13 +115,14 @@ def test_spark_reads_list_state_of_a_native_savepoint(spark: Any) -> None:
 
 
 def test_float_key_filters_are_left_to_spark() -> None:
-    """Spark's = has -0.0 = 0.0 and NaN = NaN, unlike keys: the reader must not narrow by them."""
-    reader = _reader(operator="keyed-states", state="v_long")
+    """Spark's = has -0.0 = 0.0 and NaN = NaN, unlike keys: no reader may narrow by them."""
+    from flinkstate.connector.pushdown import Pushdown
+
     for key_type in (Types.DOUBLE(), Types.FLOAT()):
-        reader.key_type = key_type
+        pushdown = Pushdown(keyed=True, key_type=key_type)
         filters = [EqualTo(("key",), 0.0), In(("key",), (-0.0, 1.5))]
-        assert list(reader.push(filters)) == filters
-    assert reader.key_values == []
+        assert list(pushdown.push(filters)) == filters
+        assert pushdown.key_sets == []
 
 
 def test_keys_option_float_fields_compare_as_stored() -> None:

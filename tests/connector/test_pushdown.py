@@ -17,7 +17,8 @@ from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
 
 from flinkstate.checkpoint import CheckpointStorage, Storage
 from flinkstate.connector.options import ReadOptions
-from flinkstate.connector.reader import FlinkStateReader, open_for_read, view_schema_of
+from flinkstate.connector.reader import FlinkStateReader, view_schema_of
+from flinkstate.connector.source import plan_read
 from flinkstate.state import (
     HeapKeyedStateBackend,
     MapStateDescriptor,
@@ -38,7 +39,7 @@ def _reader(root: str, state: str) -> FlinkStateReader:
     options = ReadOptions.parse(
         {"path": root, "operator": "op", "state": state, "keygroupsperpartition": "8"}
     )
-    checkpoint = open_for_read(options)
+    checkpoint = plan_read(options).source
     return FlinkStateReader(options, checkpoint, view_schema_of(options, checkpoint))
 
 
@@ -128,11 +129,11 @@ def test_user_schema_decodes_only_its_columns(root: str, tmp_path: Path) -> None
     options = ReadOptions.parse(
         {"path": str(tmp_path / "map"), "operator": "op", "state": "m", "keygroupsperpartition": "8"}
     )
-    checkpoint = open_for_read(options)
+    checkpoint = plan_read(options).source
     narrow = pa.schema([pa.field("key", pa.int64())])
     reader = FlinkStateReader(options, checkpoint, narrow)
     partition = reader.partitions()[0]
-    assert reader._needed_columns(view_schema_of(options, checkpoint), None) == ["key_group", "key"]
+    assert reader._needed_columns(None) == {"key_group", "key"}
     wide_storage, narrow_storage = Storage(reader.directory_url), Storage(reader.directory_url)
     full = FlinkStateReader(options, checkpoint, view_schema_of(options, checkpoint))
     list(full.read_from(wide_storage, partition))
@@ -144,9 +145,9 @@ def test_user_schema_decodes_only_its_columns(root: str, tmp_path: Path) -> None
 def test_value_state_user_schema_reads_the_value(root: str) -> None:
     """A null value stores nothing, so whether a row is shown depends on its value."""
     options = ReadOptions.parse({"path": root, "operator": "op", "state": "count"})
-    checkpoint = open_for_read(options)
+    checkpoint = plan_read(options).source
     reader = FlinkStateReader(options, checkpoint, pa.schema([pa.field("key", pa.int64())]))
-    assert reader._needed_columns(view_schema_of(options, checkpoint), None) == ["key_group", "key", "value"]
+    assert reader._needed_columns(None) == {"key_group", "key", "value"}
 
 
 @pytest.mark.parametrize("damage", ["altered page", "truncated"])
@@ -186,7 +187,7 @@ def test_every_read_path_checks_files_against_the_manifest(
     shutil.copytree(root, copy)
     options = {"path": str(copy), "operator": "op", "state": "count", "keygroupsperpartition": per_partition}
     parsed = ReadOptions.parse(options)
-    checkpoint = open_for_read(parsed)
+    checkpoint = plan_read(parsed).source
     reader = FlinkStateReader(parsed, checkpoint, view_schema_of(parsed, checkpoint))
     partition = reader.partitions()[0]
     ref, groups = partition.files[0]  # type: ignore[attr-defined]

@@ -15,9 +15,10 @@ import pytest
 from checkpoint_data import write_values
 
 from flinkstate.checkpoint import Storage
-from flinkstate.connector.errors import OptionError
 from flinkstate.connector.options import ReadOptions
-from flinkstate.connector.reader import FlinkStateReader, KeyedPartition, open_for_read, view_schema_of
+from flinkstate.connector.errors import OptionError
+from flinkstate.connector.reader import FlinkStateReader, KeyedPartition, view_schema_of
+from flinkstate.connector.source import plan_read
 from flinkstate.state import Types, assign_to_key_group
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 
@@ -47,7 +48,7 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def _reader(root: str, state: str = "v", **options: str) -> FlinkStateReader:
     parsed = ReadOptions.parse({"path": root, "operator": "op", "state": state, **options})
-    checkpoint = open_for_read(parsed)
+    checkpoint = plan_read(parsed).source
     return FlinkStateReader(parsed, checkpoint, view_schema_of(parsed, checkpoint))
 
 
