@@ -27,9 +27,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import Int64Columns, StateColumns, StateMetaInfo, StateSnapshot
+from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.types.mapping import TypeInformation
 
 from .arrow_codec import from_arrow, int64_array, is_plain_int64, to_arrow

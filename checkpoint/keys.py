@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.state.types.canonical import canonical_key, canonicalizer, key_token
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keygroups.assignment import assign_to_key_group
+from flinkstate.state.types.canonical import canonical_key, canonicalizer, key_token
 from flinkstate.state.types.typeinfo import BasicTypeInfo, ListTypeInfo, RowTypeInfo, TypeInformation
 
 _INT_BITS = {"BYTE": 8, "SHORT": 16, "INT": 32, "LONG": 64}

@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.types.typeinfo import TypeInformation
 
 from .arrow_codec import from_arrow

@@ -12,7 +12,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo

@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.state.types.canonical import key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.ttl import TtlTimeCharacteristic
+from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import CheckpointCorruptError, CheckpointError

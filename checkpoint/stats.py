@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from flinkstate.state.keygroups.assignment import KeyGroupRange, compute_key_group_range_for_operator_index
 
 from .errors import CheckpointCorruptError
+from .keyed_files import naming_corruption
 from .merge import count_keyed
 from .restore import CompletedCheckpoint
 from .verified import open_ranges
@@ -57,7 +58,7 @@ def state_entries(checkpoint: CompletedCheckpoint, uid: str, state: str) -> dict
     out: dict[int, int] = {}
     for kg, tables in checkpoint.read_keyed(uid, state):
         assert key_type is not None  # a keyed state's operator has a key type
-        with checkpoint.naming_corruption():
+        with naming_corruption(checkpoint.checkpoint_id, checkpoint.directory):
             count = count_keyed(tables, meta, key_type, checkpoint.allow_pickle)
         if count:
             out[kg] = count

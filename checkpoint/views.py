@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.state.types.canonical import key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import TypeInformation
 
 TTL_TYPE = pa.timestamp("ms", tz="UTC")

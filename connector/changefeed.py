@@ -48,7 +48,6 @@ from .feeddiff import (
 )
 from .feedscope import deletes_then_updates, rewritten
 from .options import ReadOptions
-from .errors import OptionError
 from .reader import FlinkStateReader, is_stand_in
 
 FEED_FIELDS = [pa.field("checkpoint_id", pa.int64()), pa.field("change_type", pa.string())]

@@ -27,7 +27,6 @@ from flinkstate.checkpoint.format import (
     write_row_groups,
 )
 from flinkstate.checkpoint.manifest import OperatorStateInfo
-from flinkstate.state.types.canonical import canonical_nans, key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keyed.snapshot import StateMetaInfo
@@ -35,6 +34,7 @@ from flinkstate.state.keygroups.assignment import compute_operator_index_for_key
 from flinkstate.state.keygroups.vectorized import assign_key_groups
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.ttl import StateTtlConfig, Time
+from flinkstate.state.types.canonical import canonical_nans, key_token
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, to_type_info
 
 from .errors import OptionError

@@ -25,9 +25,9 @@ from flinkstate.checkpoint import (
     only_key_groups,
     storage_table,
 )
-from flinkstate.state.types.canonical import key_token
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import ChangeFeedError

@@ -25,14 +25,14 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from flinkstate.checkpoint import spark_compatible
 from flinkstate.checkpoint.flink import ROWDATA, FlinkSavepoint, RowDataReader, SqlTypeInfo, key_group_of
-from flinkstate.state.keygroups.hashing import java_hashed
 from flinkstate.state.keygroups.assignment import assign_to_key_group
+from flinkstate.state.keygroups.hashing import java_hashed
+from flinkstate.state.types.canonical import canonical_float
 
-from .options import ReadOptions
 from .errors import OptionError
+from .options import ReadOptions
 from .pushdown import Pushdown
 from .reader import is_stand_in
-from flinkstate.state.types.canonical import canonical_float
 
 _UNSUPPORTED = {"checkpoint_id": None, "watermark": None, "flatten": True}
 

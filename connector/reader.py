@@ -38,14 +38,9 @@ from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
-from flinkstate.state.types.typeinfo import BasicTypeInfo
 
 from .errors import OptionError
 from .options import ReadOptions
-from flinkstate.state.keyed.snapshot import StateMetaInfo
-
-from .options import ReadOptions
-from .errors import OptionError
 from .pushdown import Pushdown
 from .selection import Selection, keyed_selection, operator_selection
 

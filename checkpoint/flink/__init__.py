@@ -3,14 +3,13 @@ tested), without Flink: see :func:`read_savepoint`."""
 
 from __future__ import annotations
 
-from .declared import StateDeclaration, parse_type
+from .declared import StateDeclaration, declarations, parse_type
 from .errors import (
     DeclaredTypeError,
     FlinkFormatError,
     UnsupportedFlinkFeatureError,
     UnsupportedSerializerError,
 )
-from .declared import declarations
 from .metadata import is_flink_metadata
 from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
-from flinkstate.state.types.canonical import canonicalizer
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
@@ -23,6 +21,7 @@ from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.keygroups.hashing import java_hashed, key_group_assigner
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
+from flinkstate.state.types.canonical import canonicalizer
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import StateMigrationError

@@ -20,7 +20,6 @@ from ..keyed.snapshot import (
     plain_columns,
 )
 from ..keygroups.assignment import KeyGroupRange
-from ..types.mapping import TypeInformation, infer_type
 from ..types.mapping import TypeInformation, as_inferred, infer_type
 from .state_map import (
     CopyFn,

@@ -28,13 +28,10 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from ..types.canonical import canonicalizer
 from ..errors import SerializationError, StateTypeError
 from ..serializers.base import TypeSerializer
 from ..serializers.lookup import serializer_for
-from ..types.mapping import BasicTypeInfo, TypeInformation, infer_type
-from ..serializers.base import TypeSerializer
-from ..serializers.lookup import serializer_for
+from ..types.canonical import canonicalizer
 from ..types.mapping import BasicTypeInfo, TypeInformation, as_inferred, infer_type
 
 Dumps = Callable[[Any], bytes]

@@ -21,8 +21,8 @@ from flinkstate.state import (
     compute_key_group_range_for_operator_index,
 )
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keygroups.hashing import key_group_assigner
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.keygroups.hashing import key_group_assigner
 from flinkstate.state.types.mapping import infer_type
 
 MAX_P = 16

@@ -20,9 +20,9 @@ from flinkstate.checkpoint.merge import merge_keyed
 from flinkstate.connector.encode import encode_keyed, last_per_key, make_plan
 from flinkstate.connector.options import WriteOptions
 from flinkstate.state import assign_to_key_group
-from flinkstate.state.types.canonical import NAN, NEGATIVE_ZERO
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state.types.canonical import NAN, NEGATIVE_ZERO
 from flinkstate.state.types.mapping import BasicTypeInfo, RowTypeInfo
 
 NAN_A = float("nan")

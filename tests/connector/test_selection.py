@@ -15,8 +15,8 @@ import pytest
 from checkpoint_data import write_values
 
 from flinkstate.checkpoint import Storage
-from flinkstate.connector.options import ReadOptions
 from flinkstate.connector.errors import OptionError
+from flinkstate.connector.options import ReadOptions
 from flinkstate.connector.reader import FlinkStateReader, KeyedPartition, view_schema_of
 from flinkstate.connector.source import plan_read
 from flinkstate.state import Types, assign_to_key_group

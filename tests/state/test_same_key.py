@@ -21,8 +21,8 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.state import MapStateDescriptor, Types, ValueStateDescriptor
-from flinkstate.state.types.canonical import NAN, NEGATIVE_ZERO, canonical_key, key_token
 from flinkstate.state.keygroups.hashing import key_group_assigner
+from flinkstate.state.types.canonical import NAN, NEGATIVE_ZERO, canonical_key, key_token
 from flinkstate.state.types.mapping import BasicTypeInfo, RowTypeInfo
 
 NANS = [
