@@ -12,7 +12,7 @@ DataFrame views, and where its weight lies.
 """
 
 from .append import DATA_DIR, VersionAppend, begin_append
-from .arrow_codec import to_arrow
+from .arrow_codec import from_arrow, to_arrow
 from .checkpoints import (
     CheckpointStorage,
     PendingCheckpoint,
@@ -29,27 +29,39 @@ from .errors import (
     CheckpointNotFoundError,
     CheckpointStateError,
 )
-from .format import storage_table
+from .format import (
+    WrittenFile,
+    keyed_schema,
+    operator_schema,
+    read_row_group,
+    storage_table,
+    write_row_groups,
+)
+from .increments import ChainPolicy
 from .keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
 from .keys import check_ids_below, key_groups_of, key_mask, keys_of_type, parse_id_set, parse_json_keys
-from .manifest import FileRef, Manifest, OperatorEntry, SubtaskEntry
+from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
 from .merge import DELETE, merge_keyed
 from .metadata import metadata_table
 from .restore import CompletedCheckpoint
+from .rewrite import rewrite_max_parallelism
 from .rows import expiry_cutoff, key_group_rows, operator_rows
+from .stats import Load, key_group_loads, state_entries, subtask_loads
 from .storage import Storage, nested_options
 from .target import CheckpointTarget
 from .verified import check_file, open_whole
-from .versions import DEFAULT_GRACE, MIN_GRACE, Garbage
+from .versions import DEFAULT_GRACE, MIN_GRACE, Garbage, completed_ids, load_version, version_ids
 from .views import METADATA_SCHEMA, keyed_view, keyed_view_schema, operator_view_schema, spark_compatible
-from .writer import SubtaskResult
+from .writer import SubtaskResult, store_file
 
 __all__ = [
     "DATA_DIR",
     "DEFAULT_GRACE",
     "DELETE",
+    "METADATA",
     "METADATA_SCHEMA",
     "MIN_GRACE",
+    "ChainPolicy",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointExistsError",
@@ -61,27 +73,35 @@ __all__ = [
     "FileRef",
     "Garbage",
     "KeyGroupFiles",
+    "Load",
     "Manifest",
     "OperatorEntry",
+    "OperatorStateInfo",
     "PendingCheckpoint",
     "PendingStatus",
     "Storage",
     "SubtaskEntry",
     "SubtaskResult",
     "VersionAppend",
+    "WrittenFile",
     "begin_append",
     "begin_savepoint",
     "check_file",
     "check_ids_below",
+    "completed_ids",
     "expiry_cutoff",
+    "from_arrow",
     "key_group_files",
+    "key_group_loads",
     "key_group_rows",
     "key_groups_of",
     "key_mask",
+    "keyed_schema",
     "keyed_view",
     "keyed_view_schema",
     "keys_of_type",
     "load_directory",
+    "load_version",
     "merge_keyed",
     "metadata_table",
     "nested_options",
@@ -89,12 +109,20 @@ __all__ = [
     "open_checkpoint",
     "open_whole",
     "operator_rows",
+    "operator_schema",
     "operator_view_schema",
     "parse_id_set",
     "parse_json_keys",
     "publish_manifest",
     "read_key_groups",
+    "read_row_group",
+    "rewrite_max_parallelism",
     "spark_compatible",
+    "state_entries",
     "storage_table",
+    "store_file",
+    "subtask_loads",
     "to_arrow",
+    "version_ids",
+    "write_row_groups",
 ]

@@ -9,13 +9,19 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from flinkstate.checkpoint import CheckpointNotFoundError, Manifest
-from flinkstate.checkpoint.errors import CheckpointCorruptError
-from flinkstate.checkpoint.manifest import METADATA, OperatorEntry
-from flinkstate.checkpoint.metadata import metadata_table
-from flinkstate.checkpoint.stats import state_entries
-from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.versions import completed_ids, load_version, version_ids
+from flinkstate.checkpoint import (
+    METADATA,
+    CheckpointCorruptError,
+    CheckpointNotFoundError,
+    Manifest,
+    OperatorEntry,
+    Storage,
+    completed_ids,
+    load_version,
+    metadata_table,
+    state_entries,
+    version_ids,
+)
 
 from .common import (
     AllowPickle,

@@ -23,8 +23,7 @@ from typing import IO, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.storage import nested_options
+from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, nested_options, open_checkpoint
 from flinkstate.state.errors import FlinkStateError, InvalidArgumentError
 
 from .render import plain_lines

@@ -11,9 +11,14 @@ from rich.console import Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from flinkstate.checkpoint import DEFAULT_GRACE, MIN_GRACE, CheckpointNotFoundError, CheckpointStorage
-from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
-from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint import (
+    DEFAULT_GRACE,
+    MIN_GRACE,
+    CheckpointNotFoundError,
+    CheckpointStorage,
+    Storage,
+    rewrite_max_parallelism,
+)
 from flinkstate.state.errors import InvalidArgumentError
 
 from .common import (

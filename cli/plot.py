@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from flinkstate.checkpoint.stats import Load
+from flinkstate.checkpoint import Load
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .render import human_bytes

@@ -12,11 +12,18 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint
-from flinkstate.checkpoint.keys import key_groups_of, keys_of_type
-from flinkstate.checkpoint.manifest import OperatorEntry
-from flinkstate.checkpoint.rows import expiry_cutoff, key_group_rows, operator_rows
-from flinkstate.checkpoint.views import keyed_view_schema, operator_view_schema
+from flinkstate.checkpoint import (
+    CheckpointError,
+    CompletedCheckpoint,
+    OperatorEntry,
+    expiry_cutoff,
+    key_group_rows,
+    key_groups_of,
+    keyed_view_schema,
+    keys_of_type,
+    operator_rows,
+    operator_view_schema,
+)
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.types.typeinfo import BasicTypeInfo, TypeInformation

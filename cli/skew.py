@@ -16,7 +16,7 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from flinkstate.checkpoint.stats import Load, key_group_loads, subtask_loads
+from flinkstate.checkpoint import Load, key_group_loads, subtask_loads
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 

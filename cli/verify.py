@@ -23,12 +23,16 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from flinkstate.checkpoint import CheckpointNotFoundError, Manifest
-from flinkstate.checkpoint.errors import CheckpointCorruptError
-from flinkstate.checkpoint.manifest import METADATA, FileRef
-from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.verified import check_file
-from flinkstate.checkpoint.versions import completed_ids
+from flinkstate.checkpoint import (
+    METADATA,
+    CheckpointCorruptError,
+    CheckpointNotFoundError,
+    FileRef,
+    Manifest,
+    Storage,
+    check_file,
+    completed_ids,
+)
 
 from .common import (
     EXIT_CHECK_FAILED,

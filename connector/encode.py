@@ -19,14 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.checkpoint.arrow_codec import from_arrow
-from flinkstate.checkpoint.format import (
+from flinkstate.checkpoint import (
+    OperatorStateInfo,
     WrittenFile,
+    from_arrow,
     keyed_schema,
     operator_schema,
     write_row_groups,
 )
-from flinkstate.checkpoint.manifest import OperatorStateInfo
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keyed.snapshot import StateMetaInfo

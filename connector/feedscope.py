@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.checkpoint.merge import DELETE
+from flinkstate.checkpoint import DELETE
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.canonical import key_token

@@ -23,14 +23,21 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import DATA_DIR, CheckpointExistsError, Manifest, begin_append
-from flinkstate.checkpoint.errors import CheckpointError
-from flinkstate.checkpoint.format import storage_table, write_row_groups
-from flinkstate.checkpoint.increments import ChainPolicy
-from flinkstate.checkpoint.manifest import FileRef, OperatorEntry
-from flinkstate.checkpoint.merge import merge_keyed
-from flinkstate.checkpoint.restore import CompletedCheckpoint
-from flinkstate.checkpoint.storage import Storage
+from flinkstate.checkpoint import (
+    DATA_DIR,
+    ChainPolicy,
+    CheckpointError,
+    CheckpointExistsError,
+    CompletedCheckpoint,
+    FileRef,
+    Manifest,
+    OperatorEntry,
+    Storage,
+    begin_append,
+    merge_keyed,
+    storage_table,
+    write_row_groups,
+)
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .encode import make_plan

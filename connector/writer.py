@@ -22,12 +22,20 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import begin_append
-from flinkstate.checkpoint.format import WrittenFile, operator_schema, read_row_group, write_row_groups
-from flinkstate.checkpoint.manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
-from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.verified import open_whole
-from flinkstate.checkpoint.writer import store_file
+from flinkstate.checkpoint import (
+    METADATA,
+    FileRef,
+    OperatorEntry,
+    Storage,
+    SubtaskEntry,
+    WrittenFile,
+    begin_append,
+    open_whole,
+    operator_schema,
+    read_row_group,
+    store_file,
+    write_row_groups,
+)
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
 
