@@ -11,17 +11,7 @@ path of restores, the Spark reader and the change feed), verified reads of whole
 DataFrame views, and where its weight lies.
 """
 
-from .append import DATA_DIR, VersionAppend, begin_append
 from .arrow_codec import from_arrow, to_arrow
-from .checkpoints import (
-    CheckpointStorage,
-    PendingCheckpoint,
-    PendingStatus,
-    begin_savepoint,
-    load_directory,
-    open_checkpoint,
-)
-from .committer import publish_manifest
 from .errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -37,22 +27,39 @@ from .format import (
     storage_table,
     write_row_groups,
 )
-from .increments import ChainPolicy
-from .keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
-from .keys import check_ids_below, key_groups_of, key_mask, keys_of_type, parse_id_set, parse_json_keys
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
-from .merge import DELETE, merge_keyed
-from .metadata import metadata_table
-from .restore import CompletedCheckpoint
-from .rewrite import rewrite_max_parallelism
-from .rows import expiry_cutoff, key_group_rows, operator_rows
-from .stats import Load, key_group_loads, state_entries, subtask_loads
+from .reading.keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
+from .reading.keys import (
+    check_ids_below,
+    key_groups_of,
+    key_mask,
+    keys_of_type,
+    parse_id_set,
+    parse_json_keys,
+)
+from .reading.merge import DELETE, merge_keyed
+from .reading.restore import CompletedCheckpoint
+from .reading.verified import check_file, open_whole
 from .storage import Storage, nested_options
-from .target import CheckpointTarget
-from .verified import check_file, open_whole
-from .versions import DEFAULT_GRACE, MIN_GRACE, Garbage, completed_ids, load_version, version_ids
-from .views import METADATA_SCHEMA, keyed_view, keyed_view_schema, operator_view_schema, spark_compatible
-from .writer import SubtaskResult, store_file
+from .views.metadata import metadata_table
+from .views.rows import expiry_cutoff, key_group_rows, operator_rows
+from .views.schemas import (
+    METADATA_SCHEMA,
+    keyed_view,
+    keyed_view_schema,
+    operator_view_schema,
+    spark_compatible,
+)
+from .views.stats import Load, key_group_loads, state_entries, subtask_loads
+from .writing.append import DATA_DIR, VersionAppend, begin_append
+from .writing.checkpoints import CheckpointStorage, begin_savepoint, load_directory, open_checkpoint
+from .writing.committer import publish_manifest
+from .writing.increments import ChainPolicy
+from .writing.pending import PendingCheckpoint, PendingStatus
+from .writing.rewrite import rewrite_max_parallelism
+from .writing.target import CheckpointTarget
+from .writing.versions import DEFAULT_GRACE, MIN_GRACE, Garbage, completed_ids, load_version, version_ids
+from .writing.writer import SubtaskResult, store_file
 
 __all__ = [
     "DATA_DIR",

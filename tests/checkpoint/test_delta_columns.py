@@ -15,7 +15,7 @@ from incremental_ops import Workload
 
 from flinkstate.checkpoint.arrow_codec import to_arrow
 from flinkstate.checkpoint.format import keyed_schema, storage_table
-from flinkstate.checkpoint.increments import OP, _changed_groups, changes_tables, write_changes
+from flinkstate.checkpoint.writing.increments import OP, _changed_groups, changes_tables, write_changes
 from flinkstate.state import AbstractKeyedStateBackend, KeyGroupRange, assign_to_key_group
 from flinkstate.state.keyed.snapshot import ChangedEntries, KeyedStateSnapshot, StateColumns, StateMetaInfo
 from flinkstate.state.ttl.time import ManualTimeProvider

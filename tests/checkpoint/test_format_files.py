@@ -16,7 +16,7 @@ import pytest
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.format import keyed_schema, write_row_groups
 from flinkstate.checkpoint.manifest import FileRef, SubtaskEntry
-from flinkstate.checkpoint.writer import SubtaskResult
+from flinkstate.checkpoint.writing.writer import SubtaskResult
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,

@@ -17,8 +17,8 @@ from checkpoint_data import dump
 from incremental_ops import Workload
 
 from flinkstate.checkpoint import CheckpointError, CheckpointStorage, Storage
-from flinkstate.checkpoint import checkpoints as checkpoints_module
-from flinkstate.checkpoint.restore import CompletedCheckpoint
+from flinkstate.checkpoint.reading.restore import CompletedCheckpoint
+from flinkstate.checkpoint.writing import pending as pending_module
 from flinkstate.state import AbstractKeyedStateBackend, KeyGroupRange
 from flinkstate.state.ttl.time import ManualTimeProvider
 
@@ -69,7 +69,7 @@ class Job:
             return None, completed_full
         if fail == "commit":
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(checkpoints_module, "publish_manifest", _failing_publish)
+                mp.setattr(pending_module, "publish_manifest", _failing_publish)
                 with pytest.raises(CheckpointError, match="injected"):
                     pending.commit()
             return None, completed_full

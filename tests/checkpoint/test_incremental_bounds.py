@@ -15,8 +15,8 @@ from checkpoint_data import dump
 from incremental_ops import checkpoint_now
 
 from flinkstate.checkpoint import CheckpointStorage
-from flinkstate.checkpoint.increments import ChainPolicy
-from flinkstate.checkpoint.restore import CompletedCheckpoint
+from flinkstate.checkpoint.reading.restore import CompletedCheckpoint
+from flinkstate.checkpoint.writing.increments import ChainPolicy
 from flinkstate.state import AbstractKeyedStateBackend, ListStateDescriptor, Types, ValueStateDescriptor
 
 VALUE = ValueStateDescriptor("value", Types.LONG())  # immutable: left unfrozen on the heap

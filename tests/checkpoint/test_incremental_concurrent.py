@@ -17,7 +17,7 @@ import pytest
 from checkpoint_data import dump
 
 from flinkstate.checkpoint import CheckpointError, CheckpointStorage
-from flinkstate.checkpoint.restore import CompletedCheckpoint
+from flinkstate.checkpoint.reading.restore import CompletedCheckpoint
 from flinkstate.state import AbstractKeyedStateBackend, ListStateDescriptor, Types, ValueStateDescriptor
 
 LIST = ListStateDescriptor("l", Types.STRING())

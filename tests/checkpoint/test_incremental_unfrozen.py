@@ -19,8 +19,8 @@ from checkpoint_data import dump
 from incremental_ops import checkpoint_now
 
 from flinkstate.checkpoint import CheckpointError, CheckpointStorage
-from flinkstate.checkpoint import checkpoints as checkpoints_module
-from flinkstate.checkpoint.restore import CompletedCheckpoint
+from flinkstate.checkpoint.reading.restore import CompletedCheckpoint
+from flinkstate.checkpoint.writing import pending as pending_module
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,
@@ -213,7 +213,7 @@ def test_a_failed_commit_keeps_the_changes_for_the_next_increment(
     checkpoint_now(storage, backend)
     _write(backend, VALUE, {1: -1, 2: -2})
     with monkeypatch.context() as mp:
-        mp.setattr(checkpoints_module, "publish_manifest", _failing_publish)
+        mp.setattr(pending_module, "publish_manifest", _failing_publish)
         with pytest.raises(CheckpointError, match="injected"):
             checkpoint_now(storage, backend)
     _write(backend, VALUE, {2: 22, 3: -3})

@@ -17,7 +17,7 @@ from incremental_ops import Workload, checkpoint_now
 from typer.testing import CliRunner
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
-from flinkstate.checkpoint.stats import key_group_loads, state_entries
+from flinkstate.checkpoint.views.stats import key_group_loads, state_entries
 from flinkstate.cli import app
 from flinkstate.state import (
     HeapKeyedStateBackend,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flinkstate.checkpoint import CheckpointError, CheckpointStorage, open_checkpoint
-from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
+from flinkstate.checkpoint.writing.rewrite import rewrite_max_parallelism
 from flinkstate.state import (
     FlinkStateError,
     HeapKeyedStateBackend,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
+from flinkstate.checkpoint.writing.rewrite import rewrite_max_parallelism
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,

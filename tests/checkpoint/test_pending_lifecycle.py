@@ -22,7 +22,7 @@ from flinkstate.checkpoint import (
     PendingStatus,
     SubtaskResult,
 )
-from flinkstate.checkpoint import checkpoints as checkpoints_module
+from flinkstate.checkpoint.writing import pending as pending_module
 from flinkstate.state import HeapKeyedStateBackend, Types
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
 from flinkstate.state.operator import OperatorStateBackend
@@ -48,7 +48,7 @@ def _in(status: PendingStatus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         pending.abort()
     elif status is PendingStatus.FAILED:
         with monkeypatch.context() as patch:
-            patch.setattr(checkpoints_module, "publish_manifest", _failing_publish)
+            patch.setattr(pending_module, "publish_manifest", _failing_publish)
             with pytest.raises(CheckpointError, match="WRITE_FAILED"):
                 pending.commit()
     assert pending.status is status

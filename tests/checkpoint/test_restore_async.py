@@ -12,7 +12,7 @@ import pytest
 from checkpoint_data import dump
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
-from flinkstate.checkpoint import writer as writer_module
+from flinkstate.checkpoint.writing import writer as writer_module
 from flinkstate.state import (
     AggregatingStateDescriptor,
     HeapKeyedStateBackend,

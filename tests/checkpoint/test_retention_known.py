@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage
-from flinkstate.checkpoint import versions as versions_module
+from flinkstate.checkpoint.writing import versions as versions_module
 from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
 
 

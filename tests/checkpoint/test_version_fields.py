@@ -17,8 +17,8 @@ import pytest
 from version_fields import MAX_P, OTHER_UID, UID, Job, P, Step, unmeant, write_base
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, Manifest, open_checkpoint
-from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
-from flinkstate.checkpoint.versions import rebase
+from flinkstate.checkpoint.writing.rewrite import rewrite_max_parallelism
+from flinkstate.checkpoint.writing.versions import rebase
 from flinkstate.connector.stream import StateSink
 from flinkstate.connector.writer import BootstrapWriter
 

@@ -13,9 +13,9 @@ import pytest
 from conftest import MAX_P, Job, P, Run, model, write_job
 
 from flinkstate.checkpoint import open_checkpoint
-from flinkstate.checkpoint.committer import publish_manifest
 from flinkstate.checkpoint.storage import Storage
-from flinkstate.checkpoint.versions import load_version, rebase
+from flinkstate.checkpoint.writing.committer import publish_manifest
+from flinkstate.checkpoint.writing.versions import load_version, rebase
 
 COMMANDS = ["list", "inspect", "show", "skew", "verify", "rescale", "gc"]
 

@@ -10,8 +10,8 @@ import pytest
 from conftest import Job
 
 from flinkstate.checkpoint import open_checkpoint
-from flinkstate.checkpoint.rewrite import rewrite_max_parallelism
 from flinkstate.checkpoint.storage import nested_options
+from flinkstate.checkpoint.writing.rewrite import rewrite_max_parallelism
 from flinkstate.cli.common import redact, secrets_of, storage_options
 from flinkstate.cli.render import bar, duration, jsonable, sparkline
 from flinkstate.state.errors import FlinkStateError

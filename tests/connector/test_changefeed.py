@@ -215,7 +215,7 @@ def test_every_checkpoint_of_a_chain_reads_through_spark_like_a_full_one(spark: 
 
 
 def test_metadata_view_shows_file_origins(root: Path) -> None:
-    from flinkstate.checkpoint.metadata import metadata_table
+    from flinkstate.checkpoint.views.metadata import metadata_table
 
     storage = CheckpointStorage(str(root))
     first = {r["state"]: r for r in metadata_table(storage.load(1).manifest, 1).to_pylist()}

@@ -12,7 +12,7 @@ import pytest
 from version_fields import Step, unmeant
 
 from flinkstate.checkpoint import Manifest, open_checkpoint
-from flinkstate.checkpoint.versions import rebase
+from flinkstate.checkpoint.writing.versions import rebase
 from flinkstate.connector import foreach_batch, process
 
 import process_functions

@@ -18,10 +18,10 @@ from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.types.mapping import TypeInformation
 
-from .format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator
+from ..format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator
+from ..manifest import FileRef, Files, OperatorStateInfo, SubtaskEntry
+from ..storage import Storage
 from .increments import BaseChain, ChainPolicy, IncrementalKeyedWriter
-from .manifest import FileRef, Files, OperatorStateInfo, SubtaskEntry
-from .storage import Storage
 
 
 @dataclass(frozen=True)

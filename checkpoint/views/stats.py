@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from flinkstate.state.keygroups.assignment import KeyGroupRange, compute_key_group_range_for_operator_index
 
-from .errors import CheckpointCorruptError
-from .keyed_files import naming_corruption
-from .merge import count_keyed
-from .restore import CompletedCheckpoint
-from .verified import open_ranges
+from ..errors import CheckpointCorruptError
+from ..reading.keyed_files import naming_corruption
+from ..reading.merge import count_keyed
+from ..reading.restore import CompletedCheckpoint
+from ..reading.verified import open_ranges
 
 
 @dataclass(frozen=True)

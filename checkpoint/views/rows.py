@@ -22,14 +22,14 @@ from flinkstate.state.ttl import TtlTimeCharacteristic
 from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import TypeInformation
 
-from .errors import CheckpointCorruptError, CheckpointError
-from .format import read_row_group, storage_table
-from .keys import key_mask
-from .manifest import FileRef
-from .merge import combine_key_group, merge_keyed
-from .storage import Storage
-from .verified import open_whole
-from .views import keyed_view
+from ..errors import CheckpointCorruptError, CheckpointError
+from ..format import read_row_group, storage_table
+from ..manifest import FileRef
+from ..reading.keys import key_mask
+from ..reading.merge import combine_key_group, merge_keyed
+from ..reading.verified import open_whole
+from ..storage import Storage
+from .schemas import keyed_view
 
 
 def key_group_rows(

@@ -5,7 +5,7 @@ applied in order: the last full file (the base) and one delta file per later che
 that changed the state. A delta file has the state's usual columns plus ``op`` (int8):
 deletes (``op = 1``: the scope is removed, or for LIST and MAP replaced whole) come
 before the upserts of the same key group, so applying the chain in order gives exactly
-the state as of the checkpoint (see :mod:`flinkstate.checkpoint.merge`).
+the state as of the checkpoint (see :mod:`flinkstate.checkpoint.reading.merge`).
 
 A state is written in full instead when there is nothing to build on (the first
 checkpoint, a restore, a base that went elsewhere, another parallelism or key-group
@@ -35,11 +35,11 @@ from flinkstate.state.keyed.snapshot import (
 )
 from flinkstate.state.types.mapping import TypeInformation
 
-from .arrow_codec import to_arrow
-from .errors import CheckpointError
-from .format import WrittenFile, keyed_schema, storage_table, write_keyed, write_row_groups
-from .manifest import FileRef, Files, OperatorEntry, SubtaskEntry
-from .storage import Storage
+from ..arrow_codec import to_arrow
+from ..errors import CheckpointError
+from ..format import WrittenFile, keyed_schema, storage_table, write_keyed, write_row_groups
+from ..manifest import FileRef, Files, OperatorEntry, SubtaskEntry
+from ..storage import Storage
 from .versions import load_version, rebase
 
 OP = pa.field("op", pa.int8(), nullable=False)

@@ -18,9 +18,9 @@ from typing import Protocol
 
 from flinkstate.state.keyed.changes import ChangeSet
 
-from .errors import CheckpointError
-from .manifest import METADATA, Manifest
-from .storage import Storage
+from ..errors import CheckpointError
+from ..manifest import METADATA, Manifest
+from ..storage import Storage
 from .versions import InFlight, completed_after, load_version, missing_files, referenced, states_missing
 
 

@@ -12,9 +12,9 @@ from typing import Any
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.mapping import TypeInformation
 
-from .errors import CheckpointError, CheckpointExistsError
-from .manifest import METADATA, WATERMARK_PROPERTY, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
-from .storage import Storage
+from ..errors import CheckpointError, CheckpointExistsError
+from ..manifest import METADATA, WATERMARK_PROPERTY, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from ..storage import Storage
 from .versions import InFlight, collect_garbage, replace_operator
 from .writer import SubtaskResult
 

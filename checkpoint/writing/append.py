@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..manifest import Manifest, OperatorEntry
+from ..storage import Storage
 from .committer import derive_manifest, publish_manifest
-from .manifest import Manifest, OperatorEntry
-from .storage import Storage
 from .versions import DATA_DIR, completed_ids, load_version, rebase, version_ids
 
 __all__ = ["DATA_DIR", "VersionAppend", "begin_append"]

@@ -20,11 +20,11 @@ from flinkstate.state.keygroups.assignment import (
 from flinkstate.state.keygroups.hashing import key_group_assigner
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 
+from ..errors import StateMigrationError
+from ..manifest import WATERMARK_PROPERTY
+from ..reading.merge import merge_keyed
+from ..reading.restore import CompletedCheckpoint
 from .checkpoints import begin_savepoint
-from .errors import StateMigrationError
-from .manifest import WATERMARK_PROPERTY
-from .merge import merge_keyed
-from .restore import CompletedCheckpoint
 
 
 def _select(cols: StateColumns, rows: list[int]) -> StateColumns:

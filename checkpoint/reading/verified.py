@@ -15,10 +15,10 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import CheckpointCorruptError, CheckpointNotFoundError
-from .format import open_parquet
-from .manifest import FileRef
-from .storage import Storage
+from ..errors import CheckpointCorruptError, CheckpointNotFoundError
+from ..format import open_parquet
+from ..manifest import FileRef
+from ..storage import Storage
 
 
 def open_whole(directory: Storage, ref: FileRef) -> pq.ParquetFile:

@@ -22,9 +22,9 @@ from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData
 from flinkstate.state.ttl.time import LONG_MIN
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
+from ..storage import Storage
 from .increments import BaseChain, ChainPolicy, load_base
-from .storage import Storage
 from .writer import SubtaskResult, SubtaskWriter
 
 

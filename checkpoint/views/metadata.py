@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from flinkstate.state.operator import OperatorStateMode
 
-from .views import METADATA_SCHEMA
+from .schemas import METADATA_SCHEMA
 
 
 def _type_text(t: Any) -> str | None:

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from .errors import CheckpointError
-from .manifest import METADATA, FileRef, Manifest, OperatorEntry, SubtaskEntry
-from .storage import Storage
+from ..errors import CheckpointError
+from ..manifest import METADATA, FileRef, Manifest, OperatorEntry, SubtaskEntry
+from ..storage import Storage
 
 _CHK = re.compile(r"^chk-(\d+)$")
 DATA_DIR = "_data"

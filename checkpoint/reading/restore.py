@@ -18,12 +18,12 @@ from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 
-from .errors import CheckpointError, StateMigrationError
-from .format import read_operator, read_row_group
+from ..errors import CheckpointError, StateMigrationError
+from ..format import read_operator, read_row_group
+from ..manifest import Manifest, OperatorEntry
+from ..storage import Storage
 from .keyed_files import key_group_files, read_key_groups
-from .manifest import Manifest, OperatorEntry
 from .merge import merge_keyed
-from .storage import Storage
 from .verified import open_ranges, open_whole
 
 RESTORE_BATCH = 16

@@ -18,10 +18,10 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
-from .errors import CheckpointCorruptError
-from .format import read_row_groups
-from .manifest import FileRef
-from .storage import Storage
+from ..errors import CheckpointCorruptError
+from ..format import read_row_groups
+from ..manifest import FileRef
+from ..storage import Storage
 from .verified import open_verified
 
 KeyGroupFiles = tuple[tuple[FileRef, tuple[tuple[int, int], ...]], ...]

@@ -16,8 +16,8 @@ from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.types.typeinfo import TypeInformation
 
-from .arrow_codec import from_arrow
-from .format import keyed_columns
+from ..arrow_codec import from_arrow
+from ..format import keyed_columns
 
 DELETE = 1
 
