@@ -37,7 +37,7 @@ from .reading.keys import (
     parse_id_set,
     parse_json_keys,
 )
-from .reading.merge import DELETE, merge_keyed
+from .reading.merge import DELETE, merge_keyed, merged_key_group, stored_key_group
 from .reading.restore import CompletedCheckpoint
 from .reading.verified import check_file, open_whole
 from .storage import Storage, nested_options
@@ -110,6 +110,7 @@ __all__ = [
     "load_directory",
     "load_version",
     "merge_keyed",
+    "merged_key_group",
     "metadata_table",
     "nested_options",
     "only_key_groups",
@@ -127,6 +128,7 @@ __all__ = [
     "spark_compatible",
     "state_entries",
     "storage_table",
+    "stored_key_group",
     "store_file",
     "subtask_loads",
     "to_arrow",

@@ -21,9 +21,8 @@ from flinkstate.checkpoint import (
     KeyGroupFiles,
     SubtaskEntry,
     key_group_files,
-    merge_keyed,
     only_key_groups,
-    storage_table,
+    stored_key_group,
 )
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
@@ -157,9 +156,7 @@ def stored_rows(
     """One key group's rows as one table in the stored layout (several files merged)."""
     if not tables:
         return None
-    if len(tables) == 1 and "op" not in tables[0].column_names:
-        return tables[0]
-    return storage_table(meta, key_type, kg, merge_keyed(tables, meta, key_type, allow_pickle))
+    return stored_key_group(tables, meta, key_type, kg, allow_pickle)
 
 
 def _scopes(table: pa.Table | None) -> dict[Any, tuple[list[int], list[str]]]:

@@ -34,8 +34,7 @@ from flinkstate.checkpoint import (
     OperatorEntry,
     Storage,
     begin_append,
-    merge_keyed,
-    storage_table,
+    merged_key_group,
     write_row_groups,
 )
 from flinkstate.state.keygroups.assignment import KeyGroupRange
@@ -123,9 +122,9 @@ class StateSink(DataSourceStreamArrowWriter):
             tables = []
             rng = None if st.key_group_range is None else KeyGroupRange(*st.key_group_range)
             for kg, parts in reader.read_keyed(op.uid, meta.name, rng):
-                merged = merge_keyed(parts, meta, op.key_type, allow_pickle=True)
-                if len(merged):
-                    tables.append((kg, storage_table(meta, op.key_type, kg, merged)))
+                merged = merged_key_group(parts, meta, op.key_type, kg, allow_pickle=True)
+                if merged.num_rows:
+                    tables.append((kg, merged))
             keyed = dict(st.keyed)
             keyed.pop(meta.name)
             if tables:

@@ -17,7 +17,8 @@ from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.types.typeinfo import TypeInformation
 
 from ..arrow_codec import from_arrow
-from ..format import keyed_columns
+from ..errors import CheckpointCorruptError
+from ..format import keyed_columns, storage_table
 
 DELETE = 1
 
@@ -56,6 +57,32 @@ def merge_keyed(
         return fast
     slow = _apply_rows(rest, meta, key_type, allow_pickle)
     return slow if fast is None else _concat(fast, slow)
+
+
+def merged_key_group(
+    tables: list[pa.Table], meta: StateMetaInfo, key_type: TypeInformation, key_group: int, allow_pickle: bool
+) -> pa.Table:
+    """One key group's entries from several files (or with deletes), applied in order, as one
+    table in the stored layout (what a compaction writes)."""
+    return storage_table(meta, key_type, key_group, merge_keyed(tables, meta, key_type, allow_pickle))
+
+
+def stored_key_group(
+    tables: list[pa.Table],
+    meta: StateMetaInfo,
+    key_type: TypeInformation | None,
+    key_group: int,
+    allow_pickle: bool,
+) -> pa.Table:
+    """One key group's rows from several files as one table in the stored layout: their
+    concatenation where that is how they apply (:func:`combine_key_group`), else
+    :func:`merged_key_group` (which needs the key type)."""
+    table = combine_key_group(tables, meta)
+    if table is not None:
+        return table
+    if key_type is None:
+        raise CheckpointCorruptError(f"state {meta.name!r} has rows but its operator has no key type")
+    return merged_key_group(tables, meta, key_type, key_group, allow_pickle)
 
 
 def count_keyed(

@@ -22,11 +22,11 @@ from flinkstate.state.ttl import TtlTimeCharacteristic
 from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import TypeInformation
 
-from ..errors import CheckpointCorruptError, CheckpointError
-from ..format import read_row_group, storage_table
+from ..errors import CheckpointError
+from ..format import read_row_group
 from ..manifest import FileRef
 from ..reading.keys import key_mask
-from ..reading.merge import combine_key_group, merge_keyed
+from ..reading.merge import stored_key_group
 from ..reading.verified import open_whole
 from ..storage import Storage
 from .schemas import keyed_view
@@ -48,12 +48,7 @@ def key_group_rows(
     ``keys``: only rows of these keys (typed values of ``key_type``); ``expired_before``: TTL
     timestamps at or before it are hidden (see :func:`expiry_cutoff`).
     """
-    table = combine_key_group(tables, meta)
-    if table is None:  # scopes repeat across files, or deletes: merge in Python
-        if key_type is None:
-            raise CheckpointCorruptError(f"state {meta.name!r} has rows but its operator has no key type")
-        merged = merge_keyed(tables, meta, key_type, allow_pickle)
-        table = storage_table(meta, key_type, key_group, merged)
+    table = stored_key_group(tables, meta, key_type, key_group, allow_pickle)
     table = _storing_something(table, meta)
     if keys is not None:
         if key_type is None:
