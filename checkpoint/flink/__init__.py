@@ -1,5 +1,6 @@
 """Reading Flink's own savepoints and retained checkpoints (Flink 1.15+ metadata, 2.x
-tested), without Flink: see :func:`read_savepoint`."""
+tested), without Flink: see :func:`read_savepoint`; writing canonical savepoints Flink 2.3
+restores: see :func:`write_savepoint`."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from .errors import (
     DeclaredTypeError,
     FlinkFormatError,
     UnsupportedFlinkFeatureError,
+    UnsupportedFlinkWriteError,
     UnsupportedSerializerError,
 )
+from .operator_id import operator_id_hex
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
+from .savepoint_writer import write_savepoint
 
 __all__ = [
     "DeclaredTypeError",
@@ -19,8 +23,11 @@ __all__ = [
     "FlinkState",
     "StateDeclaration",
     "UnsupportedFlinkFeatureError",
+    "UnsupportedFlinkWriteError",
     "UnsupportedSerializerError",
     "is_flink_savepoint",
+    "operator_id_hex",
     "parse_type",
     "read_savepoint",
+    "write_savepoint",
 ]

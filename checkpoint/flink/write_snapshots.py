@@ -1,0 +1,95 @@
+"""Serializer snapshots for state meta info: the inverse of :mod:`.snapshots`.
+
+A snapshot is ``UTF class name, int version, payload``. Flink's simple (atomic)
+snapshots have version 3 and no payload; composite ones (List, Map, the TTL wrapper) have
+version 3 and a payload of ``int magic, int outer version``, then their nested snapshots
+(``int magic, int 1, int count``, each a snapshot). The class names and magic numbers are
+the reader's; the versions are those Flink 2.3 writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flinkstate.state.types.mapping import BasicTypeInfo, TypeInformation
+
+from .errors import UnsupportedFlinkWriteError
+from .output import Output
+from .snapshots import _ATOMIC, _COMPOSITE_MAGIC, _FIXED_WIDTH, _LIST, _MAP, _NESTED_MAGIC, _TTL, _VOID
+
+#: The top-level snapshot framing (``TypeSerializerSnapshotSerializationUtil``'s version).
+TOP_LEVEL_VERSION = 2
+SIMPLE_VERSION = 3  # SimpleTypeSerializerSnapshot
+COMPOSITE_VERSION = 3  # CompositeTypeSerializerSnapshot
+NESTED_VERSION = 1
+_OUTER_VERSIONS = {_LIST: 1, _MAP: 1, _TTL: 2}
+#: Our atomic type name -> Flink's snapshot class (the reader also accepts ``IntegerSerializer``,
+#: which Flink does not have).
+ATOMIC_CLASSES = {t: name for name, t in _ATOMIC.items() if "IntegerSerializer" not in name}
+#: Atomic types whose Flink serializer has a fixed length (what Flink's composite keys look at).
+FIXED_LENGTH = frozenset(_FIXED_WIDTH)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A serializer snapshot to write: its class and, for composites, the nested snapshots."""
+
+    class_name: str
+    nested: tuple[Snapshot, ...] = ()
+
+    @property
+    def composite(self) -> bool:
+        return self.class_name in _OUTER_VERSIONS
+
+    def write(self, out: Output) -> None:
+        out.utf(self.class_name, "snapshot class")
+        if not self.composite:
+            out.i32(SIMPLE_VERSION, "snapshot version")
+            return
+        out.i32(COMPOSITE_VERSION, "snapshot version")
+        out.i32(_COMPOSITE_MAGIC, "composite magic")
+        out.i32(_OUTER_VERSIONS[self.class_name], "outer version")
+        out.i32(_NESTED_MAGIC, "nested magic")
+        out.i32(NESTED_VERSION, "nested version")
+        out.i32(len(self.nested), "nested count")
+        for n in self.nested:
+            n.write(out)
+
+    def write_top_level(self, out: Output) -> None:
+        out.i32(TOP_LEVEL_VERSION, "snapshot format version")
+        self.write(out)
+
+
+VOID = Snapshot(_VOID)
+LONG = Snapshot(ATOMIC_CLASSES["LONG"])
+
+
+def atomic_name(t: TypeInformation) -> str | None:
+    """Our atomic type's name when Flink has a built-in serializer for it (else None)."""
+    if isinstance(t, BasicTypeInfo) and t.name in ATOMIC_CLASSES:
+        return t.name
+    return None
+
+
+def snapshot_of(t: TypeInformation, what: str) -> Snapshot:
+    """The snapshot of Flink's serializer for our type ``t``; ``what`` names the state."""
+    name = atomic_name(t)
+    if name is None:
+        raise UnsupportedFlinkWriteError(
+            f"{what}: type {t} cannot be written to a Flink savepoint yet (supported: "
+            f"{', '.join(sorted(ATOMIC_CLASSES))})"
+        )
+    return Snapshot(ATOMIC_CLASSES[name])
+
+
+def ttl(value: Snapshot) -> Snapshot:
+    """Flink's TTL wrapper around ``value``: the last-access timestamp (a Long), then the value."""
+    return Snapshot(_TTL, (LONG, value))
+
+
+def list_of(element: Snapshot) -> Snapshot:
+    return Snapshot(_LIST, (element,))
+
+
+def map_of(key: Snapshot, value: Snapshot) -> Snapshot:
+    return Snapshot(_MAP, (key, value))
