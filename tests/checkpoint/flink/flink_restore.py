@@ -1,0 +1,118 @@
+"""Restoring a savepoint in a real Flink 2.3 mini-cluster (the ``flink`` test tier and the
+fixture generator): compiles ``tests/fixtures/flink/RestoreJob.java`` against the jars of the
+``apache-flink`` package in the virtualenv ``$FLINK_VENV`` and runs it; no Python of Flink's."""
+
+from __future__ import annotations
+
+import glob
+import os
+import struct
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from write_model import FLINK_TTL_MS, canonical, model
+
+JOB = Path(__file__).resolve().parents[2] / "fixtures" / "flink" / "RestoreJob.java"
+
+
+def flink_lib(venv: str | None = None) -> Path | None:
+    """``pyflink/lib`` of the virtualenv ``venv`` (default ``$FLINK_VENV``), if there is one."""
+    venv = venv or os.environ.get("FLINK_VENV")
+    if not venv:
+        return None
+    found = glob.glob(os.path.join(venv, "lib", "python3*", "site-packages", "pyflink", "lib"))
+    return Path(found[0]) if found else None
+
+
+def compile_job(lib: Path, classes: Path) -> str:
+    """Compile the restore job into ``classes``; the class path to run it with."""
+    classpath = os.pathsep.join(sorted(glob.glob(str(lib / "*.jar"))))
+    classes.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(JOB)], check=True)
+    return f"{classes}{os.pathsep}{classpath}"
+
+
+def spec_text(parallelism: dict[str, int], max_parallelism: dict[str, int]) -> str:
+    """The restore job's spec of the model's operators and states (TTL states with FLINK_TTL_MS)."""
+    lines = []
+    for uid, op in model().items():
+        lines.append(f"operator\t{uid}\t{op.key_type}\t{parallelism[uid]}\t{max_parallelism[uid]}")
+        for name, s in op.states.items():
+            lines.append(
+                f"state\t{name}\t{s.kind}\t{s.value_type}\t{s.user_key_type}\t{FLINK_TTL_MS if s.ttl else 0}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def restore(classpath: str, backend: str, savepoint: Path, spec: str, work: Path) -> list[str]:
+    """Run the restore job on ``backend`` from ``savepoint``: the lines it wrote, sorted."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "spec.tsv").write_text(spec, encoding="utf-8")
+    out = work / f"restored-{backend}.tsv"
+    cmd = [
+        "java",
+        "-cp",
+        classpath,
+        "RestoreJob",
+        backend,
+        str(savepoint.resolve()),
+        str(work / "spec.tsv"),
+        str(out),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise AssertionError(
+            f"Flink's restore failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+        )
+    return sorted(out.read_text(encoding="utf-8").splitlines())
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\":
+            out.append({"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}[text[i + 1]])
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _parse(text: str, type_name: str) -> Any:
+    if text == "\\N":
+        return None
+    if type_name in ("LONG", "INT", "SHORT", "BYTE"):
+        return int(text)
+    if type_name == "BOOLEAN":
+        return {"true": True, "false": False}[text]
+    if type_name in ("DOUBLE", "FLOAT"):
+        value = float(text)
+        return canonical(
+            struct.unpack(">f", struct.pack(">f", value))[0] if type_name == "FLOAT" else value, type_name
+        )
+    return _unescape(text)
+
+
+def parse_lines(lines: list[str]) -> tuple[set[tuple[Any, ...]], set[tuple[str, int, int]]]:
+    """(uid, state, key, position or user key, value) of each line, in the model's terms, and
+    the (uid, subtask, key group) triples Flink reported."""
+    ops = model()
+    rows = set()
+    placed = set()
+    for line in lines:
+        uid, subtask, kg, name, key, extra, value = line.split("\t")
+        op = ops[uid]
+        state = _unescape(name)
+        s = op.states[state]
+        if s.kind == "LIST":
+            extra_value: Any = int(extra)
+        elif s.kind == "MAP":
+            extra_value = canonical(_parse(extra, s.user_key_type), s.user_key_type)
+        else:
+            extra_value = None
+        k = canonical(_parse(key, op.key_type), op.key_type)
+        rows.add((uid, state, k, extra_value, _parse(value, s.value_type)))
+        placed.add((uid, int(subtask), int(kg)))
+    return rows, placed

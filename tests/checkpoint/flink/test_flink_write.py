@@ -1,0 +1,221 @@
+"""Writing Flink savepoints from our checkpoints: read back with our own reader, every value
+compared with the model the source checkpoint was built from; byte-compared with what Flink
+itself writes; refusals before any file is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from flink_model import FIXTURES
+from write_model import build_checkpoint, canonical, model, rows
+
+from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
+from flinkstate.checkpoint.errors import CheckpointError
+from flinkstate.checkpoint.flink import (
+    FlinkSavepoint,
+    UnsupportedFlinkWriteError,
+    operator_id_hex,
+    read_savepoint,
+    write_savepoint,
+)
+from flinkstate.checkpoint.flink.binary import Cursor
+from flinkstate.checkpoint.flink.header import read_meta_info
+from flinkstate.checkpoint.flink.operator_id import murmur3_128
+from flinkstate.checkpoint.flink.output import Output
+from flinkstate.checkpoint.flink.snapshots import read_top_level
+from flinkstate.checkpoint.flink.write_keyed import KeyedStateSpec, write_header
+from flinkstate.checkpoint.flink.write_snapshots import Snapshot, snapshot_of
+from flinkstate.state import (
+    HeapKeyedStateBackend,
+    ReducingStateDescriptor,
+    Types,
+    ValueStateDescriptor,
+    assign_to_key_group,
+    compute_key_group_range_for_operator_index,
+)
+from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state.operator import OperatorStateBackend
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
+    return build_checkpoint(str(tmp_path_factory.mktemp("source") / "ck"))
+
+
+def read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:
+    """Every row of every keyed state in ``sp``, in the model's terms (key groups checked)."""
+    out = set()
+    for uid, op in model().items():
+        meta = sp.operator(uid)
+        for name, s in op.states.items():
+            table = sp.keyed_state(uid, name)
+            if s.ttl:
+                table = table.set_column(
+                    table.num_columns - 1, "ttl_timestamp", table.column("ttl_timestamp").cast(pa.int64())
+                )
+            for r in table.to_pylist():
+                assert r["key_group"] == assign_to_key_group(
+                    r["key"], meta.max_parallelism, getattr(Types, op.key_type)()
+                )
+                extra = r.get("position", r.get("user_key"))
+                value = None if r["value"] is None else canonical(r["value"], s.value_type)
+                extra = canonical(extra, s.user_key_type) if "user_key" in r else extra
+                out.add((uid, name, canonical(r["key"], op.key_type), extra, value, r.get("ttl_timestamp")))
+    return out
+
+
+@pytest.mark.parametrize(("parallelism", "max_parallelism"), [(None, None), (3, 256), (1, 64), (5, 5)])
+def test_round_trip_every_value(
+    source: CompletedCheckpoint, tmp_path: Path, parallelism: int | None, max_parallelism: int | None
+) -> None:
+    sp = write_savepoint(
+        source, str(tmp_path / "sp"), parallelism=parallelism, max_parallelism=max_parallelism
+    )
+    assert read_rows(sp) == set(rows())
+    assert sp.properties["metadata_version"] == "3" and sp.properties["format"] == "canonical"
+    for uid in model():
+        op = sp.operator(uid)
+        assert op.operator_id == operator_id_hex(uid)
+        assert op.parallelism == (parallelism or 2) and op.max_parallelism == (max_parallelism or 128)
+        for sub in op.subtasks:
+            rng = compute_key_group_range_for_operator_index(op.max_parallelism, op.parallelism, sub.index)
+            assert sub.managed_keyed is not None and sub.managed_keyed.key_groups == range(
+                rng.start, rng.end + 1
+            )
+        assert [s.index for s in op.subtasks] == list(range(op.parallelism))
+
+
+def test_inline_or_files(source: CompletedCheckpoint, tmp_path: Path) -> None:
+    inline = write_savepoint(source, str(tmp_path / "inline"))
+    files = write_savepoint(source, str(tmp_path / "files"), inline_threshold=0)
+    assert sorted(p.name for p in (tmp_path / "inline").iterdir()) == ["_metadata"]
+    written = sorted(p.name for p in (tmp_path / "files").iterdir())
+    assert len(written) == 1 + 2 * len(model())
+    for sp in (inline, files):
+        kinds = {s.managed_keyed.stream.kind for o in sp.operators for s in o.subtasks if s.managed_keyed}
+        assert kinds == ({"bytes"} if sp is inline else {"relative"})
+    assert read_rows(inline) == read_rows(files) == set(rows())
+    moved = tmp_path / "moved"
+    (tmp_path / "files").rename(moved)
+    assert read_rows(read_savepoint(str(moved))) == set(rows())
+
+
+def test_selected_operators_and_per_operator_parallelism(source: CompletedCheckpoint, tmp_path: Path) -> None:
+    sp = write_savepoint(source, str(tmp_path / "sp"), operators=["by-name"], parallelism={"by-name": 4})
+    assert [(o.operator_id, o.parallelism) for o in sp.operators] == [(operator_id_hex("by-name"), 4)]
+
+
+def test_uid_hash_matches_flink() -> None:
+    """Flink's own _metadata (version 6) records each uid beside its OperatorID."""
+    sp = read_savepoint(str(FIXTURES / "heap_canonical"))
+    pairs = [(o.uid, o.operator_id) for o in sp.meta.operators if o.uid]
+    assert len(pairs) >= 4
+    for uid, op_id in pairs:
+        assert operator_id_hex(uid) == op_id
+    # MurmurHash3 x64 128's published answer (two blocks and a tail)
+    assert (
+        murmur3_128(b"The quick brown fox jumps over the lazy dog").hex()
+        == "6c1b07bc7bbc4be347939ac4a93c437a"
+    )
+
+
+def _spec(info: Any) -> KeyedStateSpec | None:
+    """Our spec of a state Flink wrote, when its types are ones the writer covers."""
+    value = info.value.inner if info.value.inner is not None else info.value
+    try:
+        snapshot_of(value.type_info, "")
+        if info.user_key is not None:
+            snapshot_of(info.user_key.type_info, "")
+    except (UnsupportedFlinkWriteError, AttributeError):
+        return None
+    if info.kind not in ("VALUE", "LIST", "MAP") or not (info.namespace and info.namespace.void):
+        return None
+    user_key = info.user_key.type_info if info.user_key is not None else None
+    return KeyedStateSpec(info.name, info.kind, value.type_info, user_key, info.ttl)
+
+
+def test_meta_info_bytes_equal_flinks() -> None:
+    """Each state meta info of a real Flink savepoint, written again, gives Flink's bytes."""
+    data = (FIXTURES / "heap_canonical_files").glob("*-*")
+    stream = max((p.read_bytes() for p in data), key=len)  # the keyed-states operator's stream
+    c = Cursor(stream, "fixture")
+    c.i32("version")
+    c.boolean("compressed")
+    key_start = c.pos
+    key = read_top_level(c, "key")
+    out = Output("test")
+    snapshot_of(key.type_info, "key").write_top_level(out)  # type: ignore[arg-type]
+    assert bytes(out.buf) == stream[key_start : c.pos]
+    compared = []
+    for i in range(c.i16("count")):
+        start = c.pos
+        info = read_meta_info(c, i)
+        spec = _spec(info)
+        if spec is not None:
+            out = Output("test")
+            write_header(out, Snapshot("k"), [spec])
+            header_len = len(out.buf) - (c.pos - start)
+            assert bytes(out.buf[header_len:]) == stream[start : c.pos], info.name
+            compared.append(info.name)
+    assert {"v_long", "v_string", "l_long", "m_int_string", "ttl_value", "ttl_list", "ttl_map"} <= set(
+        compared
+    )
+
+
+def _write_one(path: str, desc: Any, operator_state: bool = False) -> CompletedCheckpoint:
+    pending = CheckpointStorage(path).begin()
+    backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    backend.set_current_key(1)
+    if isinstance(desc, ReducingStateDescriptor):
+        backend.get_reducing_state(desc).add(3)
+    elif desc is not None:
+        backend.get_partitioned_state(7, desc).update(3)
+    pending.write_keyed("op", backend, 0, 1)
+    if operator_state:
+        ops = OperatorStateBackend()
+        ops.get_union_list_state(ValueStateDescriptor("offsets", Types.LONG())).add(5)  # type: ignore[arg-type]
+        pending.write_operator("op", ops, 0, 1)
+    return pending.commit()
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [("reducing", "reducing state"), ("namespace", "void namespace"), ("row", "cannot be written")],
+)
+def test_refused_before_any_file(tmp_path: Path, case: str, message: str) -> None:
+    desc: Any = {
+        "reducing": ReducingStateDescriptor("r", lambda a, b: a + b, Types.LONG()),
+        "namespace": ValueStateDescriptor("n", Types.LONG()),
+        "row": ValueStateDescriptor("row", Types.ROW([Types.LONG()])),
+    }[case]
+    if case == "row":
+        pending = CheckpointStorage(str(tmp_path / "ck")).begin()
+        backend = HeapKeyedStateBackend(key_type=Types.LONG())
+        backend.set_current_key(1)
+        backend.get_state(desc).update((1,))
+        pending.write_keyed("op", backend, 0, 1)
+        ck = pending.commit()
+    else:
+        ck = _write_one(str(tmp_path / "ck"), desc)
+    with pytest.raises(UnsupportedFlinkWriteError, match=rf"\[FLINK_UNSUPPORTED\].*{message}"):
+        write_savepoint(ck, str(tmp_path / "sp"))
+    assert not (tmp_path / "sp").exists()
+
+
+def test_bad_arguments_refused_before_any_file(source: CompletedCheckpoint, tmp_path: Path) -> None:
+    target = tmp_path / "sp"
+    with pytest.raises(InvalidArgumentError, match=r"\[INVALID_PARALLELISM\]"):
+        write_savepoint(source, str(target), parallelism=200)
+    with pytest.raises(InvalidArgumentError, match=r"\[INVALID_MAX_PARALLELISM\]"):
+        write_savepoint(source, str(target), max_parallelism=0)
+    with pytest.raises(CheckpointError, match=r"\[UNKNOWN_OPERATOR\]"):
+        write_savepoint(source, str(target), operators=["nope"])
+    assert not target.exists()
+    write_savepoint(source, str(target))
+    before = (target / "_metadata").read_bytes()
+    with pytest.raises(CheckpointError, match=r"\[CHECKPOINT_EXISTS\]"):
+        write_savepoint(source, str(target), parallelism=1)
+    assert (target / "_metadata").read_bytes() == before

@@ -1,0 +1,222 @@
+"""The state the Flink savepoint writer's tests write: a plain-Python model, the checkpoint of
+ours built from it, and the rows a reader (ours or Flink) must find in the written savepoint.
+
+Two operators: ``typed-values`` (Long keys) with Value state of every atomic type, List and
+Map states, and TTL Value/List/Map states whose entries are either long expired (timestamp
+1 s after the epoch) or live for decades; ``by-name`` (String keys, tabs and non-BMP
+characters included). Flink's restore job declares TTL states with a one-hour TTL, so it
+shows the live entries only; our own reader shows every entry with its timestamp.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
+from flinkstate.state import (
+    HeapKeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    StateTtlConfig,
+    Types,
+    ValueStateDescriptor,
+    assign_to_key_group,
+    compute_key_group_range_for_operator_index,
+)
+from flinkstate.state.ttl import ManualTimeProvider
+
+EXPIRED_TS = 1_000
+LIVE_TS = 4_000_000_000_000  # in 2096
+OUR_TTL = StateTtlConfig.new_builder(datetime.timedelta(days=365 * 200)).build()
+FLINK_TTL_MS = 3_600_000  # what the restore job declares: EXPIRED_TS is past it, LIVE_TS is not
+SOURCE_PARALLELISM = 2
+
+
+@dataclass(frozen=True)
+class StateModel:
+    """A state and its entries by key: a value, a list or a dict; with TTL each value,
+    element or map value is a (value, timestamp) pair."""
+
+    kind: str  # VALUE | LIST | MAP
+    value_type: str
+    entries: dict[Any, Any]
+    user_key_type: str = "-"
+    ttl: bool = False
+
+
+@dataclass(frozen=True)
+class OperatorModel:
+    key_type: str
+    states: dict[str, StateModel] = field(default_factory=dict)
+
+
+def _text(k: int) -> str:
+    return f"k{k}-\u00e9\u6f22\U0001f600" if k % 4 else ("" if k == 0 else f"tab\there\nk{k}")
+
+
+_DOUBLES = {1: math.nan, 2: -0.0, 3: math.inf, 4: -math.inf, 5: 1e-310}
+
+
+def model() -> dict[str, OperatorModel]:
+    keys = range(12)
+    long_extreme = {11: -(2**63), 10: 2**63 - 1}
+    typed = OperatorModel(
+        "LONG",
+        {
+            "v_long": StateModel("VALUE", "LONG", {k: long_extreme.get(k, k * 1000 + 7) for k in keys}),
+            "v_int": StateModel("VALUE", "INT", {k: 2**31 - 1 if k == 11 else -3 * k for k in keys}),
+            "v_short": StateModel("VALUE", "SHORT", {k: k - 10 for k in keys}),
+            "v_byte": StateModel("VALUE", "BYTE", {k: -128 if k == 11 else k * 5 for k in keys}),
+            "v_bool": StateModel("VALUE", "BOOLEAN", {k: k % 2 == 0 for k in keys}),
+            "v_double": StateModel("VALUE", "DOUBLE", {k: _DOUBLES.get(k, k * 1.5) for k in keys}),
+            "v_float": StateModel("VALUE", "FLOAT", {k: k * 0.25 for k in keys}),
+            "v_char": StateModel(
+                "VALUE", "CHAR", {k: chr(ord("a") + k) if k != 11 else "\u6f22" for k in keys}
+            ),
+            "v_string": StateModel("VALUE", "STRING", {k: _text(k) for k in keys if k != 7}),
+            "l_long": StateModel("LIST", "LONG", {k: [k * 10 + i for i in range(k % 3 + 1)] for k in keys}),
+            "l_string": StateModel("LIST", "STRING", {k: [f"e{k}", _text(k + 1)] for k in keys if k % 2}),
+            "m_string_long": StateModel(
+                "MAP", "LONG", {k: {f"u{i}": k * 100 + i for i in range(k % 3 + 1)} for k in keys}, "STRING"
+            ),
+            "m_int_string": StateModel(
+                "MAP",
+                "STRING",
+                {k: {i: None if i == 1 else _text(k + i) for i in range(3)} for k in keys},
+                "INT",
+            ),
+            "m_bool_double": StateModel(
+                "MAP", "DOUBLE", {k: {True: k / 4, False: -k / 8} for k in keys}, "BOOLEAN"
+            ),
+            "ttl_value": StateModel(
+                "VALUE",
+                "STRING",
+                {k: (f"t{k}", LIVE_TS if k % 2 == 0 else EXPIRED_TS) for k in keys},
+                ttl=True,
+            ),
+            "ttl_list": StateModel(
+                "LIST", "LONG", {k: [(k, EXPIRED_TS), (k + 1, LIVE_TS)] for k in keys}, ttl=True
+            ),
+            "ttl_map": StateModel(
+                "MAP",
+                "INT",
+                {k: {"old": (k, EXPIRED_TS), "new": (k + 1, LIVE_TS)} for k in keys},
+                "STRING",
+                ttl=True,
+            ),
+        },
+    )
+    names = ["", "alice", "b\u00f6b", "tab\there", "\U0001f600", *(f"user-{i}" for i in range(8))]
+    by_name = OperatorModel(
+        "STRING",
+        {
+            "count": StateModel("VALUE", "INT", {n: len(n) for n in names}),
+            "tags": StateModel("LIST", "STRING", {n: [n, n.upper()] for n in names if n}),
+        },
+    )
+    return {"typed-values": typed, "by-name": by_name}
+
+
+def _type(name: str) -> Any:
+    return getattr(Types, name)()
+
+
+def _descriptor(name: str, s: StateModel) -> Any:
+    if s.kind == "VALUE":
+        d: Any = ValueStateDescriptor(name, _type(s.value_type))
+    elif s.kind == "LIST":
+        d = ListStateDescriptor(name, _type(s.value_type))
+    else:
+        d = MapStateDescriptor(name, _type(s.user_key_type), _type(s.value_type))
+    if s.ttl:
+        d.enable_time_to_live(OUR_TTL)
+    return d
+
+
+def _fill(
+    backend: HeapKeyedStateBackend, clock: ManualTimeProvider, name: str, s: StateModel, key: Any
+) -> None:
+    state = backend.get_state(_descriptor(name, s)) if s.kind == "VALUE" else None
+    value = s.entries[key]
+    backend.set_current_key(key)
+    if s.kind == "VALUE":
+        assert state is not None
+        if s.ttl:
+            clock.now = value[1]
+            value = value[0]
+        state.update(value)
+    elif s.kind == "LIST":
+        lst = backend.get_list_state(_descriptor(name, s))
+        for element in value:
+            if s.ttl:
+                clock.now, element = element[1], element[0]
+            lst.add(element)
+    else:
+        mp = backend.get_map_state(_descriptor(name, s))
+        for user_key, v in value.items():
+            if s.ttl:
+                clock.now, v = v[1], v[0]
+            mp.put(user_key, v)
+
+
+def build_checkpoint(path: str) -> CompletedCheckpoint:
+    """Our checkpoint of :func:`model` at ``path`` (parallelism 2, max parallelism 128)."""
+    pending = CheckpointStorage(path).begin()
+    for uid, op in model().items():
+        for i in range(SOURCE_PARALLELISM):
+            rng = compute_key_group_range_for_operator_index(128, SOURCE_PARALLELISM, i)
+            clock = ManualTimeProvider(LIVE_TS)
+            backend = HeapKeyedStateBackend(
+                key_type=_type(op.key_type), key_group_range=rng, time_provider=clock
+            )
+            for name, s in op.states.items():
+                for key in s.entries:
+                    if assign_to_key_group(key, 128, _type(op.key_type)) in rng:
+                        _fill(backend, clock, name, s, key)
+            clock.now = LIVE_TS
+            pending.write_keyed(uid, backend, i, SOURCE_PARALLELISM)
+    pending.commit()
+    ckpt = open_checkpoint(path)
+    assert isinstance(ckpt, CompletedCheckpoint)
+    return ckpt
+
+
+def canonical(value: Any, type_name: str) -> Any:
+    """A value as compared: floats by their bytes (NaN, -0.0), FLOAT rounded to 32 bits."""
+    if type_name == "DOUBLE":
+        return struct.pack(">d", value)
+    if type_name == "FLOAT":
+        return struct.pack(">f", value)
+    return value
+
+
+Row = tuple[str, str, Any, Any, Any, Any]  # uid, state, key, position/user key, value, TTL timestamp
+
+
+def rows(live_only: bool = False) -> Iterator[Row]:
+    """Every (uid, state, key, position or user key, value, timestamp) of the model; with
+    ``live_only`` what Flink shows: TTL entries not expired under FLINK_TTL_MS, lists renumbered."""
+    for uid, op in model().items():
+        for name, s in op.states.items():
+            for key, value in s.entries.items():
+                k = canonical(key, op.key_type)
+                if s.kind == "VALUE":
+                    items: list[tuple[Any, Any]] = [(None, value)]
+                elif s.kind == "LIST":
+                    items = list(enumerate(value))
+                else:
+                    items = [(canonical(u, s.user_key_type), v) for u, v in value.items()]
+                position = 0
+                for extra, v in items:
+                    v, ts = v if s.ttl else (v, None)
+                    if live_only and ts is not None and ts != LIVE_TS:
+                        continue
+                    if s.kind == "LIST":
+                        extra = position
+                        position += 1
+                    yield uid, name, k, extra, canonical(v, s.value_type) if v is not None else None, ts
