@@ -11,7 +11,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from write_model import FLINK_TTL_MS, canonical, model
+from write_model import FLINK_TTL_MS, canonical, model, rows
+
+from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
 JOB = Path(__file__).resolve().parents[2] / "fixtures" / "flink" / "RestoreJob.java"
 
@@ -116,3 +118,12 @@ def parse_lines(lines: list[str]) -> tuple[set[tuple[Any, ...]], set[tuple[str, 
         rows.add((uid, state, k, extra_value, _parse(value, s.value_type)))
         placed.add((uid, int(subtask), int(kg)))
     return rows, placed
+
+
+def check_restored(lines: list[str], parallelism: dict[str, int], max_parallelism: dict[str, int]) -> None:
+    """What Flink printed is the model's live rows, each in the subtask owning its key group."""
+    got, placed = parse_lines(lines)
+    assert len(lines) == len(got)
+    assert got == {r[:5] for r in rows(live_only=True)}
+    for uid, subtask, kg in placed:
+        assert subtask == compute_operator_index_for_key_group(max_parallelism[uid], parallelism[uid], kg)

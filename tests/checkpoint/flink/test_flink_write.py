@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from flink_model import FIXTURES
-from write_model import build_checkpoint, canonical, model, rows
+from write_model import canonical, model, rows
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.checkpoint.errors import CheckpointError
@@ -40,11 +40,6 @@ from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.operator import OperatorStateBackend
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
-    return build_checkpoint(str(tmp_path_factory.mktemp("source") / "ck"))
-
-
 def read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:
     """Every row of every keyed state in ``sp``, in the model's terms (key groups checked)."""
     out = set()
@@ -69,10 +64,13 @@ def read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:
 
 @pytest.mark.parametrize(("parallelism", "max_parallelism"), [(None, None), (3, 256), (1, 64), (5, 5)])
 def test_round_trip_every_value(
-    source: CompletedCheckpoint, tmp_path: Path, parallelism: int | None, max_parallelism: int | None
+    model_checkpoint: CompletedCheckpoint,
+    tmp_path: Path,
+    parallelism: int | None,
+    max_parallelism: int | None,
 ) -> None:
     sp = write_savepoint(
-        source, str(tmp_path / "sp"), parallelism=parallelism, max_parallelism=max_parallelism
+        model_checkpoint, str(tmp_path / "sp"), parallelism=parallelism, max_parallelism=max_parallelism
     )
     assert read_rows(sp) == set(rows())
     assert sp.properties["metadata_version"] == "3" and sp.properties["format"] == "canonical"
@@ -88,9 +86,9 @@ def test_round_trip_every_value(
         assert [s.index for s in op.subtasks] == list(range(op.parallelism))
 
 
-def test_inline_or_files(source: CompletedCheckpoint, tmp_path: Path) -> None:
-    inline = write_savepoint(source, str(tmp_path / "inline"))
-    files = write_savepoint(source, str(tmp_path / "files"), inline_threshold=0)
+def test_inline_or_files(model_checkpoint: CompletedCheckpoint, tmp_path: Path) -> None:
+    inline = write_savepoint(model_checkpoint, str(tmp_path / "inline"))
+    files = write_savepoint(model_checkpoint, str(tmp_path / "files"), inline_threshold=0)
     assert sorted(p.name for p in (tmp_path / "inline").iterdir()) == ["_metadata"]
     written = sorted(p.name for p in (tmp_path / "files").iterdir())
     assert len(written) == 1 + 2 * len(model())
@@ -103,8 +101,12 @@ def test_inline_or_files(source: CompletedCheckpoint, tmp_path: Path) -> None:
     assert read_rows(read_savepoint(str(moved))) == set(rows())
 
 
-def test_selected_operators_and_per_operator_parallelism(source: CompletedCheckpoint, tmp_path: Path) -> None:
-    sp = write_savepoint(source, str(tmp_path / "sp"), operators=["by-name"], parallelism={"by-name": 4})
+def test_selected_operators_and_per_operator_parallelism(
+    model_checkpoint: CompletedCheckpoint, tmp_path: Path
+) -> None:
+    sp = write_savepoint(
+        model_checkpoint, str(tmp_path / "sp"), operators=["by-name"], parallelism={"by-name": 4}
+    )
     assert [(o.operator_id, o.parallelism) for o in sp.operators] == [(operator_id_hex("by-name"), 4)]
 
 
@@ -205,17 +207,17 @@ def test_refused_before_any_file(tmp_path: Path, case: str, message: str) -> Non
     assert not (tmp_path / "sp").exists()
 
 
-def test_bad_arguments_refused_before_any_file(source: CompletedCheckpoint, tmp_path: Path) -> None:
+def test_bad_arguments_refused_before_any_file(model_checkpoint: CompletedCheckpoint, tmp_path: Path) -> None:
     target = tmp_path / "sp"
     with pytest.raises(InvalidArgumentError, match=r"\[INVALID_PARALLELISM\]"):
-        write_savepoint(source, str(target), parallelism=200)
+        write_savepoint(model_checkpoint, str(target), parallelism=200)
     with pytest.raises(InvalidArgumentError, match=r"\[INVALID_MAX_PARALLELISM\]"):
-        write_savepoint(source, str(target), max_parallelism=0)
+        write_savepoint(model_checkpoint, str(target), max_parallelism=0)
     with pytest.raises(CheckpointError, match=r"\[UNKNOWN_OPERATOR\]"):
-        write_savepoint(source, str(target), operators=["nope"])
+        write_savepoint(model_checkpoint, str(target), operators=["nope"])
     assert not target.exists()
-    write_savepoint(source, str(target))
+    write_savepoint(model_checkpoint, str(target))
     before = (target / "_metadata").read_bytes()
     with pytest.raises(CheckpointError, match=r"\[CHECKPOINT_EXISTS\]"):
-        write_savepoint(source, str(target), parallelism=1)
+        write_savepoint(model_checkpoint, str(target), parallelism=1)
     assert (target / "_metadata").read_bytes() == before

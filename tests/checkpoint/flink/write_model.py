@@ -35,6 +35,21 @@ LIVE_TS = 4_000_000_000_000  # in 2096
 OUR_TTL = StateTtlConfig.new_builder(datetime.timedelta(days=365 * 200)).build()
 FLINK_TTL_MS = 3_600_000  # what the restore job declares: EXPIRED_TS is past it, LIVE_TS is not
 SOURCE_PARALLELISM = 2
+#: The savepoints of tests/fixtures/flink/written/<name>: write_savepoint's arguments. "mixed"
+#: is rescaled (typed-values gets two-byte key-group prefixes) and puts streams over 2 KiB in
+#: files, smaller ones inline; "inline" keeps the source's layout with every stream inline.
+WRITTEN: dict[str, dict[str, Any]] = {
+    "inline": {
+        "parallelism": {"typed-values": 2, "by-name": 2},
+        "max_parallelism": {"typed-values": 128, "by-name": 128},
+        "inline_threshold": 1 << 20,
+    },
+    "mixed": {
+        "parallelism": {"typed-values": 3, "by-name": 2},
+        "max_parallelism": {"typed-values": 256, "by-name": 128},
+        "inline_threshold": 2048,
+    },
+}
 
 
 @dataclass(frozen=True)
