@@ -1,6 +1,7 @@
 """Writing a canonical-format Flink savepoint from one of our checkpoints or savepoints.
 
-:func:`write_savepoint` turns the keyed Value, List and Map states of each operator (void
+:func:`write_savepoint` turns the keyed Value, List, Map, Reducing and Aggregating states of
+each operator (void
 namespace, keys and values of Flink's built-in atomic types, with or without processing-time
 TTL) into a directory Flink 2.3 restores with ``flink run -s`` on either state backend: one
 keyed state stream per subtask (:mod:`.write_keyed`), inline in ``_metadata`` when small
@@ -18,7 +19,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.assignment import (
     assign_to_key_group,
@@ -42,7 +42,6 @@ from .write_snapshots import snapshot_of
 
 #: Flink's default ``execution.checkpointing.data-inline-threshold`` (20 KiB).
 DEFAULT_INLINE_THRESHOLD = 20 * 1024
-_KINDS = {StateKind.VALUE: "VALUE", StateKind.LIST: "LIST", StateKind.MAP: "MAP"}
 
 
 @dataclass(frozen=True)
@@ -58,18 +57,13 @@ class _Plan:
 
 def _spec(uid: str, meta: StateMetaInfo) -> KeyedStateSpec:
     what = f"operator {uid!r}, state {meta.name!r}"
-    kind = _KINDS.get(meta.kind)
-    if kind is None:
-        raise UnsupportedFlinkWriteError(
-            f"{what}: {meta.kind.value} state cannot be written to a Flink savepoint yet (Value, List, Map)"
-        )
     if meta.namespace_type is not None:
         raise UnsupportedFlinkWriteError(f"{what}: only the void namespace can be written yet")
     config = meta.ttl
     ttl = config is not None and config.is_enabled()
     if config is not None and ttl and config.time_characteristic is not TtlTimeCharacteristic.ProcessingTime:
         raise UnsupportedFlinkWriteError(f"{what}: event-time TTL has no Flink equivalent")
-    spec = KeyedStateSpec(meta.name, kind, meta.value_type, meta.user_key_type, ttl)
+    spec = KeyedStateSpec(meta.name, meta.kind.name, meta.value_type, meta.user_key_type, ttl)
     spec.value_snapshot()  # refuses types Flink's built-in serializers do not cover
     return spec
 

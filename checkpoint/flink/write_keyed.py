@@ -8,7 +8,8 @@ then ``int length, key bytes, int length, value bytes`` pairs sorted by key byte
 order); the last key of a state has bit 0x80 of its first byte set and is followed by the
 next state's id or 0xFFFF, which ends the group. Key bytes: the key-group prefix (one byte
 up to max parallelism 128, else two), the key, the void namespace (one 0 byte) and, for
-MapState, the user key. Values: the value (ValueState), the elements joined by ``,``
+MapState, the user key. Values: the value (Value, Reducing state) or accumulator
+(AggregatingState), the elements joined by ``,``
 (ListState), or per map entry a null flag byte and the value (MapState); with TTL each value
 or element is preceded by its last-access timestamp (a long).
 """
@@ -36,12 +37,13 @@ _KEY_VALUE = _BACKEND_TYPES.index("KEY_VALUE")
 _META_FLAG = 0x80
 _VOID_NAMESPACE = b"\x00"
 _LONG = struct.Struct(">q")
-KINDS = ("VALUE", "LIST", "MAP")
+KINDS = ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING")
 
 
 @dataclass(frozen=True)
 class KeyedStateSpec:
-    """A keyed state to write: ``value`` is the value, list element or map value type."""
+    """A keyed state to write: ``value`` is the value (also of reducing state), list element,
+    map value or accumulator type."""
 
     name: str
     kind: str  # one of KINDS
@@ -104,20 +106,19 @@ class EntryEncoder:
     def _entries(self, kg: int, key: Any, value: Any, ts: Any) -> Iterator[tuple[bytes, bytes]]:
         base = kg.to_bytes(self.prefix, "big") + self.key.to_bytes(key) + _VOID_NAMESPACE
         kind = self.spec.kind
-        if kind == "VALUE":
-            if value is not None:
-                yield base, self._value(value, ts)
-        elif kind == "LIST":
+        if kind == "LIST":
             stamps = ts if self.spec.ttl else [None] * len(value)
             parts = [self._value(v, t) for v, t in zip(value, stamps, strict=True)]
             if parts:
                 yield base, bytes((_LIST_DELIMITER,)).join(parts)
-        else:
+        elif kind == "MAP":
             assert self.user_key is not None
             for user_key, v in value.items():
                 flag = b"\x01" if v is None and not self.spec.ttl else b"\x00"
                 data = b"" if flag == b"\x01" else self._value(v, ts[user_key] if self.spec.ttl else None)
                 yield base + self.user_key.to_bytes(user_key), flag + data
+        elif value is not None:  # value, reducing and aggregating state: the value or accumulator
+            yield base, self._value(value, ts)
 
     def encode(self, kg: int, columns: StateColumns) -> list[tuple[bytes, bytes]]:
         if columns.namespaces is not None and any(ns is not None for ns in columns.namespaces):

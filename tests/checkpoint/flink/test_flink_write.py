@@ -4,6 +4,7 @@ itself writes; refusals before any file is written."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ from flinkstate.checkpoint.flink.write_keyed import KeyedStateSpec, write_header
 from flinkstate.checkpoint.flink.write_snapshots import Snapshot, snapshot_of
 from flinkstate.state import (
     HeapKeyedStateBackend,
-    ReducingStateDescriptor,
+    ListStateDescriptor,
+    StateTtlConfig,
     Types,
     ValueStateDescriptor,
     assign_to_key_group,
@@ -133,7 +135,9 @@ def _spec(info: Any) -> KeyedStateSpec | None:
             snapshot_of(info.user_key.type_info, "")
     except (UnsupportedFlinkWriteError, AttributeError):
         return None
-    if info.kind not in ("VALUE", "LIST", "MAP") or not (info.namespace and info.namespace.void):
+    if info.kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING") or not (
+        info.namespace and info.namespace.void
+    ):
         return None
     user_key = info.user_key.type_info if info.user_key is not None else None
     return KeyedStateSpec(info.name, info.kind, value.type_info, user_key, info.ttl)
@@ -167,41 +171,50 @@ def test_meta_info_bytes_equal_flinks() -> None:
     )
 
 
-def _write_one(path: str, desc: Any, operator_state: bool = False) -> CompletedCheckpoint:
+def _one_state(path: str, desc: Any, namespace: Any = None, value: Any = 3) -> CompletedCheckpoint:
+    """A checkpoint of operator ``op`` holding ``value`` for key 1 in state ``desc``."""
     pending = CheckpointStorage(path).begin()
     backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    backend.advance_watermark(100)
     backend.set_current_key(1)
-    if isinstance(desc, ReducingStateDescriptor):
-        backend.get_reducing_state(desc).add(3)
-    elif desc is not None:
-        backend.get_partitioned_state(7, desc).update(3)
+    backend.get_partitioned_state(namespace, desc).update(value)
     pending.write_keyed("op", backend, 0, 1)
-    if operator_state:
-        ops = OperatorStateBackend()
-        ops.get_union_list_state(ValueStateDescriptor("offsets", Types.LONG())).add(5)  # type: ignore[arg-type]
-        pending.write_operator("op", ops, 0, 1)
     return pending.commit()
+
+
+def _event_time_ttl() -> Any:
+    desc = ValueStateDescriptor("e", Types.LONG())
+    desc.enable_time_to_live(StateTtlConfig.new_builder(datetime.timedelta(hours=1)).use_event_time().build())
+    return desc
 
 
 @pytest.mark.parametrize(
     ("case", "message"),
-    [("reducing", "reducing state"), ("namespace", "void namespace"), ("row", "cannot be written")],
+    [
+        ("event-time TTL", "event-time TTL"),
+        ("namespace", "void namespace"),
+        ("row value", r"type ROW.*cannot be written"),
+        ("operator state", "operator and raw state"),
+    ],
 )
 def test_refused_before_any_file(tmp_path: Path, case: str, message: str) -> None:
-    desc: Any = {
-        "reducing": ReducingStateDescriptor("r", lambda a, b: a + b, Types.LONG()),
-        "namespace": ValueStateDescriptor("n", Types.LONG()),
-        "row": ValueStateDescriptor("row", Types.ROW([Types.LONG()])),
-    }[case]
-    if case == "row":
-        pending = CheckpointStorage(str(tmp_path / "ck")).begin()
+    path = str(tmp_path / "ck")
+    if case == "event-time TTL":
+        ck = _one_state(path, _event_time_ttl())
+    elif case == "namespace":
+        ck = _one_state(path, ValueStateDescriptor("n", Types.LONG()), namespace=7)
+    elif case == "row value":
+        ck = _one_state(path, ValueStateDescriptor("row", Types.ROW([Types.LONG()])), value=(1,))
+    else:
+        pending = CheckpointStorage(path).begin()
         backend = HeapKeyedStateBackend(key_type=Types.LONG())
         backend.set_current_key(1)
-        backend.get_state(desc).update((1,))
+        backend.get_state(ValueStateDescriptor("v", Types.LONG())).update(1)
         pending.write_keyed("op", backend, 0, 1)
+        ops = OperatorStateBackend()
+        ops.get_union_list_state(ListStateDescriptor("offsets", Types.LONG())).add(5)
+        pending.write_operator("op", ops, 0, 1)
         ck = pending.commit()
-    else:
-        ck = _write_one(str(tmp_path / "ck"), desc)
     with pytest.raises(UnsupportedFlinkWriteError, match=rf"\[FLINK_UNSUPPORTED\].*{message}"):
         write_savepoint(ck, str(tmp_path / "sp"))
     assert not (tmp_path / "sp").exists()

@@ -19,9 +19,12 @@ from typing import Any
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.state import (
+    AggregateFunction,
+    AggregatingStateDescriptor,
     HeapKeyedStateBackend,
     ListStateDescriptor,
     MapStateDescriptor,
+    ReducingStateDescriptor,
     StateTtlConfig,
     Types,
     ValueStateDescriptor,
@@ -57,7 +60,7 @@ class StateModel:
     """A state and its entries by key: a value, a list or a dict; with TTL each value,
     element or map value is a (value, timestamp) pair."""
 
-    kind: str  # VALUE | LIST | MAP
+    kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING (an accumulator: the last value added)
     value_type: str
     entries: dict[Any, Any]
     user_key_type: str = "-"
@@ -108,6 +111,11 @@ def model() -> dict[str, OperatorModel]:
             "m_bool_double": StateModel(
                 "MAP", "DOUBLE", {k: {True: k / 4, False: -k / 8} for k in keys}, "BOOLEAN"
             ),
+            "r_sum": StateModel("REDUCING", "LONG", {k: k * 2 for k in keys if k != 3}),
+            "a_last": StateModel("AGGREGATING", "STRING", {k: _text(k + 2) for k in keys}),
+            "ttl_reduce": StateModel(
+                "REDUCING", "INT", {k: (k, LIVE_TS if k % 3 else EXPIRED_TS) for k in keys}, ttl=True
+            ),
             "ttl_value": StateModel(
                 "VALUE",
                 "STRING",
@@ -141,9 +149,29 @@ def _type(name: str) -> Any:
     return getattr(Types, name)()
 
 
+class Last(AggregateFunction[Any, Any, Any]):
+    """Keeps the last value added: its accumulator is that value."""
+
+    def create_accumulator(self) -> Any:
+        return None
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        return value
+
+    def get_result(self, accumulator: Any) -> Any:
+        return accumulator
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        return acc_b
+
+
 def _descriptor(name: str, s: StateModel) -> Any:
     if s.kind == "VALUE":
         d: Any = ValueStateDescriptor(name, _type(s.value_type))
+    elif s.kind == "REDUCING":
+        d = ReducingStateDescriptor(name, lambda a, b: a + b, _type(s.value_type))
+    elif s.kind == "AGGREGATING":
+        d = AggregatingStateDescriptor(name, Last(), _type(s.value_type))
     elif s.kind == "LIST":
         d = ListStateDescriptor(name, _type(s.value_type))
     else:
@@ -156,15 +184,17 @@ def _descriptor(name: str, s: StateModel) -> Any:
 def _fill(
     backend: HeapKeyedStateBackend, clock: ManualTimeProvider, name: str, s: StateModel, key: Any
 ) -> None:
-    state = backend.get_state(_descriptor(name, s)) if s.kind == "VALUE" else None
     value = s.entries[key]
     backend.set_current_key(key)
-    if s.kind == "VALUE":
-        assert state is not None
+    if s.kind in ("VALUE", "REDUCING", "AGGREGATING"):
         if s.ttl:
-            clock.now = value[1]
-            value = value[0]
-        state.update(value)
+            clock.now, value = value[1], value[0]
+        if s.kind == "VALUE":
+            backend.get_state(_descriptor(name, s)).update(value)
+        elif s.kind == "REDUCING":
+            backend.get_reducing_state(_descriptor(name, s)).add(value)
+        else:
+            backend.get_aggregating_state(_descriptor(name, s)).add(value)
     elif s.kind == "LIST":
         lst = backend.get_list_state(_descriptor(name, s))
         for element in value:
@@ -220,12 +250,12 @@ def rows(live_only: bool = False) -> Iterator[Row]:
         for name, s in op.states.items():
             for key, value in s.entries.items():
                 k = canonical(key, op.key_type)
-                if s.kind == "VALUE":
-                    items: list[tuple[Any, Any]] = [(None, value)]
-                elif s.kind == "LIST":
-                    items = list(enumerate(value))
-                else:
+                if s.kind == "LIST":
+                    items: list[tuple[Any, Any]] = list(enumerate(value))
+                elif s.kind == "MAP":
                     items = [(canonical(u, s.user_key_type), v) for u, v in value.items()]
+                else:
+                    items = [(None, value)]
                 position = 0
                 for extra, v in items:
                     v, ts = v if s.ttl else (v, None)
