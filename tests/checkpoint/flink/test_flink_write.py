@@ -11,6 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from flink_model import FIXTURES
+from hypothesis import given
+from hypothesis import strategies as st
 from write_model import canonical, model, rows
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
@@ -23,9 +25,10 @@ from flinkstate.checkpoint.flink import (
     write_savepoint,
 )
 from flinkstate.checkpoint.flink.binary import Cursor
+from flinkstate.checkpoint.flink.errors import FlinkFormatError
 from flinkstate.checkpoint.flink.header import read_meta_info
 from flinkstate.checkpoint.flink.operator_id import murmur3_128
-from flinkstate.checkpoint.flink.output import Output
+from flinkstate.checkpoint.flink.output import Output, modified_utf8
 from flinkstate.checkpoint.flink.snapshots import read_top_level
 from flinkstate.checkpoint.flink.write_keyed import KeyedStateSpec, write_header
 from flinkstate.checkpoint.flink.write_snapshots import Snapshot, snapshot_of
@@ -38,7 +41,7 @@ from flinkstate.state import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
-from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state.errors import InvalidArgumentError, SerializationError
 from flinkstate.state.operator import OperatorStateBackend
 
 
@@ -234,3 +237,33 @@ def test_bad_arguments_refused_before_any_file(model_checkpoint: CompletedCheckp
     with pytest.raises(CheckpointError, match=r"\[CHECKPOINT_EXISTS\]"):
         write_savepoint(model_checkpoint, str(target), parallelism=1)
     assert (target / "_metadata").read_bytes() == before
+
+
+def test_version_3_metadata_with_trailing_bytes_is_refused(
+    model_checkpoint: CompletedCheckpoint, tmp_path: Path
+) -> None:
+    write_savepoint(model_checkpoint, str(tmp_path / "sp"))
+    with (tmp_path / "sp" / "_metadata").open("ab") as f:
+        f.write(b"\x00")
+    with pytest.raises(FlinkFormatError, match=r"\[FLINK_FORMAT\].*trailing bytes"):
+        read_savepoint(str(tmp_path / "sp"))
+
+
+@given(st.text())
+def test_modified_utf8_reads_back(text: str) -> None:
+    """Java's modified UTF-8: NUL as two bytes, a non-BMP character as two 3-byte surrogates,
+    otherwise UTF-8."""
+    out = Output("test")
+    out.utf(text, "text")
+    encoded = bytes(out.buf)
+    assert Cursor(encoded, "test").utf("text") == text
+    assert b"\x00" not in encoded[2:]
+    nul_or_astral = sum(2 if ord(c) > 0xFFFF else 1 for c in text if ord(c) == 0 or ord(c) > 0xFFFF)
+    assert len(modified_utf8(text)) == len(text.encode("utf-8")) + nul_or_astral
+    if not nul_or_astral:
+        assert modified_utf8(text) == text.encode("utf-8")
+
+
+def test_over_long_names_are_refused() -> None:
+    with pytest.raises(SerializationError, match=r"\[SERIALIZATION\].*writeUTF"):
+        Output("test").utf("\u6f22" * 30000, "state name")
