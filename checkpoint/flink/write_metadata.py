@@ -4,10 +4,12 @@ writer produces.
 Version 3 (``MetadataV3Serializer``, which Flink 2.3 still restores) has no operator names
 or uids and no ``CheckpointProperties`` trailer: magic, version, checkpoint id, master
 states (none), then per operator its id (16 bytes), parallelism, max parallelism,
-coordinator state (none) and per subtask: its index, managed and raw operator state (none:
-int 0 each), the managed keyed state as a savepoint key-groups handle (tag 7: first key
-group, key-group count, one long offset per group, the stream handle), the raw keyed state
-(none) and two empty channel-state collections. A stream handle is inline (tag 1: name,
+coordinator state (none) and per subtask: its index, the managed operator state (int 1 and a
+partitionable handle: tag 4, per state its name, mode byte and element offsets, the stream
+handle; or int 0), the raw operator state (int 0), the managed keyed state as a savepoint
+key-groups handle (tag 7: first key group, key-group count, one long offset per group, the
+stream handle; or tag 0), the raw keyed state (tag 0) and two empty channel-state
+collections. A stream handle is inline (tag 1: name,
 int length, bytes) or a file beside ``_metadata`` (tag 6: relative path, long size).
 """
 
@@ -16,13 +18,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .metadata import MAGIC
+from .metadata import MAGIC, OPERATOR_MODES
 from .operator_id import operator_id
 from .output import Output
+from .write_operator import OperatorStateEntryOut
 
 VERSION = 3
 _NULL = 0
 _BYTE_STREAM = 1
+_OPERATOR_STATE = 4
 _RELATIVE_FILE = 6
 _SAVEPOINT_KEY_GROUPS = 7
 
@@ -37,13 +41,30 @@ class StreamOut:
 
 
 @dataclass(frozen=True)
-class SubtaskOut:
-    """One subtask's managed keyed state: its key groups' offsets in ``stream``."""
+class KeyedOut:
+    """A subtask's managed keyed state: its key groups' offsets in ``stream`` (0: empty group)."""
 
-    index: int
     first_key_group: int
     offsets: tuple[int, ...]
     stream: StreamOut
+
+
+@dataclass(frozen=True)
+class OperatorStateOut:
+    """A subtask's managed operator state: each state's offsets in ``stream``."""
+
+    states: tuple[OperatorStateEntryOut, ...]
+    stream: StreamOut
+
+
+@dataclass(frozen=True)
+class SubtaskOut:
+    index: int
+    keyed: KeyedOut | None
+    operator: OperatorStateOut | None
+
+    def streams(self) -> list[StreamOut]:
+        return [h.stream for h in (self.keyed, self.operator) if h is not None]
 
 
 @dataclass(frozen=True)
@@ -65,16 +86,37 @@ def _stream(out: Output, s: StreamOut) -> None:
         out.i64(s.size, "file size")
 
 
+def _operator_state(out: Output, op: OperatorStateOut) -> None:
+    out.u8(_OPERATOR_STATE, "operator state handle tag")
+    out.i32(len(op.states), "operator state count")
+    for entry in op.states:
+        out.utf(entry.name, "operator state name")
+        out.u8(OPERATOR_MODES.index(entry.mode), "distribution mode")
+        out.i32(len(entry.offsets), "offset count")
+        for offset in entry.offsets:
+            out.i64(offset, "operator state offset")
+    _stream(out, op.stream)
+
+
+def _keyed(out: Output, keyed: KeyedOut) -> None:
+    out.u8(_SAVEPOINT_KEY_GROUPS, "keyed state handle tag")
+    out.i32(keyed.first_key_group, "first key group")
+    out.i32(len(keyed.offsets), "key-group count")
+    for offset in keyed.offsets:
+        out.i64(offset, "key-group offset")
+    _stream(out, keyed.stream)
+
+
 def _subtask(out: Output, st: SubtaskOut) -> None:
     out.i32(st.index, "subtask index")
-    out.i32(0, "has managed operator state")
+    out.i32(1 if st.operator is not None else 0, "has managed operator state")
+    if st.operator is not None:
+        _operator_state(out, st.operator)
     out.i32(0, "has raw operator state")
-    out.u8(_SAVEPOINT_KEY_GROUPS, "keyed state handle tag")
-    out.i32(st.first_key_group, "first key group")
-    out.i32(len(st.offsets), "key-group count")
-    for offset in st.offsets:
-        out.i64(offset, "key-group offset")
-    _stream(out, st.stream)
+    if st.keyed is not None:
+        _keyed(out, st.keyed)
+    else:
+        out.u8(_NULL, "keyed state handle tag")
     out.u8(_NULL, "raw keyed state handle tag")
     out.i32(0, "input channel state handles")
     out.i32(0, "result subpartition state handles")

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from write_model import FLINK_TTL_MS, canonical, model, rows
+from write_model import FLINK_TTL_MS, canonical, expected_operator_states, model, rows
 
 from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
@@ -40,6 +40,8 @@ def spec_text(parallelism: dict[str, int], max_parallelism: dict[str, int]) -> s
     lines = []
     for uid, op in model().items():
         lines.append(f"operator\t{uid}\t{op.key_type}\t{parallelism[uid]}\t{max_parallelism[uid]}")
+        for name, o in op.operator_states.items():
+            lines.append(f"opstate\t{name}\t{o.mode}\t{o.value_type}\t{o.user_key_type}")
         for name, s in op.states.items():
             lines.append(
                 f"state\t{name}\t{s.kind}\t{s.value_type}\t{s.user_key_type}\t{FLINK_TTL_MS if s.ttl else 0}"
@@ -97,16 +99,31 @@ def _parse(text: str, type_name: str) -> Any:
     return _unescape(text)
 
 
-def parse_lines(lines: list[str]) -> tuple[set[tuple[Any, ...]], set[tuple[str, int, int]]]:
-    """(uid, state, key, position or user key, value) of each line, in the model's terms, and
-    the (uid, subtask, key group) triples Flink reported."""
+def parse_lines(
+    lines: list[str],
+) -> tuple[set[tuple[Any, ...]], set[tuple[str, int, int]], dict[tuple[str, int, str], Any]]:
+    """(uid, state, key, position or user key, value) of each keyed state line, in the model's
+    terms; the (uid, subtask, key group) triples Flink reported; the operator states each
+    subtask restored (as :func:`write_model.restored_view` gives them)."""
     ops = model()
     rows = set()
     placed = set()
+    restored: dict[tuple[str, int, str], Any] = {}
     for line in lines:
         uid, subtask, kg, name, key, extra, value = line.split("\t")
         op = ops[uid]
         state = _unescape(name)
+        if kg == "op":
+            o = op.operator_states[state]
+            where = (uid, int(subtask), state)
+            if o.mode == "BROADCAST":
+                found = restored.setdefault(where, {})
+                found[canonical(_parse(extra, o.user_key_type), o.user_key_type)] = _parse(
+                    value, o.value_type
+                )
+            else:
+                restored.setdefault(where, []).append((int(extra), _parse(value, o.value_type)))
+            continue
         s = op.states[state]
         if s.kind == "LIST":
             extra_value: Any = int(extra)
@@ -117,13 +134,19 @@ def parse_lines(lines: list[str]) -> tuple[set[tuple[Any, ...]], set[tuple[str, 
         k = canonical(_parse(key, op.key_type), op.key_type)
         rows.add((uid, state, k, extra_value, _parse(value, s.value_type)))
         placed.add((uid, int(subtask), int(kg)))
-    return rows, placed
+    for (uid, _, state), found in restored.items():
+        if ops[uid].operator_states[state].mode != "BROADCAST":
+            values = [v for _, v in sorted(found)]
+            found[:] = sorted(values) if ops[uid].operator_states[state].mode == "UNION" else values
+    return rows, placed, restored
 
 
 def check_restored(lines: list[str], parallelism: dict[str, int], max_parallelism: dict[str, int]) -> None:
-    """What Flink printed is the model's live rows, each in the subtask owning its key group."""
-    got, placed = parse_lines(lines)
-    assert len(lines) == len(got)
+    """What Flink printed is the model's live rows, each in the subtask owning its key group,
+    and the model's operator states as a job restored at ``parallelism`` holds them."""
+    got, placed, restored = parse_lines(lines)
+    assert len(lines) == len(got) + sum(len(v) for v in restored.values())
     assert got == {r[:5] for r in rows(live_only=True)}
     for uid, subtask, kg in placed:
         assert subtask == compute_operator_index_for_key_group(max_parallelism[uid], parallelism[uid], kg)
+    assert restored == expected_operator_states(parallelism)

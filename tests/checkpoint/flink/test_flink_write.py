@@ -13,7 +13,7 @@ import pytest
 from flink_model import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
-from write_model import canonical, model, rows
+from write_model import _as_data, canonical, expected_operator_states, model, restored_view, rows
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.checkpoint.errors import CheckpointError
@@ -31,6 +31,7 @@ from flinkstate.checkpoint.flink.operator_id import murmur3_128
 from flinkstate.checkpoint.flink.output import Output, modified_utf8
 from flinkstate.checkpoint.flink.snapshots import read_top_level
 from flinkstate.checkpoint.flink.write_keyed import KeyedStateSpec, write_header
+from flinkstate.checkpoint.flink.write_operator import operator_stream
 from flinkstate.checkpoint.flink.write_snapshots import Snapshot, snapshot_of
 from flinkstate.state import (
     HeapKeyedStateBackend,
@@ -42,7 +43,7 @@ from flinkstate.state import (
     compute_key_group_range_for_operator_index,
 )
 from flinkstate.state.errors import InvalidArgumentError, SerializationError
-from flinkstate.state.operator import OperatorStateBackend
+from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
 
 
 def read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:
@@ -67,6 +68,27 @@ def read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:
     return out
 
 
+def operator_view(sp: FlinkSavepoint) -> dict[tuple[str, int, str], Any]:
+    """The operator states in ``sp`` as a job restored at the written parallelism sees them."""
+    out = {}
+    for uid, op in model().items():
+        if not op.operator_states:
+            continue
+        parallelism = sp.operator(uid).parallelism
+        per: list[list[Any]] = [[] for _ in range(parallelism)]
+        for name, s in op.operator_states.items():
+            found = sp.operator_state(uid, name).to_pylist()
+            for i in range(parallelism):
+                mine = [r for r in found if r["subtask"] == i]
+                if s.mode == "BROADCAST":
+                    elements: Any = {r["key"]: r["value"] for r in mine}
+                else:
+                    elements = [r["value"] for r in sorted(mine, key=lambda r: r["position"])]
+                per[i].append(_as_data(name, s, elements))
+        out.update(restored_view(uid, per))
+    return out
+
+
 @pytest.mark.parametrize(("parallelism", "max_parallelism"), [(None, None), (3, 256), (1, 64), (5, 5)])
 def test_round_trip_every_value(
     model_checkpoint: CompletedCheckpoint,
@@ -78,6 +100,7 @@ def test_round_trip_every_value(
         model_checkpoint, str(tmp_path / "sp"), parallelism=parallelism, max_parallelism=max_parallelism
     )
     assert read_rows(sp) == set(rows())
+    assert operator_view(sp) == expected_operator_states({uid: parallelism or 2 for uid in model()})
     assert sp.properties["metadata_version"] == "3" and sp.properties["format"] == "canonical"
     for uid in model():
         op = sp.operator(uid)
@@ -85,9 +108,11 @@ def test_round_trip_every_value(
         assert op.parallelism == (parallelism or 2) and op.max_parallelism == (max_parallelism or 128)
         for sub in op.subtasks:
             rng = compute_key_group_range_for_operator_index(op.max_parallelism, op.parallelism, sub.index)
-            assert sub.managed_keyed is not None and sub.managed_keyed.key_groups == range(
-                rng.start, rng.end + 1
-            )
+            if model()[uid].states:
+                assert sub.managed_keyed is not None
+                assert sub.managed_keyed.key_groups == range(rng.start, rng.end + 1)
+            else:
+                assert sub.managed_keyed is None
         assert [s.index for s in op.subtasks] == list(range(op.parallelism))
 
 
@@ -96,11 +121,18 @@ def test_inline_or_files(model_checkpoint: CompletedCheckpoint, tmp_path: Path) 
     files = write_savepoint(model_checkpoint, str(tmp_path / "files"), inline_threshold=0)
     assert sorted(p.name for p in (tmp_path / "inline").iterdir()) == ["_metadata"]
     written = sorted(p.name for p in (tmp_path / "files").iterdir())
-    assert len(written) == 1 + 2 * len(model())
+    streams = sum(2 * (bool(op.states) + bool(op.operator_states)) for op in model().values())
+    assert len(written) == 1 + streams
     for sp in (inline, files):
-        kinds = {s.managed_keyed.stream.kind for o in sp.operators for s in o.subtasks if s.managed_keyed}
-        assert kinds == ({"bytes"} if sp is inline else {"relative"})
+        handles = [
+            h for o in sp.operators for s in o.subtasks for h in (s.managed_keyed, s.managed_operator) if h
+        ]
+        assert len(handles) == streams
+        assert {h.stream.kind for h in handles if h.stream} == ({"bytes"} if sp is inline else {"relative"})
     assert read_rows(inline) == read_rows(files) == set(rows())
+    assert (
+        operator_view(inline) == operator_view(files) == expected_operator_states(dict.fromkeys(model(), 2))
+    )
     moved = tmp_path / "moved"
     (tmp_path / "files").rename(moved)
     assert read_rows(read_savepoint(str(moved))) == set(rows())
@@ -197,7 +229,8 @@ def _event_time_ttl() -> Any:
         ("event-time TTL", "event-time TTL"),
         ("namespace", "void namespace"),
         ("row value", r"type ROW.*cannot be written"),
-        ("operator state", "operator and raw state"),
+        ("raw state", "raw state"),
+        ("pickled operator state", r"operator state 'pickles'.*cannot be written"),
     ],
 )
 def test_refused_before_any_file(tmp_path: Path, case: str, message: str) -> None:
@@ -208,14 +241,14 @@ def test_refused_before_any_file(tmp_path: Path, case: str, message: str) -> Non
         ck = _one_state(path, ValueStateDescriptor("n", Types.LONG()), namespace=7)
     elif case == "row value":
         ck = _one_state(path, ValueStateDescriptor("row", Types.ROW([Types.LONG()])), value=(1,))
+    elif case == "raw state":
+        pending = CheckpointStorage(path).begin()
+        pending.write_subtask("op", 0, 1, 128, raw_operator=[b"raw"]).result()
+        ck = pending.commit()
     else:
         pending = CheckpointStorage(path).begin()
-        backend = HeapKeyedStateBackend(key_type=Types.LONG())
-        backend.set_current_key(1)
-        backend.get_state(ValueStateDescriptor("v", Types.LONG())).update(1)
-        pending.write_keyed("op", backend, 0, 1)
         ops = OperatorStateBackend()
-        ops.get_union_list_state(ListStateDescriptor("offsets", Types.LONG())).add(5)
+        ops.get_union_list_state(ListStateDescriptor("pickles", Types.PICKLED_BYTE_ARRAY())).add({"a": 1})
         pending.write_operator("op", ops, 0, 1)
         ck = pending.commit()
     with pytest.raises(UnsupportedFlinkWriteError, match=rf"\[FLINK_UNSUPPORTED\].*{message}"):
@@ -267,3 +300,27 @@ def test_modified_utf8_reads_back(text: str) -> None:
 def test_over_long_names_are_refused() -> None:
     with pytest.raises(SerializationError, match=r"\[SERIALIZATION\].*writeUTF"):
         Output("test").utf("\u6f22" * 30000, "state name")
+
+
+@pytest.mark.parametrize("operator", ["operator-states", "broadcast"])
+def test_operator_state_streams_equal_flinks(operator: str) -> None:
+    """Each subtask's operator state stream of a real Flink savepoint, written again from the
+    values our reader finds in it, is Flink's file byte for byte, with Flink's offsets."""
+    sp = read_savepoint(str(FIXTURES / "heap_canonical_files"))
+    op = sp.operator(operator)
+    infos = {i.name: i for i in sp.operator_infos(operator)}
+    for sub in op.subtasks:
+        handle = sub.managed_operator
+        assert handle is not None and handle.stream is not None
+        states = []
+        for entry in handle.states:
+            info = infos[entry.name]
+            mode = OperatorStateMode[info.kind]
+            user_key = info.user_key.type_info if info.user_key is not None else None
+            values = sp.operator_values(operator, entry.name, sub.index)
+            states.append(OperatorStateData(entry.name, mode, info.value.type_info, values, user_key))
+        data, entries = operator_stream("test", states)
+        assert data == handle.stream.read(sp.directory)
+        assert {(e.name, e.mode, e.offsets) for e in entries} == {
+            (e.name, e.mode, e.offsets) for e in handle.states
+        }

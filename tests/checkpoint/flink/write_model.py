@@ -31,6 +31,7 @@ from flinkstate.state import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
+from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 from flinkstate.state.ttl import ManualTimeProvider
 
 EXPIRED_TS = 1_000
@@ -43,13 +44,13 @@ SOURCE_PARALLELISM = 2
 #: files, smaller ones inline; "inline" keeps the source's layout with every stream inline.
 WRITTEN: dict[str, dict[str, Any]] = {
     "inline": {
-        "parallelism": {"typed-values": 2, "by-name": 2},
-        "max_parallelism": {"typed-values": 128, "by-name": 128},
+        "parallelism": {"typed-values": 2, "by-name": 2, "only-operator-state": 2},
+        "max_parallelism": {"typed-values": 128, "by-name": 128, "only-operator-state": 128},
         "inline_threshold": 1 << 20,
     },
     "mixed": {
-        "parallelism": {"typed-values": 3, "by-name": 2},
-        "max_parallelism": {"typed-values": 256, "by-name": 128},
+        "parallelism": {"typed-values": 3, "by-name": 2, "only-operator-state": 3},
+        "max_parallelism": {"typed-values": 256, "by-name": 128, "only-operator-state": 128},
         "inline_threshold": 2048,
     },
 }
@@ -68,9 +69,20 @@ class StateModel:
 
 
 @dataclass(frozen=True)
+class OperatorStateModel:
+    """An operator state: per source subtask its elements (a list) or map (BROADCAST)."""
+
+    mode: str  # SPLIT_DISTRIBUTE | UNION | BROADCAST
+    value_type: str
+    parts: list[Any]
+    user_key_type: str = "-"
+
+
+@dataclass(frozen=True)
 class OperatorModel:
-    key_type: str
+    key_type: str  # also declared by Flink's restore job for an operator without keyed state
     states: dict[str, StateModel] = field(default_factory=dict)
+    operator_states: dict[str, OperatorStateModel] = field(default_factory=dict)
 
 
 def _text(k: int) -> str:
@@ -134,6 +146,16 @@ def model() -> dict[str, OperatorModel]:
             ),
         },
     )
+    rules = {"a": 1.5, "b": -0.0, "\U0001f600": math.nan}
+    typed.operator_states.update({
+        "offsets": OperatorStateModel("SPLIT_DISTRIBUTE", "LONG", [[0, 1, 2], [100, 101, 102, 103, 104]]),
+        "sources": OperatorStateModel("UNION", "STRING", [["source-0"], ["source-1 \U0001f600", "a\tb"]]),
+        "rules": OperatorStateModel("BROADCAST", "DOUBLE", [rules, dict(rules)], "STRING"),
+    })  # fmt: skip
+    only = OperatorModel("LONG", operator_states={
+        "positions": OperatorStateModel("SPLIT_DISTRIBUTE", "INT", [[1, 2, 3], []]),
+        "names": OperatorStateModel("BROADCAST", "STRING", [{1: "one", 2: "two"}] * 2, "INT"),
+    })  # fmt: skip
     names = ["", "alice", "b\u00f6b", "tab\there", "\U0001f600", *(f"user-{i}" for i in range(8))]
     by_name = OperatorModel(
         "STRING",
@@ -142,7 +164,7 @@ def model() -> dict[str, OperatorModel]:
             "tags": StateModel("LIST", "STRING", {n: [n, n.upper()] for n in names if n}),
         },
     )
-    return {"typed-values": typed, "by-name": by_name}
+    return {"typed-values": typed, "by-name": by_name, "only-operator-state": only}
 
 
 def _type(name: str) -> Any:
@@ -209,6 +231,20 @@ def _fill(
             mp.put(user_key, v)
 
 
+def _operator_backend(op: OperatorModel, subtask: int) -> OperatorStateBackend:
+    backend = OperatorStateBackend()
+    for name, s in op.operator_states.items():
+        part = s.parts[subtask]
+        if s.mode == "BROADCAST":
+            desc = MapStateDescriptor(name, _type(s.user_key_type), _type(s.value_type))
+            backend.get_broadcast_state(desc).put_all(part)
+        elif s.mode == "UNION":
+            backend.get_union_list_state(ListStateDescriptor(name, _type(s.value_type))).add_all(part)
+        else:
+            backend.get_list_state(ListStateDescriptor(name, _type(s.value_type))).add_all(part)
+    return backend
+
+
 def build_checkpoint(path: str) -> CompletedCheckpoint:
     """Our checkpoint of :func:`model` at ``path`` (parallelism 2, max parallelism 128)."""
     pending = CheckpointStorage(path).begin()
@@ -224,7 +260,10 @@ def build_checkpoint(path: str) -> CompletedCheckpoint:
                     if assign_to_key_group(key, 128, _type(op.key_type)) in rng:
                         _fill(backend, clock, name, s, key)
             clock.now = LIVE_TS
-            pending.write_keyed(uid, backend, i, SOURCE_PARALLELISM)
+            if op.states:
+                pending.write_keyed(uid, backend, i, SOURCE_PARALLELISM)
+            if op.operator_states:
+                pending.write_operator(uid, _operator_backend(op, i), i, SOURCE_PARALLELISM)
     pending.commit()
     ckpt = open_checkpoint(path)
     assert isinstance(ckpt, CompletedCheckpoint)
@@ -265,3 +304,50 @@ def rows(live_only: bool = False) -> Iterator[Row]:
                         extra = position
                         position += 1
                     yield uid, name, k, extra, canonical(v, s.value_type) if v is not None else None, ts
+
+
+def _as_data(name: str, s: OperatorStateModel, elements: Any) -> OperatorStateData:
+    key = _type(s.user_key_type) if s.mode == "BROADCAST" else None
+    return OperatorStateData(name, OperatorStateMode[s.mode], _type(s.value_type), elements, key)
+
+
+def _view(s: OperatorStateModel, elements: Any) -> Any:
+    if s.mode == "BROADCAST":
+        return {canonical(k, s.user_key_type): canonical(v, s.value_type) for k, v in elements.items()}
+    values = [canonical(v, s.value_type) for v in elements]
+    return sorted(values) if s.mode == "UNION" else values
+
+
+def restored_view(uid: str, per_subtask: list[list[OperatorStateData]]) -> dict[tuple[str, int, str], Any]:
+    """What each subtask of a job restored at the written parallelism sees of the operator
+    states written ``per_subtask`` (Flink's rule: list state kept, union state the union of
+    all, broadcast state kept), canonical: a list, a sorted list (union) or a dict; empty
+    states left out."""
+    op = model()[uid]
+    out: dict[tuple[str, int, str], Any] = {}
+    for i, states in enumerate(repartition(per_subtask, len(per_subtask))):
+        for d in states:
+            if d.elements:
+                out[(uid, i, d.name)] = _view(op.operator_states[d.name], d.elements)
+    return out
+
+
+def expected_operator_states(parallelism: dict[str, int]) -> dict[tuple[str, int, str], Any]:
+    """The restored view of the model's operator states written at ``parallelism``: list
+    state redistributed by Flink's rule, every subtask with the union of all union parts and a
+    copy of a broadcast map."""
+    out: dict[tuple[str, int, str], Any] = {}
+    for uid, op in model().items():
+        p = parallelism[uid]
+        splits = {n: s for n, s in op.operator_states.items() if s.mode == "SPLIT_DISTRIBUTE"}
+        old = [[_as_data(n, s, s.parts[i]) for n, s in splits.items()] for i in range(SOURCE_PARALLELISM)]
+        for i, states in enumerate(repartition(old, p)):
+            for d in states:
+                if d.elements:
+                    out[(uid, i, d.name)] = _view(splits[d.name], d.elements)
+            for n, s in op.operator_states.items():
+                if s.mode == "UNION":
+                    out[(uid, i, n)] = _view(s, [e for part in s.parts for e in part])
+                elif s.mode == "BROADCAST":
+                    out[(uid, i, n)] = _view(s, s.parts[i % SOURCE_PARALLELISM])
+    return out
