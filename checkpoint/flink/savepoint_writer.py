@@ -41,7 +41,7 @@ from .savepoint import FlinkSavepoint, read_savepoint
 from .write_keyed import KeyedStateSpec, keyed_stream
 from .write_metadata import KeyedOut, OperatorOut, OperatorStateOut, StreamOut, SubtaskOut, metadata_bytes
 from .write_operator import check_types, operator_stream, subtask_states
-from .write_snapshots import snapshot_of
+from .write_snapshots import key_snapshot
 
 #: Flink's default ``execution.checkpointing.data-inline-threshold`` (20 KiB).
 DEFAULT_INLINE_THRESHOLD = 20 * 1024
@@ -97,7 +97,7 @@ def _plan(
             continue
         if op.keyed_states:
             assert op.key_type is not None
-            snapshot_of(op.key_type, f"operator {op.uid!r}: the key")
+            key_snapshot(op.key_type, f"operator {op.uid!r}: the key")
         for info in op.operator_states:
             broadcast = info.mode is OperatorStateMode.BROADCAST
             check_types(f"operator {op.uid!r}, operator state {info.name!r}", info.value_type,

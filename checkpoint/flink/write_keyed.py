@@ -30,7 +30,7 @@ from flinkstate.state.types.mapping import TypeInformation
 from .body import _END_OF_GROUP, _LIST_DELIMITER
 from .header import _BACKEND_TYPES, SUPPORTED_VERSIONS
 from .output import Output
-from .write_snapshots import VOID, Snapshot, list_of, map_of, snapshot_of, ttl
+from .write_snapshots import VOID, Snapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
 
 HEADER_VERSION = max(SUPPORTED_VERSIONS)
 _KEY_VALUE = _BACKEND_TYPES.index("KEY_VALUE")
@@ -61,7 +61,7 @@ class KeyedStateSpec:
             return list_of(value)
         if self.kind == "MAP":
             assert self.user_key is not None
-            return map_of(snapshot_of(self.user_key, f"{what} (map key)"), value)
+            return map_of(key_snapshot(self.user_key, f"{what} (map key)"), value)
         return value
 
 
@@ -164,7 +164,7 @@ def keyed_stream(
     """(the stream, one offset per key group of ``key_groups``). ``columns`` maps a key group
     to each state's entries there (by state index; None or absent: no entries)."""
     out = Output(where)
-    write_header(out, snapshot_of(key, "the key"), states)
+    write_header(out, key_snapshot(key, "the key"), states)
     encoders = [EntryEncoder(s, key, max_parallelism) for s in states]
     offsets: list[int] = []
     for kg in key_groups:

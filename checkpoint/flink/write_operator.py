@@ -25,7 +25,7 @@ from flinkstate.state.types.mapping import TypeInformation
 from .header import _BACKEND_TYPES
 from .output import Output
 from .write_keyed import HEADER_VERSION
-from .write_snapshots import snapshot_of
+from .write_snapshots import key_snapshot, snapshot_of
 
 _MODE_OPTION = "OPERATOR_STATE_DISTRIBUTION_MODE"
 
@@ -44,7 +44,7 @@ def check_types(what: str, value: TypeInformation, user_key: TypeInformation | N
     snapshot_of(value, what)
     if broadcast:
         assert user_key is not None
-        snapshot_of(user_key, f"{what} (map key)")
+        key_snapshot(user_key, f"{what} (map key)")
 
 
 def _meta(out: Output, s: OperatorStateData) -> None:
@@ -60,7 +60,7 @@ def _meta(out: Output, s: OperatorStateData) -> None:
     if broadcast:
         assert s.user_key_type is not None
         out.utf("KEY_SERIALIZER", "serializer key")
-        snapshot_of(s.user_key_type, s.name).write_top_level(out)
+        key_snapshot(s.user_key_type, s.name).write_top_level(out)
 
 
 def _ordered(states: Sequence[OperatorStateData], broadcast: bool) -> list[OperatorStateData]:

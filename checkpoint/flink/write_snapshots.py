@@ -1,6 +1,6 @@
 """Serializer snapshots for state meta info: the inverse of :mod:`.snapshots`.
 
-A snapshot is ``UTF class name, int version, payload``. Flink's simple (atomic)
+A snapshot is ``UTF class name, int version, payload``. Flink's simple (atomic, byte[])
 snapshots have version 3 and no payload; composite ones (List, Map, the TTL wrapper) have
 version 3 and a payload of ``int magic, int outer version``, then their nested snapshots
 (``int magic, int 1, int count``, each a snapshot). The class names and magic numbers are
@@ -11,11 +11,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flinkstate.state.types.mapping import BasicTypeInfo, TypeInformation
+from flinkstate.state.types.mapping import BasicTypeInfo, ListTypeInfo, MapTypeInfo, TypeInformation
 
 from .errors import UnsupportedFlinkWriteError
 from .output import Output
-from .snapshots import _ATOMIC, _COMPOSITE_MAGIC, _FIXED_WIDTH, _LIST, _MAP, _NESTED_MAGIC, _TTL, _VOID
+from .snapshots import (
+    _ATOMIC,
+    _BYTES,
+    _COMPOSITE_MAGIC,
+    _FIXED_WIDTH,
+    _LIST,
+    _MAP,
+    _NESTED_MAGIC,
+    _TTL,
+    _VOID,
+)
 
 #: The top-level snapshot framing (``TypeSerializerSnapshotSerializationUtil``'s version).
 TOP_LEVEL_VERSION = 2
@@ -71,15 +81,32 @@ def atomic_name(t: TypeInformation) -> str | None:
     return None
 
 
-def snapshot_of(t: TypeInformation, what: str) -> Snapshot:
-    """The snapshot of Flink's serializer for our type ``t``; ``what`` names the state."""
+def key_snapshot(t: TypeInformation, what: str) -> Snapshot:
+    """The snapshot of Flink's serializer for a key, map key or broadcast key: an atomic type."""
     name = atomic_name(t)
     if name is None:
         raise UnsupportedFlinkWriteError(
-            f"{what}: type {t} cannot be written to a Flink savepoint yet (supported: "
+            f"{what}: type {t} cannot be written to a Flink savepoint as a key yet (supported: "
             f"{', '.join(sorted(ATOMIC_CLASSES))})"
         )
     return Snapshot(ATOMIC_CLASSES[name])
+
+
+def snapshot_of(t: TypeInformation, what: str) -> Snapshot:
+    """The snapshot of Flink's serializer for our value type ``t``: an atomic type, byte[],
+    or a List or Map (Flink's ListSerializer, MapSerializer) of such; ``what`` names the state."""
+    if atomic_name(t) is not None:
+        return key_snapshot(t, what)
+    if isinstance(t, ListTypeInfo) and t.is_bytes:
+        return Snapshot(_BYTES)
+    if isinstance(t, ListTypeInfo) and t.kind == "LIST":
+        return list_of(snapshot_of(t.element, what))
+    if isinstance(t, MapTypeInfo):
+        return map_of(key_snapshot(t.key, f"{what} (map key)"), snapshot_of(t.value, what))
+    raise UnsupportedFlinkWriteError(
+        f"{what}: type {t} cannot be written to a Flink savepoint yet (supported: "
+        f"{', '.join(sorted(ATOMIC_CLASSES))}, byte[] and List and Map of them)"
+    )
 
 
 def ttl(value: Snapshot) -> Snapshot:

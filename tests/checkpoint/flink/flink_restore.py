@@ -5,13 +5,14 @@ fixture generator): compiles ``tests/fixtures/flink/RestoreJob.java`` against th
 from __future__ import annotations
 
 import glob
+import json
 import os
 import struct
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from write_model import FLINK_TTL_MS, canonical, expected_operator_states, model, rows
+from write_model import FLINK_TTL_MS, canonical, expected_operator_states, model, rows, split_type
 
 from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
@@ -84,9 +85,8 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
-def _parse(text: str, type_name: str) -> Any:
-    if text == "\\N":
-        return None
+def _atomic(text: str, type_name: str) -> Any:
+    """An atomic value from its Java ``toString`` (floats canonical)."""
     if type_name in ("LONG", "INT", "SHORT", "BYTE"):
         return int(text)
     if type_name == "BOOLEAN":
@@ -96,7 +96,33 @@ def _parse(text: str, type_name: str) -> Any:
         return canonical(
             struct.unpack(">f", struct.pack(">f", value))[0] if type_name == "FLOAT" else value, type_name
         )
-    return _unescape(text)
+    return text
+
+
+def _from_json(value: Any, type_name: str) -> Any:
+    """A value RestoreJob rendered as JSON (numbers and byte[] hex as strings, map keys as
+    strings), canonical."""
+    if value is None:
+        return None
+    outer, args = split_type(type_name)
+    if outer == "LIST":
+        return tuple(_from_json(v, args[0]) for v in value)
+    if outer == "MAP":
+        return tuple(sorted((_atomic(k, args[0]), _from_json(v, args[1])) for k, v in value.items()))
+    if outer == "BYTES":
+        return bytes.fromhex(value)
+    return (
+        _atomic(value, type_name) if isinstance(value, str) and type_name not in ("STRING", "CHAR") else value
+    )
+
+
+def _parse(text: str, type_name: str) -> Any:
+    """A key or value as RestoreJob wrote it, canonical: atomic ones escaped, others as JSON."""
+    if text == "\\N":
+        return None
+    if split_type(type_name)[0] in ("BYTES", "LIST", "MAP"):
+        return _from_json(json.loads(text), type_name)
+    return _atomic(_unescape(text), type_name)
 
 
 def parse_lines(

@@ -109,6 +109,17 @@ def model() -> dict[str, OperatorModel]:
                 "VALUE", "CHAR", {k: chr(ord("a") + k) if k != 11 else "\u6f22" for k in keys}
             ),
             "v_string": StateModel("VALUE", "STRING", {k: _text(k) for k in keys if k != 7}),
+            "v_bytes": StateModel("VALUE", "BYTES", {k: bytes(range(250, 250 + k % 4)) for k in keys}),
+            "v_list": StateModel("VALUE", "LIST<LONG>", {k: list(range(k, k + k % 3)) for k in keys}),
+            "v_map": StateModel(
+                "VALUE",
+                "MAP<STRING,DOUBLE>",
+                {k: {"x": k / 2, "n": None if k % 2 else math.nan, _text(k): -0.0} for k in keys},
+            ),
+            "l_bytes": StateModel("LIST", "BYTES", {k: [b"\x00\xff,", bytes([k])] for k in keys}),
+            "m_lists": StateModel(
+                "MAP", "LIST<STRING>", {k: {"a": ["x", _text(k)], "b": []} for k in keys if k % 3}, "STRING"
+            ),
             "l_long": StateModel("LIST", "LONG", {k: [k * 10 + i for i in range(k % 3 + 1)] for k in keys}),
             "l_string": StateModel("LIST", "STRING", {k: [f"e{k}", _text(k + 1)] for k in keys if k % 2}),
             "m_string_long": StateModel(
@@ -167,7 +178,31 @@ def model() -> dict[str, OperatorModel]:
     return {"typed-values": typed, "by-name": by_name, "only-operator-state": only}
 
 
+def split_type(name: str) -> tuple[str, list[str]]:
+    """``"MAP<STRING,LIST<LONG>>"`` -> ``("MAP", ["STRING", "LIST<LONG>"])``; atomic names have no
+    arguments."""
+    if "<" not in name:
+        return name, []
+    outer, inner = name[: name.index("<")], name[name.index("<") + 1 : -1]
+    args, depth, start = [], 0, 0
+    for i, c in enumerate(inner):
+        depth += {"<": 1, ">": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            args.append(inner[start:i])
+            start = i + 1
+    return outer, [*args, inner[start:]]
+
+
 def _type(name: str) -> Any:
+    """Our type of a type name of the model (and of RestoreJob.java): an atomic name, BYTES,
+    LIST<T> or MAP<K,V>."""
+    outer, args = split_type(name)
+    if outer == "BYTES":
+        return Types.PRIMITIVE_ARRAY(Types.BYTE())
+    if outer == "LIST":
+        return Types.LIST(_type(args[0]))
+    if outer == "MAP":
+        return Types.MAP(_type(args[0]), _type(args[1]))
     return getattr(Types, name)()
 
 
@@ -271,11 +306,20 @@ def build_checkpoint(path: str) -> CompletedCheckpoint:
 
 
 def canonical(value: Any, type_name: str) -> Any:
-    """A value as compared: floats by their bytes (NaN, -0.0), FLOAT rounded to 32 bits."""
-    if type_name == "DOUBLE":
+    """A value as compared (hashable): floats by their bytes (NaN, -0.0), FLOAT rounded to
+    32 bits, lists as tuples, maps (dicts or lists of pairs) as sorted tuples of pairs."""
+    if value is None:
+        return None
+    outer, args = split_type(type_name)
+    if outer == "DOUBLE":
         return struct.pack(">d", value)
-    if type_name == "FLOAT":
+    if outer == "FLOAT":
         return struct.pack(">f", value)
+    if outer == "LIST":
+        return tuple(canonical(v, args[0]) for v in value)
+    if outer == "MAP":
+        pairs = value.items() if isinstance(value, dict) else value
+        return tuple(sorted((canonical(k, args[0]), canonical(v, args[1])) for k, v in pairs))
     return value
 
 
