@@ -67,7 +67,7 @@ def _spec(uid: str, meta: StateMetaInfo) -> KeyedStateSpec:
     if config is not None and ttl and config.time_characteristic is not TtlTimeCharacteristic.ProcessingTime:
         raise UnsupportedFlinkWriteError(f"{what}: event-time TTL has no Flink equivalent")
     spec = KeyedStateSpec(meta.name, meta.kind.name, meta.value_type, meta.user_key_type, ttl)
-    spec.value_snapshot()  # refuses types Flink's built-in serializers do not cover
+    spec.value_snapshot(what)  # refuses types Flink's built-in serializers do not cover
     return spec
 
 

@@ -51,9 +51,9 @@ class KeyedStateSpec:
     user_key: TypeInformation | None = None
     ttl: bool = False
 
-    def value_snapshot(self) -> Snapshot:
-        """The VALUE_SERIALIZER snapshot Flink registers for this state."""
-        what = f"state {self.name}"
+    def value_snapshot(self, what: str = "") -> Snapshot:
+        """The VALUE_SERIALIZER snapshot Flink registers for this state (``what`` names it in errors)."""
+        what = what or f"state {self.name}"
         value = snapshot_of(self.value, what)
         if self.ttl:
             value = ttl(value)

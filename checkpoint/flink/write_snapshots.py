@@ -1,8 +1,9 @@
 """Serializer snapshots for state meta info: the inverse of :mod:`.snapshots`.
 
 A snapshot is ``UTF class name, int version, payload``. Flink's simple (atomic, byte[])
-snapshots have version 3 and no payload; composite ones (List, Map, the TTL wrapper) have
-version 3 and a payload of ``int magic, int outer version``, then their nested snapshots
+snapshots have version 3 and no payload; composite ones (List, Map, Tuple, Row, the TTL
+wrapper) have version 3 and a payload of ``int magic, int outer version``, the outer
+snapshot (a Tuple's class name, a Row's row-kind flag), then their nested snapshots
 (``int magic, int 1, int count``, each a snapshot). The class names and magic numbers are
 the reader's; the versions are those Flink 2.3 writes.
 """
@@ -11,7 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flinkstate.state.types.mapping import BasicTypeInfo, ListTypeInfo, MapTypeInfo, TypeInformation
+from flinkstate.state.types.mapping import (
+    BasicTypeInfo,
+    ListTypeInfo,
+    MapTypeInfo,
+    RowTypeInfo,
+    TypeInformation,
+)
 
 from .errors import UnsupportedFlinkWriteError
 from .output import Output
@@ -23,7 +30,9 @@ from .snapshots import (
     _LIST,
     _MAP,
     _NESTED_MAGIC,
+    _ROW,
     _TTL,
+    _TUPLE,
     _VOID,
 )
 
@@ -32,7 +41,9 @@ TOP_LEVEL_VERSION = 2
 SIMPLE_VERSION = 3  # SimpleTypeSerializerSnapshot
 COMPOSITE_VERSION = 3  # CompositeTypeSerializerSnapshot
 NESTED_VERSION = 1
-_OUTER_VERSIONS = {_LIST: 1, _MAP: 1, _TTL: 2}
+_OUTER_VERSIONS = {_LIST: 1, _MAP: 1, _TTL: 2, _TUPLE: 2, _ROW: 4}
+_TUPLE_CLASS = "org.apache.flink.api.java.tuple.Tuple{}"
+_MAX_TUPLE_ARITY = 25
 #: Our atomic type name -> Flink's snapshot class (the reader also accepts ``IntegerSerializer``,
 #: which Flink does not have).
 ATOMIC_CLASSES = {t: name for name, t in _ATOMIC.items() if "IntegerSerializer" not in name}
@@ -42,10 +53,12 @@ FIXED_LENGTH = frozenset(_FIXED_WIDTH)
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A serializer snapshot to write: its class and, for composites, the nested snapshots."""
+    """A serializer snapshot to write: its class and, for composites, the nested snapshots
+    and the outer snapshot (a Tuple's class name; a Row's "has row kind" flag)."""
 
     class_name: str
     nested: tuple[Snapshot, ...] = ()
+    tuple_class: str = ""
 
     @property
     def composite(self) -> bool:
@@ -59,6 +72,10 @@ class Snapshot:
         out.i32(COMPOSITE_VERSION, "snapshot version")
         out.i32(_COMPOSITE_MAGIC, "composite magic")
         out.i32(_OUTER_VERSIONS[self.class_name], "outer version")
+        if self.class_name == _TUPLE:
+            out.utf(self.tuple_class, "tuple class")
+        elif self.class_name == _ROW:
+            out.boolean(True)  # Flink's Row serializer writes the row kind
         out.i32(_NESTED_MAGIC, "nested magic")
         out.i32(NESTED_VERSION, "nested version")
         out.i32(len(self.nested), "nested count")
@@ -94,7 +111,8 @@ def key_snapshot(t: TypeInformation, what: str) -> Snapshot:
 
 def snapshot_of(t: TypeInformation, what: str) -> Snapshot:
     """The snapshot of Flink's serializer for our value type ``t``: an atomic type, byte[],
-    or a List or Map (Flink's ListSerializer, MapSerializer) of such; ``what`` names the state."""
+    or a List, Map, Tuple or Row (Flink's ListSerializer, MapSerializer, TupleSerializer,
+    RowSerializer) of such; ``what`` names the state."""
     if atomic_name(t) is not None:
         return key_snapshot(t, what)
     if isinstance(t, ListTypeInfo) and t.is_bytes:
@@ -103,9 +121,16 @@ def snapshot_of(t: TypeInformation, what: str) -> Snapshot:
         return list_of(snapshot_of(t.element, what))
     if isinstance(t, MapTypeInfo):
         return map_of(key_snapshot(t.key, f"{what} (map key)"), snapshot_of(t.value, what))
+    if isinstance(t, RowTypeInfo) and t.kind in ("TUPLE", "ROW"):
+        fields = tuple(snapshot_of(f, what) for f in t.field_types)
+        if t.kind == "ROW":
+            return Snapshot(_ROW, fields)
+        if not 1 <= len(fields) <= _MAX_TUPLE_ARITY:
+            raise UnsupportedFlinkWriteError(f"{what}: Flink has no Tuple of {len(fields)} fields")
+        return Snapshot(_TUPLE, fields, _TUPLE_CLASS.format(len(fields)))
     raise UnsupportedFlinkWriteError(
         f"{what}: type {t} cannot be written to a Flink savepoint yet (supported: "
-        f"{', '.join(sorted(ATOMIC_CLASSES))}, byte[] and List and Map of them)"
+        f"{', '.join(sorted(ATOMIC_CLASSES))}, byte[], and List, Map, Tuple and Row of them)"
     )
 
 

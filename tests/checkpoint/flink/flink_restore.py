@@ -109,6 +109,8 @@ def _from_json(value: Any, type_name: str) -> Any:
         return tuple(_from_json(v, args[0]) for v in value)
     if outer == "MAP":
         return tuple(sorted((_atomic(k, args[0]), _from_json(v, args[1])) for k, v in value.items()))
+    if outer in ("TUPLE", "ROW"):
+        return tuple(_from_json(v, t) for v, t in zip(value, args, strict=True))
     if outer == "BYTES":
         return bytes.fromhex(value)
     return (
@@ -120,7 +122,7 @@ def _parse(text: str, type_name: str) -> Any:
     """A key or value as RestoreJob wrote it, canonical: atomic ones escaped, others as JSON."""
     if text == "\\N":
         return None
-    if split_type(type_name)[0] in ("BYTES", "LIST", "MAP"):
+    if split_type(type_name)[0] in ("BYTES", "LIST", "MAP", "TUPLE", "ROW"):
         return _from_json(json.loads(text), type_name)
     return _atomic(_unescape(text), type_name)
 

@@ -116,6 +116,13 @@ def model() -> dict[str, OperatorModel]:
                 "MAP<STRING,DOUBLE>",
                 {k: {"x": k / 2, "n": None if k % 2 else math.nan, _text(k): -0.0} for k in keys},
             ),
+            "v_tuple": StateModel("VALUE", "TUPLE<LONG,STRING>", {k: (k, f"t{k}") for k in keys}),
+            "v_row": StateModel(
+                "VALUE",
+                "ROW<LONG,STRING,LIST<DOUBLE>>",
+                {k: (k * 2, None if k % 3 == 0 else _text(k), [k / 3, -0.0]) for k in keys},
+            ),
+            "l_tuples": StateModel("LIST", "TUPLE<INT,BOOLEAN>", {k: [(k, True), (-k, False)] for k in keys}),
             "l_bytes": StateModel("LIST", "BYTES", {k: [b"\x00\xff,", bytes([k])] for k in keys}),
             "m_lists": StateModel(
                 "MAP", "LIST<STRING>", {k: {"a": ["x", _text(k)], "b": []} for k in keys if k % 3}, "STRING"
@@ -195,7 +202,7 @@ def split_type(name: str) -> tuple[str, list[str]]:
 
 def _type(name: str) -> Any:
     """Our type of a type name of the model (and of RestoreJob.java): an atomic name, BYTES,
-    LIST<T> or MAP<K,V>."""
+    LIST<T>, MAP<K,V>, TUPLE<T1,...> or ROW<T1,...>."""
     outer, args = split_type(name)
     if outer == "BYTES":
         return Types.PRIMITIVE_ARRAY(Types.BYTE())
@@ -203,6 +210,8 @@ def _type(name: str) -> Any:
         return Types.LIST(_type(args[0]))
     if outer == "MAP":
         return Types.MAP(_type(args[0]), _type(args[1]))
+    if outer in ("TUPLE", "ROW"):
+        return getattr(Types, outer)([_type(a) for a in args])
     return getattr(Types, name)()
 
 
@@ -320,6 +329,9 @@ def canonical(value: Any, type_name: str) -> Any:
     if outer == "MAP":
         pairs = value.items() if isinstance(value, dict) else value
         return tuple(sorted((canonical(k, args[0]), canonical(v, args[1])) for k, v in pairs))
+    if outer in ("TUPLE", "ROW"):  # a tuple, or a dict of the fields (our reader's structs)
+        fields = list(value.values()) if isinstance(value, dict) else list(value)
+        return tuple(canonical(f, t) for f, t in zip(fields, args, strict=True))
     return value
 
 
