@@ -146,9 +146,7 @@ def parse_lines(
             where = (uid, int(subtask), state)
             if o.mode == "BROADCAST":
                 found = restored.setdefault(where, {})
-                found[canonical(_parse(extra, o.user_key_type), o.user_key_type)] = _parse(
-                    value, o.value_type
-                )
+                found[_parse(extra, o.user_key_type)] = _parse(value, o.value_type)
             else:
                 restored.setdefault(where, []).append((int(extra), _parse(value, o.value_type)))
             continue
@@ -156,10 +154,10 @@ def parse_lines(
         if s.kind == "LIST":
             extra_value: Any = int(extra)
         elif s.kind == "MAP":
-            extra_value = canonical(_parse(extra, s.user_key_type), s.user_key_type)
+            extra_value = _parse(extra, s.user_key_type)
         else:
             extra_value = None
-        k = canonical(_parse(key, op.key_type), op.key_type)
+        k = _parse(key, op.key_type)
         rows.add((uid, state, k, extra_value, _parse(value, s.value_type)))
         placed.add((uid, int(subtask), int(kg)))
     for (uid, _, state), found in restored.items():

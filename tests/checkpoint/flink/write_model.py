@@ -42,15 +42,26 @@ SOURCE_PARALLELISM = 2
 #: The savepoints of tests/fixtures/flink/written/<name>: write_savepoint's arguments. "mixed"
 #: is rescaled (typed-values gets two-byte key-group prefixes) and puts streams over 2 KiB in
 #: files, smaller ones inline; "inline" keeps the source's layout with every stream inline.
+#: Operators keyed by each other atomic type: (key type, keys).
+KEYED_BY = {
+    "INT": [0, -1, 7, 2**31 - 1, -(2**31)],
+    "SHORT": [0, -3, 2**15 - 1],
+    "BYTE": [0, -128, 127, 5],
+    "BOOLEAN": [True, False],
+    "DOUBLE": [1.5, -2.25, 1e300, 0.1, 3.0],
+    "FLOAT": [0.5, -1.25, 3.0],
+    "CHAR": ["a", "\u00e9", "\u6f22"],
+}
+UIDS = ["typed-values", "by-name", "only-operator-state", *(f"key-{t.lower()}" for t in KEYED_BY)]
 WRITTEN: dict[str, dict[str, Any]] = {
     "inline": {
-        "parallelism": {"typed-values": 2, "by-name": 2, "only-operator-state": 2},
-        "max_parallelism": {"typed-values": 128, "by-name": 128, "only-operator-state": 128},
+        "parallelism": dict.fromkeys(UIDS, 2),
+        "max_parallelism": dict.fromkeys(UIDS, 128),
         "inline_threshold": 1 << 20,
     },
     "mixed": {
-        "parallelism": {"typed-values": 3, "by-name": 2, "only-operator-state": 3},
-        "max_parallelism": {"typed-values": 256, "by-name": 128, "only-operator-state": 128},
+        "parallelism": {**dict.fromkeys(UIDS, 3), "by-name": 2},
+        "max_parallelism": {**dict.fromkeys(UIDS, 128), "typed-values": 256},
         "inline_threshold": 2048,
     },
 }
@@ -182,7 +193,13 @@ def model() -> dict[str, OperatorModel]:
             "tags": StateModel("LIST", "STRING", {n: [n, n.upper()] for n in names if n}),
         },
     )
-    return {"typed-values": typed, "by-name": by_name, "only-operator-state": only}
+    keyed_by = {
+        f"key-{t.lower()}": OperatorModel(
+            t, {"v": StateModel("VALUE", "STRING", {k: f"{t}:{k}" for k in keys})}
+        )
+        for t, keys in KEYED_BY.items()
+    }
+    return {"typed-values": typed, "by-name": by_name, "only-operator-state": only, **keyed_by}
 
 
 def split_type(name: str) -> tuple[str, list[str]]:
