@@ -37,6 +37,7 @@ _KEY_VALUE = _BACKEND_TYPES.index("KEY_VALUE")
 _META_FLAG = 0x80
 _VOID_NAMESPACE = b"\x00"
 _LONG = struct.Struct(">q")
+_I32 = struct.Struct(">i")
 KINDS = ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING")
 
 
@@ -123,14 +124,26 @@ class EntryEncoder:
     def encode(self, kg: int, columns: StateColumns) -> list[tuple[bytes, bytes]]:
         if columns.namespaces is not None and any(ns is not None for ns in columns.namespaces):
             raise SerializationError(f"state {self.spec.name} holds namespaces other than the void one")
+        if self.spec.kind not in ("LIST", "MAP") and not self.spec.ttl:
+            try:  # the common case in one pass; an error is found again below, with its key
+                head, key, value = kg.to_bytes(self.prefix, "big"), self.key.to_bytes, self.value.to_bytes
+                pairs = [
+                    (head + key(k) + _VOID_NAMESPACE, value(v))
+                    for k, v in zip(columns.keys, columns.values, strict=True)
+                    if v is not None
+                ]
+                pairs.sort()
+                return pairs
+            except (SerializationError, TypeError, ValueError, OverflowError, struct.error):
+                pass
         out: list[tuple[bytes, bytes]] = []
         stamps = columns.timestamps if columns.timestamps is not None else [None] * len(columns.keys)
-        for key, value, ts in zip(columns.keys, columns.values, stamps, strict=True):
+        for k, v, ts in zip(columns.keys, columns.values, stamps, strict=True):
             try:
-                out.extend(self._entries(kg, key, value, ts))
+                out.extend(self._entries(kg, k, v, ts))
             except (SerializationError, TypeError, ValueError, OverflowError, struct.error) as exc:
                 raise SerializationError(
-                    f"state {self.spec.name}, key {key!r} (key group {kg}): cannot write {value!r} as "
+                    f"state {self.spec.name}, key {k!r} (key group {kg}): cannot write {v!r} as "
                     f"Flink's {self.spec.kind} of {self.spec.value}: {exc}"
                 ) from exc
         out.sort()
@@ -139,18 +152,16 @@ class EntryEncoder:
 
 def write_key_group(out: Output, entries: Sequence[tuple[int, list[tuple[bytes, bytes]]]]) -> None:
     """One key group's block: ``entries`` holds (state id, sorted pairs) for each state with entries."""
+    pack = _I32.pack
     for i, (state_id, pairs) in enumerate(entries):
         if i == 0:
             out.u16(state_id, "state id")
-        for j, (key, value) in enumerate(pairs):
-            last = j == len(pairs) - 1
-            if last:
-                key = bytes((key[0] | _META_FLAG,)) + key[1:]
-            out.sized(key, "key")
-            out.sized(value, "value")
-            if last:
-                following = entries[i + 1][0] if i + 1 < len(entries) else _END_OF_GROUP
-                out.u16(following, "state id")
+        *head, (key, value) = pairs
+        out.raw(b"".join([pack(len(k)) + k + pack(len(v)) + v for k, v in head]))
+        out.sized(bytes((key[0] | _META_FLAG,)) + key[1:], "key")  # the state's last key: flagged
+        out.sized(value, "value")
+        following = entries[i + 1][0] if i + 1 < len(entries) else _END_OF_GROUP
+        out.u16(following, "state id")
 
 
 def keyed_stream(
