@@ -31,7 +31,7 @@ from flinkstate.checkpoint.flink.header import read_meta_info
 from flinkstate.checkpoint.flink.operator_id import murmur3_128
 from flinkstate.checkpoint.flink.output import Output, modified_utf8
 from flinkstate.checkpoint.flink.snapshots import read_top_level
-from flinkstate.checkpoint.flink.write_keyed import KeyedStateSpec, write_header
+from flinkstate.checkpoint.flink.write_keyed import EntryEncoder, KeyedStateSpec, write_header
 from flinkstate.checkpoint.flink.write_operator import operator_stream
 from flinkstate.checkpoint.flink.write_snapshots import Snapshot, snapshot_of
 from flinkstate.state import (
@@ -44,6 +44,7 @@ from flinkstate.state import (
     compute_key_group_range_for_operator_index,
 )
 from flinkstate.state.errors import InvalidArgumentError, SerializationError
+from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
 
 
@@ -333,3 +334,11 @@ def test_operator_state_streams_equal_flinks(operator: str) -> None:
         assert {(e.name, e.mode, e.offsets) for e in entries} == {
             (e.name, e.mode, e.offsets) for e in handle.states
         }
+
+
+@pytest.mark.parametrize("ttl", [False, True])
+def test_a_value_that_does_not_fit_names_the_state_and_key(ttl: bool) -> None:
+    encoder = EntryEncoder(KeyedStateSpec("counts", "VALUE", Types.INT(), ttl=ttl), Types.LONG(), 128)
+    columns = StateColumns([1, 2], None, [5, 2**40], [0, 0] if ttl else None)
+    with pytest.raises(SerializationError, match=r"\[SERIALIZATION\] state counts, key 2 \(key group 7\)"):
+        encoder.encode(7, columns)
