@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .metadata import MAGIC, OPERATOR_MODES
-from .operator_id import operator_id
 from .output import Output
 from .write_operator import OperatorStateEntryOut
 
@@ -69,7 +68,7 @@ class SubtaskOut:
 
 @dataclass(frozen=True)
 class OperatorOut:
-    uid: str
+    operator_id: bytes  # 16 bytes, as _metadata stores them
     parallelism: int
     max_parallelism: int
     subtasks: tuple[SubtaskOut, ...]
@@ -131,7 +130,7 @@ def metadata_bytes(checkpoint_id: int, operators: Sequence[OperatorOut], where: 
     out.i32(0, "master state count")
     out.i32(len(operators), "operator count")
     for op in operators:
-        out.raw(operator_id(op.uid))
+        out.raw(op.operator_id)
         out.i32(op.parallelism, "parallelism")
         out.i32(op.max_parallelism, "max parallelism")
         out.u8(_NULL, "coordinator state tag")
