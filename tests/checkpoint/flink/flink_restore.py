@@ -12,8 +12,18 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from write_model import FLINK_TTL_MS, canonical, expected_operator_states, model, rows, split_type
+from write_model import (
+    FLINK_TTL_MS,
+    OperatorModel,
+    OperatorStateModel,
+    canonical,
+    expected_operator_states,
+    model,
+    rows,
+    split_type,
+)
 
+from flinkstate.checkpoint.flink import FlinkSavepoint
 from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
 JOB = Path(__file__).resolve().parents[2] / "fixtures" / "flink" / "RestoreJob.java"
@@ -36,10 +46,14 @@ def compile_job(lib: Path, classes: Path) -> str:
     return f"{classes}{os.pathsep}{classpath}"
 
 
-def spec_text(parallelism: dict[str, int], max_parallelism: dict[str, int]) -> str:
+def spec_text(
+    parallelism: dict[str, int],
+    max_parallelism: dict[str, int],
+    models: dict[str, OperatorModel] | None = None,
+) -> str:
     """The restore job's spec of the model's operators and states (TTL states with FLINK_TTL_MS)."""
     lines = []
-    for uid, op in model().items():
+    for uid, op in (models or model()).items():
         lines.append(f"operator\t{uid}\t{op.key_type}\t{parallelism[uid]}\t{max_parallelism[uid]}")
         for name, o in op.operator_states.items():
             lines.append(f"opstate\t{name}\t{o.mode}\t{o.value_type}\t{o.user_key_type}")
@@ -128,12 +142,12 @@ def _parse(text: str, type_name: str) -> Any:
 
 
 def parse_lines(
-    lines: list[str],
+    lines: list[str], models: dict[str, OperatorModel] | None = None
 ) -> tuple[set[tuple[Any, ...]], set[tuple[str, int, int]], dict[tuple[str, int, str], Any]]:
     """(uid, state, key, position or user key, value) of each keyed state line, in the model's
     terms; the (uid, subtask, key group) triples Flink reported; the operator states each
     subtask restored (as :func:`write_model.restored_view` gives them)."""
-    ops = model()
+    ops = models or model()
     rows = set()
     placed = set()
     restored: dict[tuple[str, int, str], Any] = {}
@@ -167,12 +181,32 @@ def parse_lines(
     return rows, placed, restored
 
 
-def check_restored(lines: list[str], parallelism: dict[str, int], max_parallelism: dict[str, int]) -> None:
+def check_restored(
+    lines: list[str],
+    parallelism: dict[str, int],
+    max_parallelism: dict[str, int],
+    models: dict[str, OperatorModel] | None = None,
+) -> None:
     """What Flink printed is the model's live rows, each in the subtask owning its key group,
     and the model's operator states as a job restored at ``parallelism`` holds them."""
-    got, placed, restored = parse_lines(lines)
+    got, placed, restored = parse_lines(lines, models)
     assert len(lines) == len(got) + sum(len(v) for v in restored.values())
-    assert got == {r[:5] for r in rows(live_only=True)}
+    assert got == {r[:5] for r in rows(live_only=True, models=models)}
     for uid, subtask, kg in placed:
         assert subtask == compute_operator_index_for_key_group(max_parallelism[uid], parallelism[uid], kg)
-    assert restored == expected_operator_states(parallelism)
+    assert restored == expected_operator_states(parallelism, models)
+
+
+def operator_state_models(sp: FlinkSavepoint, uids: list[str]) -> dict[str, OperatorModel]:
+    """Models of the operator states of ``uids`` in a savepoint read (atomic types only), as
+    our reader finds them per subtask; the restore job declares each with a Long key."""
+    out = {}
+    for uid in uids:
+        op, states = sp.operator(uid), {}
+        for info in sp.operator_infos(uid):
+            parts = [sp.operator_values(uid, info.name, i) for i in range(op.parallelism)]
+            value = str(info.value.type_info)
+            key = str(info.user_key.type_info) if info.user_key is not None else "-"
+            states[info.name] = OperatorStateModel(info.kind, value, parts, key)
+        out[uid] = OperatorModel("LONG", operator_states=states)
+    return out

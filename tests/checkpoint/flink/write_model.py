@@ -355,10 +355,11 @@ def canonical(value: Any, type_name: str) -> Any:
 Row = tuple[str, str, Any, Any, Any, Any]  # uid, state, key, position/user key, value, TTL timestamp
 
 
-def rows(live_only: bool = False) -> Iterator[Row]:
+def rows(live_only: bool = False, models: dict[str, OperatorModel] | None = None) -> Iterator[Row]:
     """Every (uid, state, key, position or user key, value, timestamp) of the model; with
-    ``live_only`` what Flink shows: TTL entries not expired under FLINK_TTL_MS, lists renumbered."""
-    for uid, op in model().items():
+    ``live_only`` what Flink shows: TTL entries not expired under FLINK_TTL_MS, lists renumbered.
+    ``models``: other operators than :func:`model`'s."""
+    for uid, op in (models or model()).items():
         for name, s in op.states.items():
             for key, value in s.entries.items():
                 k = canonical(key, op.key_type)
@@ -391,12 +392,14 @@ def _view(s: OperatorStateModel, elements: Any) -> Any:
     return sorted(values) if s.mode == "UNION" else values
 
 
-def restored_view(uid: str, per_subtask: list[list[OperatorStateData]]) -> dict[tuple[str, int, str], Any]:
+def restored_view(
+    uid: str, per_subtask: list[list[OperatorStateData]], models: dict[str, OperatorModel] | None = None
+) -> dict[tuple[str, int, str], Any]:
     """What each subtask of a job restored at the written parallelism sees of the operator
     states written ``per_subtask`` (Flink's rule: list state kept, union state the union of
     all, broadcast state kept), canonical: a list, a sorted list (union) or a dict; empty
     states left out."""
-    op = model()[uid]
+    op = (models or model())[uid]
     out: dict[tuple[str, int, str], Any] = {}
     for i, states in enumerate(repartition(per_subtask, len(per_subtask))):
         for d in states:
@@ -405,15 +408,18 @@ def restored_view(uid: str, per_subtask: list[list[OperatorStateData]]) -> dict[
     return out
 
 
-def expected_operator_states(parallelism: dict[str, int]) -> dict[tuple[str, int, str], Any]:
+def expected_operator_states(
+    parallelism: dict[str, int], models: dict[str, OperatorModel] | None = None
+) -> dict[tuple[str, int, str], Any]:
     """The restored view of the model's operator states written at ``parallelism``: list
     state redistributed by Flink's rule, every subtask with the union of all union parts and a
     copy of a broadcast map."""
     out: dict[tuple[str, int, str], Any] = {}
-    for uid, op in model().items():
+    for uid, op in (models or model()).items():
         p = parallelism[uid]
         splits = {n: s for n, s in op.operator_states.items() if s.mode == "SPLIT_DISTRIBUTE"}
-        old = [[_as_data(n, s, s.parts[i]) for n, s in splits.items()] for i in range(SOURCE_PARALLELISM)]
+        source_parallelism = max((len(s.parts) for s in op.operator_states.values()), default=0)
+        old = [[_as_data(n, s, s.parts[i]) for n, s in splits.items()] for i in range(source_parallelism)]
         for i, states in enumerate(repartition(old, p)):
             for d in states:
                 if d.elements:
@@ -422,5 +428,5 @@ def expected_operator_states(parallelism: dict[str, int]) -> dict[tuple[str, int
                 if s.mode == "UNION":
                     out[(uid, i, n)] = _view(s, [e for part in s.parts for e in part])
                 elif s.mode == "BROADCAST":
-                    out[(uid, i, n)] = _view(s, s.parts[i % SOURCE_PARALLELISM])
+                    out[(uid, i, n)] = _view(s, s.parts[i % len(s.parts)])
     return out
