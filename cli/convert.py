@@ -1,4 +1,5 @@
-"""``flinkstate convert``: a checkpoint or savepoint of ours as a canonical Flink savepoint."""
+"""``flinkstate convert``: a checkpoint or savepoint (ours, or Flink's read) as a canonical Flink
+savepoint."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from flinkstate.checkpoint import open_checkpoint
 from flinkstate.checkpoint.flink import FlinkSavepoint, operator_id_hex, write_savepoint
 from flinkstate.checkpoint.storage import Storage
 
@@ -19,7 +21,6 @@ from .common import (
     JsonFlag,
     StorageOptions,
     guarded,
-    load,
     out_console,
     storage_options,
 )
@@ -91,14 +92,14 @@ def convert(
         ),
     ] = None,
 ) -> None:
-    """Write a checkpoint or savepoint as a canonical Flink savepoint that Flink 2.3 restores
-    (``flink run -s TARGET``), operators matched by uid.
+    """Write a checkpoint or savepoint (ours, or a Flink savepoint read) as a canonical Flink
+    savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid.
 
     What cannot be written (see the README) is refused before any file is written. The
     source is not changed.
     """
     options = storage_options(storage_option)
-    checkpoint = load(source, options, checkpoint_id)
+    checkpoint = open_checkpoint(source, options, checkpoint_id)
     target_options = storage_options(target_option) if target_option else options
     where, where_options = target, target_options
     if dry_run:  # written in memory, read back, dropped
@@ -113,10 +114,15 @@ def convert(
         if dry_run:
             memory = Storage(where, where_options)
             memory.fs.rm(memory.path(""), recursive=True)
-    uids = {operator_id_hex(o.uid): o.uid for o in checkpoint.manifest.operators}
+    if isinstance(checkpoint, FlinkSavepoint):
+        uids = {o.operator_id: o.uid for o in checkpoint.meta.operators}
+        source_id = checkpoint.meta.checkpoint_id
+    else:
+        uids = {operator_id_hex(o.uid): o.uid for o in checkpoint.manifest.operators}
+        source_id = checkpoint.checkpoint_id
     for o in operators:
         o["uid"] = uids.get(o["operator_id"], "")
-    doc = {"source_checkpoint_id": checkpoint.checkpoint_id, "target": target, "to": to.value,
+    doc = {"source_checkpoint_id": source_id, "target": target, "to": to.value,
            "dry_run": dry_run, "operators": operators}  # fmt: skip
     if as_json:
         typer.echo(to_json(doc))
@@ -127,6 +133,6 @@ def convert(
         for o in operators
     ]  # fmt: skip
     verb = "would write" if dry_run else "wrote"
-    head = Text(f"{verb} Flink savepoint {target} from checkpoint {checkpoint.checkpoint_id}", style="green")
+    head = Text(f"{verb} Flink savepoint {target} from checkpoint {source_id}", style="green")
     columns = ["operator", "operator id", "parallelism", "max parallelism", "states", "inline", "files"]
     out_console().print(Group(head, table(None, columns, rows, right=("inline", "files"))))

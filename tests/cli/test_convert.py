@@ -51,3 +51,21 @@ def test_unsupported_state_refused_before_any_file(job: Job, run: Run, tmp_path:
     result = run("convert", job.root, str(target), "--to", "flink", *job.args, code=3)
     assert result.stderr.startswith("[FLINK_UNSUPPORTED]") and "'orders'" in result.stderr
     assert not target.exists()
+
+
+def test_convert_a_flink_savepoint(run: Run, tmp_path: Path) -> None:
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "heap_canonical"
+    target = tmp_path / "flink"
+    ops = ["--operator", "operator-states", "--operator", "broadcast"]
+    doc = json.loads(run("convert", str(fixture), str(target), "--to", "flink", *ops, "--json").stdout)
+    assert {o["uid"]: o["states"] for o in doc["operators"]} == {
+        "operator-states": ["op_list", "op_union"],
+        "broadcast": ["rules"],
+    }
+    source, written = read_savepoint(str(fixture)), read_savepoint(str(target))
+    for uid in ("operator-states", "broadcast"):
+        for info in source.operator_infos(uid):
+            for sub in range(2):
+                assert written.operator_values(uid, info.name, sub) == source.operator_values(
+                    uid, info.name, sub
+                )
