@@ -23,6 +23,7 @@ from ..restore import CompletedCheckpoint
 from .errors import UnsupportedFlinkWriteError
 from .header import StateInfo
 from .metadata import OperatorMeta
+from .operator import read_operator_header
 from .operator_id import operator_id
 from .savepoint import FlinkSavepoint
 from .snapshots import _TUPLE, FlinkType
@@ -122,8 +123,13 @@ class FlinkOperator(OperatorSource):
         header = source.keyed_header(op.operator_id)
         self.key_type = None if header is None else self._same(header.key, "the key", key=True)
         self.states = tuple(self._spec(s) for s in (header.states if header is not None else ()))
-        self.infos = source.operator_infos(op.operator_id)
-        for info in self.infos:
+        self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
+        for sub in op.subtasks:
+            handle = sub.managed_operator
+            if handle is not None and handle.stream is not None:
+                data = handle.stream.read(source.directory, source.storage)
+                self.infos.update(read_operator_header(data, f"{source.directory}: {handle.stream.name}")[1])
+        for info in self.infos.values():
             self._same(info.value, f"operator state {info.name!r}")
             if info.user_key is not None:
                 self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
@@ -178,8 +184,7 @@ class FlinkOperator(OperatorSource):
 
     def operator_states(self) -> list[list[OperatorStateData]]:
         out: list[list[OperatorStateData]] = [[] for _ in range(self.parallelism)]
-        infos = {i.name: i for i in self.infos}
-        ref = self.op.operator_id
+        infos, ref = self.infos, self.op.operator_id
         for sub in self.op.subtasks:
             handle = sub.managed_operator
             for entry in handle.states if handle is not None else ():
