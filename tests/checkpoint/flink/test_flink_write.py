@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +343,9 @@ def test_a_value_that_does_not_fit_names_the_state_and_key(ttl: bool) -> None:
     columns = StateColumns([1, 2], None, [5, 2**40], [0, 0] if ttl else None)
     with pytest.raises(SerializationError, match=r"\[SERIALIZATION\] state counts, key 2 \(key group 7\)"):
         encoder.encode(7, columns)
+
+
+def test_written_to_any_fsspec_storage(model_checkpoint: CompletedCheckpoint) -> None:
+    target = f"memory://flinkstate-tests/{uuid.uuid4().hex}/sp"
+    sp = write_savepoint(model_checkpoint, target, inline_threshold=0)
+    assert read_rows(read_savepoint(target)) == read_rows(sp) == set(rows())
