@@ -15,7 +15,15 @@ import pytest
 from flink_model import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
-from write_model import _as_data, canonical, expected_operator_states, model, restored_view, rows
+from write_model import (
+    _as_data,
+    build_checkpoint,
+    canonical,
+    expected_operator_states,
+    model,
+    restored_view,
+    rows,
+)
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.checkpoint.errors import CheckpointError
@@ -47,6 +55,11 @@ from flinkstate.state import (
 from flinkstate.state.errors import InvalidArgumentError, SerializationError
 from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
+
+
+@pytest.fixture(scope="module")
+def model_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
+    return build_checkpoint(str(tmp_path_factory.mktemp("model") / "checkpoint"))
 
 
 def read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:

@@ -10,7 +10,7 @@ import pytest
 from flink_model import FIXTURES
 from flink_restore import check_restored, spec_text
 from test_flink_write import operator_view, read_rows
-from write_model import WRITTEN, expected_operator_states, rows
+from write_model import WRITTEN, build_checkpoint, expected_operator_states, rows
 
 from flinkstate.checkpoint import CompletedCheckpoint
 from flinkstate.checkpoint.flink import (
@@ -21,6 +21,11 @@ from flinkstate.checkpoint.flink import (
 )
 
 COMMITTED = FIXTURES / "written"
+
+
+@pytest.fixture(scope="module")
+def model_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
+    return build_checkpoint(str(tmp_path_factory.mktemp("model") / "checkpoint"))
 
 
 def _files(directory: Path) -> dict[str, bytes]:

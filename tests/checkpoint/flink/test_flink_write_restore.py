@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from flink_model import FIXTURES
 from flink_restore import check_restored, compile_job, flink_lib, operator_state_models, restore, spec_text
-from write_model import WRITTEN
+from write_model import WRITTEN, build_checkpoint
 
 from flinkstate.checkpoint import CompletedCheckpoint
 from flinkstate.checkpoint.flink import read_savepoint, write_savepoint
@@ -30,6 +30,11 @@ def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     lib = flink_lib()
     assert lib is not None
     return compile_job(lib, tmp_path_factory.mktemp("restore-job"))
+
+
+@pytest.fixture(scope="module")
+def model_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
+    return build_checkpoint(str(tmp_path_factory.mktemp("model") / "checkpoint"))
 
 
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
