@@ -38,7 +38,6 @@ _META_FLAG = 0x80
 _VOID_NAMESPACE = b"\x00"
 _LONG = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-KINDS = ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING")
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class KeyedStateSpec:
     map value or accumulator type."""
 
     name: str
-    kind: str  # one of KINDS
+    kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING
     value: TypeInformation
     user_key: TypeInformation | None = None
     ttl: bool = False

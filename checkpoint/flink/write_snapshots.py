@@ -26,7 +26,6 @@ from .snapshots import (
     _ATOMIC,
     _BYTES,
     _COMPOSITE_MAGIC,
-    _FIXED_WIDTH,
     _LIST,
     _MAP,
     _NESTED_MAGIC,
@@ -47,8 +46,6 @@ _MAX_TUPLE_ARITY = 25
 #: Our atomic type name -> Flink's snapshot class (the reader also accepts ``IntegerSerializer``,
 #: which Flink does not have).
 ATOMIC_CLASSES = {t: name for name, t in _ATOMIC.items() if "IntegerSerializer" not in name}
-#: Atomic types whose Flink serializer has a fixed length (what Flink's composite keys look at).
-FIXED_LENGTH = frozenset(_FIXED_WIDTH)
 
 
 @dataclass(frozen=True)
