@@ -12,12 +12,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from operator_views import expected_operator_states
 from write_model import (
     FLINK_TTL_MS,
     OperatorModel,
     OperatorStateModel,
     canonical,
-    expected_operator_states,
     model,
     rows,
     split_type,

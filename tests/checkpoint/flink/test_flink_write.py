@@ -15,15 +15,8 @@ import pytest
 from flink_model import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
-from write_model import (
-    _as_data,
-    build_checkpoint,
-    canonical,
-    expected_operator_states,
-    model,
-    restored_view,
-    rows,
-)
+from operator_views import as_data, expected_operator_states, restored_view
+from write_model import build_checkpoint, canonical, model, rows
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.checkpoint.errors import CheckpointError
@@ -100,7 +93,7 @@ def operator_view(sp: FlinkSavepoint) -> dict[tuple[str, int, str], Any]:
                     elements: Any = {r["key"]: r["value"] for r in mine}
                 else:
                     elements = [r["value"] for r in sorted(mine, key=lambda r: r["position"])]
-                per[i].append(_as_data(name, s, elements))
+                per[i].append(as_data(name, s, elements))
         out.update(restored_view(uid, per))
     return out
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from flink_model import FIXTURES
 from flink_restore import check_restored, spec_text
+from operator_views import expected_operator_states
 from test_flink_write import operator_view, read_rows
-from write_model import WRITTEN, build_checkpoint, expected_operator_states, rows
+from write_model import WRITTEN, build_checkpoint, rows
 
 from flinkstate.checkpoint import CompletedCheckpoint
 from flinkstate.checkpoint.flink import (
