@@ -11,7 +11,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: help setup demo test test-fast bench lint typecheck clean
+.PHONY: help setup demo test test-fast test-flink bench lint typecheck clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -27,11 +27,15 @@ setup: $(STAMP)  ## create .venv and install flinkstate with its dev tools
 demo: $(STAMP)  ## run the main job end to end on local defaults
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)  ## run every test tier
-	$(BIN)/python -m pytest
+test: $(STAMP)  ## run every test tier but the Flink one
+	$(BIN)/python -m pytest -m "not flink"
 
 test-fast: $(STAMP)  ## run the tests that are not marked slow
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow and not flink"
+
+FLINK_VENV ?= /work/flinkvenv
+test-flink: $(STAMP)  ## restore written savepoints in real Flink 2.3 (FLINK_VENV: a venv with apache-flink 2.3)
+	FLINK_VENV=$(abspath $(FLINK_VENV)) $(BIN)/python -m pytest -m flink
 
 bench: $(STAMP)  ## run the benchmarks (JSON lines; BENCH_ARGS="--quick --only P1")
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from . import catalog, maintain, show, skew, verify
+from . import catalog, convert, maintain, show, skew, verify
 
 app = typer.Typer(
     name="flinkstate",
@@ -54,6 +54,7 @@ app.command("skew", epilog=skew.EXAMPLE)(skew.skew)
 app.command("verify", epilog=verify.EXAMPLE)(verify.verify)
 app.command("rescale", epilog=maintain.RESCALE_EXAMPLE)(maintain.rescale)
 app.command("gc", epilog=maintain.GC_EXAMPLE)(maintain.gc)
+app.command("convert", epilog=convert.CONVERT_EXAMPLE)(convert.convert)
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flinkstate.state.errors import FlinkStateError
 
-from ..errors import CheckpointCorruptError
+from ..errors import CheckpointCorruptError, CheckpointError
 
 
 class FlinkFormatError(CheckpointCorruptError):
@@ -35,3 +35,10 @@ class DeclaredTypeError(FlinkStateError):
     """A declared type is malformed, applies to no such state, or does not fit its bytes."""
 
     default_code = "INVALID_OPTION"
+
+
+class UnsupportedFlinkWriteError(CheckpointError):
+    """A state, type or feature the savepoint writer cannot write yet (the message names it):
+    refused before any file is written."""
+
+    default_code = "FLINK_UNSUPPORTED"

@@ -1,9 +1,9 @@
 """Flink's ``_metadata`` file: operators, their subtasks and state handles.
 
-Layout (``MetadataV6Serializer`` and its bases, version 4 to 6): magic, version, checkpoint
-id, master states, then per operator its name, uid, id, parallelism, max parallelism,
-coordinator state and per subtask the managed/raw operator and keyed state handles. The
-Java-serialized ``CheckpointProperties`` trailer is not read.
+Layout (``MetadataV6Serializer`` and its bases, version 3 to 6): magic, version, checkpoint
+id, master states, then per operator its name and uid (version 5 on), id, parallelism, max
+parallelism, coordinator state and per subtask the managed/raw operator and keyed state
+handles. The Java-serialized ``CheckpointProperties`` trailer (version 4 on) is not read.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .errors import FlinkFormatError
 
 MAGIC = 0x4960672D
 _MASTER_MAGIC = 0xC96B1696 - (1 << 32)
-SUPPORTED_VERSIONS = (4, 5, 6)
+SUPPORTED_VERSIONS = (3, 4, 5, 6)
 OPERATOR_MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
 
 
@@ -221,9 +221,9 @@ def _subtask(c: Cursor, index: int) -> SubtaskState:
     return SubtaskState(index, managed_op, raw_op, managed_keyed, raw_keyed)
 
 
-def _operator(c: Cursor) -> OperatorMeta:
-    name = c.utf("operator name")
-    uid = c.utf("operator uid")
+def _operator(c: Cursor, version: int) -> OperatorMeta:
+    name = c.utf("operator name") if version >= 5 else ""
+    uid = c.utf("operator uid") if version >= 5 else ""
     op_id = c.take(16, "operator id").hex()
     parallelism = c.i32("parallelism")
     max_parallelism = c.i32("max parallelism")
@@ -252,8 +252,11 @@ def parse_metadata(buf: bytes, where: str) -> CheckpointMeta:
     for _ in range(c.count("master state count")):
         c.expect_int(_MASTER_MAGIC, "master state magic")
         c.take(c.count("master state length"), "master state")
-    operators = tuple(_operator(c) for _ in range(c.count("operator count")))
-    savepoint, native = _trailer(c)
+    operators = tuple(_operator(c, version) for _ in range(c.count("operator count")))
+    # Version 3 records no properties: read as a canonical savepoint (what Flink restores it as).
+    savepoint, native = _trailer(c) if version >= 4 else (True, False)
+    if version < 4 and not c.at_end():
+        raise c.fail("trailing bytes after the operators")
     return CheckpointMeta(version, checkpoint_id, operators, savepoint, native)
 
 

@@ -28,6 +28,7 @@ from .header import KeyedHeader, StateInfo, read_header, read_stream_header, uni
 from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
 from .native import read_native
 from .operator import read_operator_header, read_operator_state
+from .operator_id import operator_id_hex
 from .tables import broadcast_table, keyed_schema, keyed_table, operator_table
 
 PYTHON_PREFIX = "python-state-"
@@ -129,8 +130,10 @@ class FlinkSavepoint:
         }
 
     def operator(self, ref: str) -> OperatorMeta:
-        """The operator whose uid, id (the uid hash, hex) or name is ``ref``."""
-        for attr, want in (("uid", ref), ("operator_id", ref.lower()), ("name", ref)):
+        """The operator whose uid, id (the uid hash, hex) or name is ``ref``; an operator
+        recorded without its uid (metadata version 3) is found by its uid's hash."""
+        by_hash = ("operator_id", operator_id_hex(ref))
+        for attr, want in (("uid", ref), ("operator_id", ref.lower()), ("name", ref), by_hash):
             found = [o for o in self.operators if getattr(o, attr) == want]
             if len(found) == 1:
                 return found[0]

@@ -72,13 +72,13 @@ def repartition(
     return [list(states.values()) for states in out]
 
 
-def hash_map_order(names: list[str]) -> list[str]:
+def hash_map_order(names: list[str], capacity: int = 16) -> list[str]:
     """``names`` (distinct, in insertion order) in the iteration order of a ``java.util.HashMap``
     they were put in: by bucket, ``(h ^ (h >>> 16)) & (capacity - 1)`` of Java's
-    ``String.hashCode()`` with the capacity (16, doubled while over 3/4 full) the map grew to;
-    within a bucket, insertion order. (Flink inserts in the order its subtasks' state handles
-    list the names; ours is the order of first registration, subtask by subtask.)"""
-    capacity = 16
+    ``String.hashCode()`` with the capacity (``capacity``: 16 for ``new HashMap<>()``, the
+    power of two at or above ``n`` for ``new HashMap<>(n)``; doubled while over 3/4 full) the
+    map grew to; within a bucket, insertion order. (Flink inserts in the order its subtasks'
+    state handles list the names; ours is the order of first registration, subtask by subtask.)"""
     while len(names) > capacity * 3 // 4:
         capacity *= 2
 

@@ -1,0 +1,187 @@
+"""One subtask's keyed state stream of a canonical savepoint: the inverse of :mod:`.header`
+and :mod:`.body`.
+
+The stream is the header (``int version 6, bool compressed, key serializer snapshot,
+short n`` state meta infos), then one block per key group holding entries, at the offset
+``_metadata`` records (0 for a key group without entries). A block is ``short state id``,
+then ``int length, key bytes, int length, value bytes`` pairs sorted by key bytes (RocksDB's
+order); the last key of a state has bit 0x80 of its first byte set and is followed by the
+next state's id or 0xFFFF, which ends the group. Key bytes: the key-group prefix (one byte
+up to max parallelism 128, else two), the key, the void namespace (one 0 byte) and, for
+MapState, the user key. Values: the value (Value, Reducing state) or accumulator
+(AggregatingState), the elements joined by ``,``
+(ListState), or per map entry a null flag byte and the value (MapState); with TTL each value
+or element is preceded by its last-access timestamp (a long).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flinkstate.state.errors import SerializationError
+from flinkstate.state.keyed.snapshot import StateColumns
+from flinkstate.state.serializers.base import TypeSerializer
+from flinkstate.state.serializers.lookup import serializer_for
+from flinkstate.state.types.mapping import TypeInformation
+
+from .body import _END_OF_GROUP, _LIST_DELIMITER
+from .header import _BACKEND_TYPES, SUPPORTED_VERSIONS
+from .output import Output
+from .write_snapshots import VOID, Snapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
+
+HEADER_VERSION = max(SUPPORTED_VERSIONS)
+_KEY_VALUE = _BACKEND_TYPES.index("KEY_VALUE")
+_META_FLAG = 0x80
+_VOID_NAMESPACE = b"\x00"
+_LONG = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+
+@dataclass(frozen=True)
+class KeyedStateSpec:
+    """A keyed state to write: ``value`` is the value (also of reducing state), list element,
+    map value or accumulator type."""
+
+    name: str
+    kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING
+    value: TypeInformation
+    user_key: TypeInformation | None = None
+    ttl: bool = False
+
+    def value_snapshot(self, what: str = "") -> Snapshot:
+        """The VALUE_SERIALIZER snapshot Flink registers for this state (``what`` names it in errors)."""
+        what = what or f"state {self.name}"
+        value = snapshot_of(self.value, what)
+        if self.ttl:
+            value = ttl(value)
+        if self.kind == "LIST":
+            return list_of(value)
+        if self.kind == "MAP":
+            assert self.user_key is not None
+            return map_of(key_snapshot(self.user_key, f"{what} (map key)"), value)
+        return value
+
+
+def write_header(out: Output, key: Snapshot, states: Sequence[KeyedStateSpec]) -> None:
+    out.i32(HEADER_VERSION, "keyed state format version")
+    out.boolean(False)  # not compressed
+    key.write_top_level(out)
+    out.i16(len(states), "state count")
+    for s in states:
+        out.utf(s.name, "state name")
+        out.i32(_KEY_VALUE, "backend state type")
+        out.i32(1, "option count")
+        out.utf("KEYED_STATE_TYPE", "option key")
+        out.utf(s.kind, "option value")
+        out.i32(2, "serializer count")
+        out.utf("VALUE_SERIALIZER", "serializer key")
+        s.value_snapshot().write_top_level(out)
+        out.utf("NAMESPACE_SERIALIZER", "serializer key")
+        VOID.write_top_level(out)
+
+
+class EntryEncoder:
+    """Turns one state's :class:`StateColumns` of a key group into sorted (key, value) bytes."""
+
+    def __init__(self, spec: KeyedStateSpec, key: TypeInformation, max_parallelism: int) -> None:
+        self.spec = spec
+        self.prefix = 1 if max_parallelism <= 128 else 2
+        self.key = serializer_for(key)
+        self.value = serializer_for(spec.value)
+        self.user_key: TypeSerializer | None = (
+            serializer_for(spec.user_key) if spec.user_key is not None else None
+        )
+
+    def _value(self, value: Any, timestamp: Any) -> bytes:
+        data = self.value.to_bytes(value)
+        if not self.spec.ttl:
+            return data
+        if timestamp is None:
+            raise SerializationError("a TTL value without its last-access timestamp")
+        return _LONG.pack(timestamp) + data
+
+    def _entries(self, kg: int, key: Any, value: Any, ts: Any) -> Iterator[tuple[bytes, bytes]]:
+        base = kg.to_bytes(self.prefix, "big") + self.key.to_bytes(key) + _VOID_NAMESPACE
+        kind = self.spec.kind
+        if kind == "LIST":
+            stamps = ts if self.spec.ttl else [None] * len(value)
+            parts = [self._value(v, t) for v, t in zip(value, stamps, strict=True)]
+            if parts:
+                yield base, bytes((_LIST_DELIMITER,)).join(parts)
+        elif kind == "MAP":
+            assert self.user_key is not None
+            for user_key, v in value.items():
+                flag = b"\x01" if v is None and not self.spec.ttl else b"\x00"
+                data = b"" if flag == b"\x01" else self._value(v, ts[user_key] if self.spec.ttl else None)
+                yield base + self.user_key.to_bytes(user_key), flag + data
+        elif value is not None:  # value, reducing and aggregating state: the value or accumulator
+            yield base, self._value(value, ts)
+
+    def encode(self, kg: int, columns: StateColumns) -> list[tuple[bytes, bytes]]:
+        if columns.namespaces is not None and any(ns is not None for ns in columns.namespaces):
+            raise SerializationError(f"state {self.spec.name} holds namespaces other than the void one")
+        if self.spec.kind not in ("LIST", "MAP") and not self.spec.ttl:
+            try:  # the common case in one pass; an error is found again below, with its key
+                head, key, value = kg.to_bytes(self.prefix, "big"), self.key.to_bytes, self.value.to_bytes
+                pairs = [
+                    (head + key(k) + _VOID_NAMESPACE, value(v))
+                    for k, v in zip(columns.keys, columns.values, strict=True)
+                    if v is not None
+                ]
+                pairs.sort()
+                return pairs
+            except (SerializationError, TypeError, ValueError, OverflowError, struct.error):
+                pass
+        out: list[tuple[bytes, bytes]] = []
+        stamps = columns.timestamps if columns.timestamps is not None else [None] * len(columns.keys)
+        for k, v, ts in zip(columns.keys, columns.values, stamps, strict=True):
+            try:
+                out.extend(self._entries(kg, k, v, ts))
+            except (SerializationError, TypeError, ValueError, OverflowError, struct.error) as exc:
+                raise SerializationError(
+                    f"state {self.spec.name}, key {k!r} (key group {kg}): cannot write {v!r} as "
+                    f"Flink's {self.spec.kind} of {self.spec.value}: {exc}"
+                ) from exc
+        out.sort()
+        return out
+
+
+def write_key_group(out: Output, entries: Sequence[tuple[int, list[tuple[bytes, bytes]]]]) -> None:
+    """One key group's block: ``entries`` holds (state id, sorted pairs) for each state with entries."""
+    pack = _I32.pack
+    for i, (state_id, pairs) in enumerate(entries):
+        if i == 0:
+            out.u16(state_id, "state id")
+        *head, (key, value) = pairs
+        out.raw(b"".join([pack(len(k)) + k + pack(len(v)) + v for k, v in head]))
+        out.sized(bytes((key[0] | _META_FLAG,)) + key[1:], "key")  # the state's last key: flagged
+        out.sized(value, "value")
+        following = entries[i + 1][0] if i + 1 < len(entries) else _END_OF_GROUP
+        out.u16(following, "state id")
+
+
+def keyed_stream(
+    where: str,
+    key: TypeInformation,
+    states: Sequence[KeyedStateSpec],
+    key_groups: range,
+    max_parallelism: int,
+    columns: Mapping[int, Sequence[StateColumns | None]],
+) -> tuple[bytes, list[int]]:
+    """(the stream, one offset per key group of ``key_groups``). ``columns`` maps a key group
+    to each state's entries there (by state index; None or absent: no entries)."""
+    out = Output(where)
+    write_header(out, key_snapshot(key, "the key"), states)
+    encoders = [EntryEncoder(s, key, max_parallelism) for s in states]
+    offsets: list[int] = []
+    for kg in key_groups:
+        found = columns.get(kg, ())
+        entries = [
+            (i, pairs) for i, c in enumerate(found) if c is not None and (pairs := encoders[i].encode(kg, c))
+        ]
+        offsets.append(len(out) if entries else 0)
+        write_key_group(out, entries)
+    return bytes(out.buf), offsets

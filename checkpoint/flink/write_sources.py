@@ -1,0 +1,214 @@
+"""What the savepoint writer writes from: one of our checkpoints or a Flink savepoint read.
+
+Each source operator gives its id, layout, key type, keyed states (with what Flink's
+serializers must be) and, on demand, each keyed state's entries by key group and each
+subtask's operator states. Everything that cannot be written is refused here, before any
+state is read: ``[FLINK_UNSUPPORTED]`` naming the operator and state.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.operator import OperatorStateData, OperatorStateMode
+from flinkstate.state.ttl.config import TtlTimeCharacteristic
+from flinkstate.state.types.mapping import TypeInformation
+
+from ..manifest import OperatorEntry
+from ..reading.merge import merge_keyed
+from ..reading.restore import CompletedCheckpoint
+from .errors import UnsupportedFlinkWriteError
+from .header import StateInfo
+from .metadata import OperatorMeta
+from .operator import read_operator_header
+from .operator_id import operator_id
+from .savepoint import FlinkSavepoint
+from .snapshots import _TUPLE, FlinkType
+from .write_keyed import KeyedStateSpec
+from .write_operator import check_types
+from .write_snapshots import Snapshot, key_snapshot
+
+
+class OperatorSource(ABC):
+    """One operator to write. ``name``: its uid, or the hex id of a Flink operator without one
+    (what messages and the parallelism mappings use)."""
+
+    name: str
+    operator_id: bytes
+    parallelism: int
+    max_parallelism: int
+    key_type: TypeInformation | None  # None: no keyed state
+    states: tuple[KeyedStateSpec, ...]
+
+    @abstractmethod
+    def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
+        """State ``states[index]``'s entries per key group of the source's max parallelism."""
+
+    @abstractmethod
+    def operator_states(self) -> list[list[OperatorStateData]]:
+        """Each source subtask's operator states (empty for a subtask without)."""
+
+    def refuse(self, message: str) -> UnsupportedFlinkWriteError:
+        return UnsupportedFlinkWriteError(f"operator {self.name!r}: {message}")
+
+
+class CheckpointOperator(OperatorSource):
+    """An operator of one of our checkpoints or savepoints."""
+
+    def __init__(self, source: CompletedCheckpoint, op: OperatorEntry) -> None:
+        self.source, self.op = source, op
+        self.name, self.operator_id = op.uid, operator_id(op.uid)
+        self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
+        if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
+            raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
+        self.key_type = op.key_type if op.keyed_states else None
+        if self.key_type is not None:
+            key_snapshot(self.key_type, f"operator {op.uid!r}: the key")
+        for info in op.operator_states:
+            broadcast = info.mode is OperatorStateMode.BROADCAST
+            what = f"operator {op.uid!r}, operator state {info.name!r}"
+            check_types(what, info.value_type, info.user_key_type, broadcast)
+        self.states = tuple(self._spec(m) for m in op.keyed_states)
+
+    def _spec(self, meta: StateMetaInfo) -> KeyedStateSpec:
+        what = f"operator {self.name!r}, state {meta.name!r}"
+        if meta.namespace_type is not None:
+            raise UnsupportedFlinkWriteError(f"{what}: only the void namespace can be written yet")
+        config = meta.ttl
+        ttl = config is not None and config.is_enabled()
+        if (
+            config is not None
+            and ttl
+            and config.time_characteristic is not TtlTimeCharacteristic.ProcessingTime
+        ):
+            raise UnsupportedFlinkWriteError(f"{what}: event-time TTL has no Flink equivalent")
+        spec = KeyedStateSpec(meta.name, meta.kind.name, meta.value_type, meta.user_key_type, ttl)
+        spec.value_snapshot(what)  # refuses types Flink's built-in serializers do not cover
+        return spec
+
+    def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
+        meta, key_type = self.op.keyed_states[index], self.key_type
+        assert key_type is not None
+        for kg, tables in self.source.read_keyed(self.op.uid, meta.name):
+            yield kg, merge_keyed(tables, meta, key_type, self.source.allow_pickle)
+
+    def operator_states(self) -> list[list[OperatorStateData]]:
+        return self.source.operator_states(self.op.uid)
+
+
+def _classes(t: FlinkType) -> tuple[Any, ...]:
+    """The serializer snapshot classes of a Flink type, nested (and a Tuple's class)."""
+    tuple_class = t.java_class if t.snapshot_class == _TUPLE else ""
+    return (t.snapshot_class, tuple_class, tuple(_classes(c) for c in t.children))
+
+
+def _snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
+    """The same of a snapshot the writer writes."""
+    return (s.class_name, s.tuple_class, tuple(_snapshot_classes(n) for n in s.nested))
+
+
+class FlinkOperator(OperatorSource):
+    """An operator of a Flink savepoint read: each state is written with the serializers it
+    had (a state whose serializer the writer would change is refused)."""
+
+    def __init__(self, source: FlinkSavepoint, op: OperatorMeta) -> None:
+        self.source, self.op = source, op
+        self.name, self.operator_id = op.uid or op.operator_id, bytes.fromhex(op.operator_id)
+        self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
+        if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
+            raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
+        header = source.keyed_header(op.operator_id)
+        self.key_type = None if header is None else self._same(header.key, "the key", key=True)
+        self.states = tuple(self._spec(s) for s in (header.states if header is not None else ()))
+        self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
+        for sub in op.subtasks:
+            handle = sub.managed_operator
+            if handle is not None and handle.stream is not None:
+                data = handle.stream.read(source.directory, source.storage)
+                self.infos.update(read_operator_header(data, f"{source.directory}: {handle.stream.name}")[1])
+        for info in self.infos.values():
+            self._same(info.value, f"operator state {info.name!r}")
+            if info.user_key is not None:
+                self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
+
+    def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
+        """``t``'s type, when the writer writes Flink's serializer ``t`` again."""
+        if not t.decodable or t.type_info is None:
+            raise self.refuse(f"{what}: {t.describe()} cannot be written yet")
+        ours = key_snapshot(t.type_info, f"operator {self.name!r}, {what}") if key else None
+        if ours is None:
+            spec = KeyedStateSpec("", "VALUE", t.type_info)
+            ours = spec.value_snapshot(f"operator {self.name!r}, {what}")
+        if _snapshot_classes(ours) != _classes(t):
+            raise self.refuse(f"{what}: serializer {t.java_class or t.snapshot_class} cannot be written yet")
+        return t.type_info
+
+    def _spec(self, info: StateInfo) -> KeyedStateSpec:
+        what = f"state {info.name!r}"
+        if info.is_timer:
+            raise self.refuse(f"{what}: timers cannot be written to a Flink savepoint yet")
+        if info.namespace is None or not info.namespace.void:
+            raise self.refuse(f"{what}: only the void namespace can be written yet")
+        value = info.value.inner if info.value.inner is not None else info.value
+        value_type = self._same(value, what)
+        user_key = None if info.user_key is None else self._same(info.user_key, f"{what} (map key)", True)
+        return KeyedStateSpec(info.name, info.kind, value_type, user_key, info.ttl)
+
+    def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
+        spec = self.states[index]
+        rows = self.source.decode_keyed(self.op.operator_id, spec.name)
+        groups: dict[int, dict[Any, list[Any]]] = {}  # key group -> key -> [value, timestamp]
+        for kg, key, extra, value, ts in zip(
+            rows.key_group, rows.key, rows.extra, rows.value, rows.ttl or [None] * len(rows.key), strict=True
+        ):
+            by_key = groups.setdefault(kg, {})
+            if spec.kind == "LIST":
+                entry = by_key.setdefault(key, [[], []])
+                entry[0].append(value)
+                entry[1].append(ts)
+            elif spec.kind == "MAP":
+                entry = by_key.setdefault(key, [{}, {}])
+                entry[0][extra] = value
+                entry[1][extra] = ts
+            else:
+                by_key[key] = [value, ts]
+        for kg, keys, values in rows.chunks:
+            for key, value in zip(keys.tolist(), values.to_pylist(), strict=True):
+                groups.setdefault(kg, {})[key] = [value, None]
+        for kg, by_key in sorted(groups.items()):
+            stamps = [e[1] for e in by_key.values()] if spec.ttl else None
+            yield kg, StateColumns(list(by_key), None, [e[0] for e in by_key.values()], stamps)
+
+    def operator_states(self) -> list[list[OperatorStateData]]:
+        out: list[list[OperatorStateData]] = [[] for _ in range(self.parallelism)]
+        infos, ref = self.infos, self.op.operator_id
+        for sub in self.op.subtasks:
+            handle = sub.managed_operator
+            for entry in handle.states if handle is not None else ():
+                info = infos[entry.name]
+                values = self.source.operator_values(ref, entry.name, sub.index)
+                user_key = info.user_key.type_info if info.user_key is not None else None
+                assert info.value.type_info is not None
+                mode = OperatorStateMode[info.kind]
+                out[sub.index].append(
+                    OperatorStateData(entry.name, mode, info.value.type_info, values, user_key)
+                )
+        return out
+
+
+def operators_of(
+    source: CompletedCheckpoint | FlinkSavepoint, refs: Iterable[str] | None
+) -> list[OperatorSource]:
+    """The operators ``refs`` (uids; for a Flink savepoint also ids or names; default: all with
+    state) of ``source``, checked."""
+    if isinstance(source, CompletedCheckpoint):
+        entries = [source.operator(r) for r in refs] if refs is not None else list(source.manifest.operators)
+        held = [
+            e for e in entries if e.keyed_states or e.operator_states or any(s.files() for s in e.subtasks)
+        ]
+        return [CheckpointOperator(source, e) for e in held]
+    metas = [source.operator(r) for r in refs] if refs is not None else list(source.operators)
+    return [FlinkOperator(source, m) for m in metas if m.subtasks]
