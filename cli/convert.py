@@ -11,9 +11,8 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from flinkstate.checkpoint import open_checkpoint
+from flinkstate.checkpoint import Storage, open_checkpoint
 from flinkstate.checkpoint.flink import FlinkSavepoint, operator_id_hex, write_savepoint
-from flinkstate.checkpoint import Storage
 
 from .common import (
     CheckpointId,

@@ -13,8 +13,8 @@ from .errors import (
     UnsupportedSerializerError,
 )
 from .metadata import is_flink_metadata
-from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .operator_id import operator_id_hex
+from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
 from .savepoint_writer import write_savepoint
 
