@@ -124,4 +124,8 @@ def test_key_groups_are_read_in_one_place() -> None:
         for path in (SOURCES / folder).rglob("*.py")
         if re.search(r"\b(open_verified|read_row_groups)\(", path.read_text())
     }
-    assert callers == {"checkpoint/keyed_files.py", "checkpoint/verified.py", "checkpoint/format.py"}
+    assert callers == {
+        "checkpoint/reading/keyed_files.py",
+        "checkpoint/reading/verified.py",
+        "checkpoint/format.py",
+    }
