@@ -38,6 +38,7 @@ def test_readme_has_imports_to_check() -> None:
 def test_every_readme_import_works(module: str, name: str) -> None:
     try:
         found = hasattr(importlib.import_module(module), name)
+        found = found or importlib.util.find_spec(f"{module}.{name}") is not None  # a subpackage
     except ModuleNotFoundError:  # `flinkstate.checkpoint.writing.rewrite`: a module named in full
         found = importlib.util.find_spec(f"{module}.{name}") is not None
     assert found, f"README names {name} in {module}"
