@@ -43,6 +43,7 @@ from .errors import ProcessError
 from .process_options import Job, parse_job
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
 from .routing import key_type_of, route_column, route_values
+from .shipping import ship
 from .stream import BATCH_ID
 
 WATERMARK = "flinkstate.process.watermark"
@@ -176,6 +177,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
                 code="UNSUPPORTED_FORMAT",
             )
         seed = opened
+    ship(spark, job.function)  # before any task: a module the executors lack travels by value
     keys = StructType([df.schema[k] for k in job.key_columns])
     arrow = to_arrow_schema(keys, timezone="UTC")
     key_type = key_type_of(list(arrow.types), job.key_columns)
