@@ -177,7 +177,6 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
                 code="UNSUPPORTED_FORMAT",
             )
         seed = opened
-    ship(spark, job.function)  # before any task: a module the executors lack travels by value
     keys = StructType([df.schema[k] for k in job.key_columns])
     arrow = to_arrow_schema(keys, timezone="UTC")
     key_type = key_type_of(list(arrow.types), job.key_columns)
@@ -185,6 +184,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     p = job.parallelism or (op.parallelism if op is not None else spark.sparkContext.defaultParallelism)
     if not 1 <= p <= job.max_parallelism:
         raise ProcessError(f"parallelism {p} must be in 1..max_parallelism ({job.max_parallelism})")
+    ship(spark, job.function)  # before any task: a module the executors lack travels by value
     watermark = int(props.get(WATERMARK, LONG_MIN))
     max_seen = int(props.get(MAX_EVENT_TIME, LONG_MIN))
     if job.event_time is not None:

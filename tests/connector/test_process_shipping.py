@@ -208,3 +208,34 @@ def test_a_compiled_module_the_executors_lack_fails_before_any_task(
         process(_frame(spark, BATCHES[0]), "word", helper.Ranked(), SCHEMA, str(root), "r")
     assert f"{package}._bisect" in str(info.value) and "compiled" in str(info.value)
     assert not root.exists()
+
+
+def test_a_module_the_executors_import_stays_by_reference(
+    spark: Any, tmp_path: Path, own_modules: Callable[[dict[str, str]], list[Any]]
+) -> None:
+    """Shipped with addPyFile, the executors import the helper themselves: nothing travels by
+    value (a copy of its classes would not be the class the executors' own imports see)."""
+    from pyspark import cloudpickle
+
+    helper_name, dep_name = _names()
+    _, helper = own_modules({dep_name: DEP, helper_name: HELPER.format(dep=dep_name)})
+    for name in (dep_name, helper_name):
+        spark.sparkContext.addPyFile(str(tmp_path / "driver_only" / f"{name}.py"))
+    assert ship(spark, helper.Tally()) == ()
+    assert not {helper_name, dep_name} & set(cloudpickle.list_registry_pickle_by_value())
+    rows = BATCHES[0]
+    out = process(
+        _frame(spark, rows), "word", helper.Tally(), SCHEMA, str(tmp_path / "p"), "t", parallelism=2
+    )
+    assert sorted(map(tuple, out.collect())) == tally_model(rows)
+
+
+def test_installed_code_is_not_asked_about(own_modules: Callable[[dict[str, str]], list[Any]]) -> None:
+    from flinkstate.connector.shipping import _installed
+
+    name, _ = _names()
+    own_modules({name: DEP})
+    assert all(
+        _installed(n) for n in ("json", "builtins", "rich.progress", "pyarrow.compute", "flinkstate.state")
+    )
+    assert not _installed(name)
