@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -80,11 +81,7 @@ def rescale(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
-        task = progress.add_task("rewrite", total=None)
-
-        def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
+        advance = _bar(progress, "rewrite")
         result = rewrite_max_parallelism(source_checkpoint, target, max_parallelism, target_options, advance)
     before = {op.uid: op for op in source_checkpoint.manifest.operators}
     operators: list[dict[str, Any]] = [
@@ -115,6 +112,16 @@ def rescale(
     head = Text(f"wrote savepoint {written} from checkpoint {source_checkpoint.checkpoint_id}", style="green")
     columns_out = ["operator", "parallelism", "max parallelism", "keyed rows", "bytes"]
     out_console().print(Group(head, table(None, columns_out, rows, right=("keyed rows", "bytes"))))
+
+
+def _bar(progress: Progress, description: str) -> Callable[[int, int], None]:
+    """A progress hook driving a new bar of ``progress`` (files: ``done`` of ``total``)."""
+    task = progress.add_task(description, total=None)
+
+    def advance(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    return advance
 
 
 def _size(storage: Storage, path: str) -> int | None:
@@ -195,9 +202,26 @@ def gc(
         raise CheckpointNotFoundError(
             f"no completed checkpoint under {checkpoints.storage!r}: nothing to keep"
         )
-    planned = checkpoints.cleanup(True, grace, force_short_grace)
-    sizes = {path: _size(checkpoints.storage, path) for path in planned.deleted}
-    garbage = planned if dry_run else checkpoints.cleanup(False, grace, force_short_grace)
+    console = err_console()
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("files"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+        planned = checkpoints.cleanup(True, grace, force_short_grace, _bar(progress, "scanning"))
+        sizing = _bar(progress, "sizing")
+        sizes: dict[str, int | None] = {}
+        sizing(0, len(planned.deleted))
+        for path in planned.deleted:
+            sizes[path] = _size(checkpoints.storage, path)
+            sizing(len(sizes), len(planned.deleted))
+        if dry_run:
+            garbage = planned
+        else:
+            garbage = checkpoints.cleanup(False, grace, force_short_grace, _bar(progress, "deleting"))
     deleted = garbage.deleted
     freed = sum(sizes.get(path) or 0 for path in deleted)
     doc: dict[str, Any] = {

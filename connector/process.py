@@ -43,6 +43,7 @@ from .errors import ProcessError
 from .process_options import Job, parse_job
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
 from .routing import key_type_of, route_column, route_values
+from .shipping import ship
 from .stream import BATCH_ID
 
 WATERMARK = "flinkstate.process.watermark"
@@ -183,6 +184,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     p = job.parallelism or (op.parallelism if op is not None else spark.sparkContext.defaultParallelism)
     if not 1 <= p <= job.max_parallelism:
         raise ProcessError(f"parallelism {p} must be in 1..max_parallelism ({job.max_parallelism})")
+    ship(spark, job.function)  # before any task: a module the executors lack travels by value
     watermark = int(props.get(WATERMARK, LONG_MIN))
     max_seen = int(props.get(MAX_EVENT_TIME, LONG_MIN))
     if job.event_time is not None:

@@ -18,7 +18,7 @@ when files of earlier checkpoints it references are gone (``[INCREMENT_BASE_MISS
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +103,11 @@ class CheckpointStorage:
         return load_directory(self.storage.child(f"chk-{checkpoint_id}"), allow_pickle)
 
     def cleanup(
-        self, dry_run: bool = False, older_than: timedelta = DEFAULT_GRACE, allow_short_grace: bool = False
+        self,
+        dry_run: bool = False,
+        older_than: timedelta = DEFAULT_GRACE,
+        allow_short_grace: bool = False,
+        progress: Callable[[int, int], None] | None = None,
     ) -> Garbage:
         """Apply retention and delete what no retained checkpoint references (see
         :func:`.versions.collect_garbage`); return what went and what was spared.
@@ -112,11 +116,12 @@ class CheckpointStorage:
         does what a checkpoint in flight from this storage holds. Orphans (files no manifest
         references: perhaps a running job's) go only once older than ``older_than``; one
         shorter than an hour needs ``allow_short_grace`` (``[GRACE_TOO_SHORT]``). With
-        ``dry_run``, nothing is deleted and what would be is returned.
+        ``dry_run``, nothing is deleted and what would be is returned. ``progress(done,
+        total)``: files looked at so far, of those listed.
         """
         grace = check_grace(older_than, allow_short_grace)
         return collect_garbage(self.storage, self.retain, dry_run, in_flight=self._in_flight.held(),
-                               older_than=grace)  # fmt: skip
+                               older_than=grace, progress=progress)  # fmt: skip
 
     def _ids(self) -> list[int]:
         return version_ids(self.storage)

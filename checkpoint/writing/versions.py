@@ -13,7 +13,7 @@ from __future__ import annotations
 import posixpath
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -141,6 +141,7 @@ def collect_garbage(
     known: Mapping[int, Manifest] | None = None,
     in_flight: InFlight | None = None,
     older_than: timedelta = DEFAULT_GRACE,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Garbage:
     """Keep the last ``retain`` completed versions (all when ``None``) and what they use.
 
@@ -155,7 +156,8 @@ def collect_garbage(
     is kept. Nothing newer than the newest completed version is touched (it may be in
     progress), nor what ``in_flight`` holds (checkpoints known to be in progress).
     With ``dry_run``, nothing is deleted. ``known``: manifests of versions already in hand
-    (just published), not read again.
+    (just published), not read again. ``progress(done, total)`` is called once the files to
+    look at are listed (``done`` 0) and after each of them.
     """
     done = completed_ids(root)
     if not done:
@@ -187,17 +189,30 @@ def collect_garbage(
             root.delete(path)
         deleted.append(path)
 
+    data_files = list(root.walk_files_modified(DATA_DIR))
+    versions = [(i, list(root.walk_files_modified(f"chk-{i}")))
+                for i in version_ids(root) if i <= keep[-1] and i not in held.ids]  # fmt: skip
+    total = len(data_files) + sum(len(files) for _, files in versions)
+    seen = 0
+
+    def looked_at() -> None:
+        nonlocal seen
+        seen += 1
+        if progress is not None:
+            progress(seen, total)
+
+    if progress is not None:
+        progress(0, total)
     # _data first: a pass that stops half-way leaves the manifests that reference what remains
-    for path, modified in list(root.walk_files_modified(DATA_DIR)):
+    for path, modified in data_files:
         if path not in used and (path in released or orphan_is_old(path, modified)):
             delete(path)
+        looked_at()
     completed = set(done)
-    for i in version_ids(root):
-        if i > keep[-1] or i in held.ids:
-            continue
+    for i, files in versions:
         directory = f"chk-{i}"
         spared = False
-        for path, modified in list(root.walk_files_modified(directory)):
+        for path, modified in files:
             name = posixpath.basename(path)
             # a manifest another committer of the newest id is creating right now (it loses,
             # but must see [CHECKPOINT_EXISTS], not a vanished temporary file)
@@ -208,6 +223,7 @@ def collect_garbage(
                 delete(path)
             else:
                 spared = True
+            looked_at()
         if not dry_run and i not in keep and not spared:
             root.delete(directory)
     return Garbage(tuple(deleted), tuple(young), tuple(undated))
