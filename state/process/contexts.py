@@ -20,9 +20,8 @@ from ..interfaces import AggregatingState, ListState, MapState, ReducingState, V
 from ..operator import BroadcastState
 from .functions import (
     BroadcastContext,
-    OnTimerContext,
+    BroadcastOnTimerContext,
     ReadOnlyBroadcastState,
-    ReadOnlyContext,
     RuntimeContext,
     TimerService,
 )
@@ -132,7 +131,7 @@ class ReadOnlyBroadcastView(ReadOnlyBroadcastState):
         return self._state.is_empty()
 
 
-class ElementContext(ReadOnlyContext, OnTimerContext):
+class ElementContext(BroadcastOnTimerContext):
     """The one context of keyed elements and timers (its fields change per call)."""
 
     def __init__(self, op: KeyedProcessOperator) -> None:

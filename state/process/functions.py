@@ -46,8 +46,8 @@ class TimerService(ABC):
     def delete_event_time_timer(self, timestamp: int) -> None: ...
 
 
-class RuntimeContext(ABC):
-    """What ``open`` gets: keyed state of the function and where it runs."""
+class KeyedStateStore(ABC):
+    """Where keyed state comes from (PyFlink's ``KeyedStateStore``)."""
 
     @abstractmethod
     def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState[Any]: ...
@@ -65,6 +65,10 @@ class RuntimeContext(ABC):
     def get_aggregating_state(
         self, state_descriptor: AggregatingStateDescriptor
     ) -> AggregatingState[Any, Any]: ...
+
+
+class RuntimeContext(KeyedStateStore):
+    """What ``open`` gets: keyed state of the function and where it runs."""
 
     @abstractmethod
     def get_index_of_this_subtask(self) -> int: ...
@@ -197,13 +201,17 @@ class ReadOnlyBroadcastState(ABC):
         return iter(self.keys())
 
 
+class BroadcastOnTimerContext(ReadOnlyContext, OnTimerContext):
+    """``on_timer`` of a broadcast function: read-only broadcast state, and which clock fired."""
+
+
 class KeyedBroadcastProcessFunction(Function):
     """Flink's broadcast state pattern: keyed elements read the broadcast state that
     broadcast elements write (every subtask sees every broadcast element)."""
 
     ReadOnlyContext: TypeAlias = ReadOnlyContext
     Context: TypeAlias = BroadcastContext
-    OnTimerContext: TypeAlias = OnTimerContext
+    OnTimerContext: TypeAlias = BroadcastOnTimerContext
 
     @abstractmethod
     def process_element(self, value: Any, ctx: ReadOnlyContext) -> Iterable[Any] | None:
@@ -213,7 +221,7 @@ class KeyedBroadcastProcessFunction(Function):
     def process_broadcast_element(self, value: Any, ctx: BroadcastContext) -> Iterable[Any] | None:
         """Handle one broadcast element (on every subtask); yield output rows."""
 
-    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
+    def on_timer(self, timestamp: int, ctx: BroadcastOnTimerContext) -> Iterable[Any] | None:
         return None
 
 

@@ -23,7 +23,11 @@ def _checked_name(name: object) -> str:
     return name
 
 
-class Counter:
+class Metric:
+    """The base of the metrics (PyFlink's ``Metric``)."""
+
+
+class Counter(Metric):
     """PyFlink's ``Counter``: ``inc``, ``dec`` and ``get_count``."""
 
     def __init__(self) -> None:
@@ -39,7 +43,7 @@ class Counter:
         return self._count
 
 
-class Meter:
+class Meter(Metric):
     """PyFlink's ``Meter``: ``mark_event`` and ``get_count`` (no rate: nothing reports it)."""
 
     def __init__(self, time_span_in_seconds: int = 60) -> None:
@@ -53,7 +57,7 @@ class Meter:
         return self._count
 
 
-class Distribution:
+class Distribution(Metric):
     """PyFlink's ``Distribution``: ``update``; keeps count, sum, min and max."""
 
     def __init__(self) -> None:
@@ -69,7 +73,7 @@ class Distribution:
         self.max = value if self.max is None else max(self.max, value)
 
 
-class Gauge:
+class Gauge(Metric):
     """A registered gauge: ``value()`` calls the function it was registered with."""
 
     def __init__(self, obj: Callable[[], int]) -> None:
