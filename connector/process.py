@@ -70,7 +70,8 @@ def process(
     timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
     ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
     ``incremental`` (True: a worker that kept its live backend writes only what changed
-    since the last checkpoint; a restored one writes in full). Each call applies every
+    since the last checkpoint; a restored one writes in full), ``job_parameters`` (a dict
+    of str to str: what ``RuntimeContext.get_job_parameter`` reads). Each call applies every
     broadcast element before its rows (a bounded run of both streams).
     The output DataFrame reads files of the committed checkpoint: consume it before
     ``retain`` later runs have retired that checkpoint.
@@ -230,6 +231,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         job.end_of_input,
         elements,
         job.output,
+        job.job_parameters,
     )
     route = route_column(job.key_columns, key_type, p, job.max_parallelism)
     routed = df.select("*", F.monotonically_increasing_id().alias(SEQ), route.alias(ROUTE))

@@ -37,6 +37,7 @@ class Job:
     initial_state: str | None
     retain: int
     incremental: bool
+    job_parameters: Mapping[str, str]
 
 
 def parse_job(
@@ -62,6 +63,7 @@ def parse_job(
         "initial_state",
         "retain",
         "incremental",
+        "job_parameters",
     }
     unknown = sorted(set(options) - known)
     if unknown:
@@ -110,6 +112,11 @@ def parse_job(
     incremental = options.get("incremental", True)
     if type(incremental) is not bool:
         raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
+    job_parameters = options.get("job_parameters") or {}
+    if not isinstance(job_parameters, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in job_parameters.items()
+    ):
+        raise ProcessError(f"option job_parameters must map str to str, got {job_parameters!r}")
     if not isinstance(uid, str) or not uid or not isinstance(checkpoint, str) or not checkpoint:
         raise ProcessError(f"checkpoint and uid must be non-empty strings, got {checkpoint!r}, {uid!r}")
     return Job(
@@ -129,6 +136,7 @@ def parse_job(
         options.get("initial_state"),
         ints["retain"],
         incremental,
+        dict(job_parameters),
     )
 
 

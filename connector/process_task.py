@@ -18,7 +18,7 @@ import pickle
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -77,6 +77,7 @@ class TaskPlan:
     end_of_input: bool
     broadcast: tuple[Any, ...]
     output: OutputSchema
+    job_parameters: Mapping[str, str]
 
 
 @dataclass
@@ -106,8 +107,15 @@ def backend_factory(name: str) -> tuple[Callable[..., AbstractKeyedStateBackend]
     return partial(make_keyed_backend, name, path=directory), directory
 
 
-def _acquire(plan: TaskPlan, subtask: int) -> tuple[KeyedProcessOperator, str | None, bool]:
-    """(operator, its local directory, whether it was reused) for ``subtask``."""
+def _acquire(plan: TaskPlan, subtask: int, attempt: int) -> tuple[KeyedProcessOperator, str | None, bool]:
+    """(operator, its local directory, whether it was reused) for ``subtask``; its runtime
+    context names the task by the run's ``uid`` and gives Spark's ``attempt`` number."""
+    run: dict[str, Any] = {
+        "watermark_delay": plan.watermark_delay,
+        "task_name": plan.uid,
+        "attempt_number": attempt,
+        "job_parameters": plan.job_parameters,
+    }
     kept = _KEPT.pop((plan.root_url, plan.uid, subtask), None)
     if kept is not None:
         committed = (plan.base_token or "").split()  # the committed attempt of each subtask
@@ -115,7 +123,7 @@ def _acquire(plan: TaskPlan, subtask: int) -> tuple[KeyedProcessOperator, str | 
         op = kept.operator
         same = (kept.token, kept.backend_name, op.parallelism, op.backend.max_parallelism)
         if same == (wanted, plan.backend, plan.parallelism, plan.max_parallelism):
-            op.use(plan.function, watermark_delay=plan.watermark_delay)  # this run's settings
+            op.use(plan.function, **run)  # this run's settings
             if plan.base is not None:  # the checkpoint its attempt wrote has committed
                 kept.operator.backend.notify_checkpoint_complete(plan.base.checkpoint_id)
             return kept.operator, kept.directory, True
@@ -139,7 +147,7 @@ def _acquire(plan: TaskPlan, subtask: int) -> tuple[KeyedProcessOperator, str | 
         operator_state,
         subtask=subtask,
         parallelism=p,
-        watermark_delay=plan.watermark_delay,
+        **run,
     )
     return operator, directory, False
 
@@ -190,7 +198,8 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
 
     context = TaskContext.get()
     subtask = context.partitionId() if context is not None else 0
-    operator, directory, reused = _acquire(plan, subtask)
+    attempt_number = context.attemptNumber() if context is not None else 0
+    operator, directory, reused = _acquire(plan, subtask, attempt_number)
     try:
         out: list[Any] = []
         operator.open()

@@ -11,6 +11,7 @@ from .errors import InvalidArgumentError, StateTypeError
 from .types.mapping import TypeInformation, to_type_info
 
 if TYPE_CHECKING:
+    from .process.functions import RuntimeContext
     from .ttl.config import StateTtlConfig
 
 IN = TypeVar("IN")
@@ -28,15 +29,29 @@ class StateKind(str, enum.Enum):
     AGGREGATING = "aggregating"
 
 
-class ReduceFunction(ABC):
-    """Combines two values into one (PyFlink's ``ReduceFunction``)."""
+class Function(ABC):  # noqa: B024 - PyFlink's Function has no abstract method
+    """The base of user functions (PyFlink's ``Function``): optional ``open``/``close``."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
+        """Called once before the function is first used."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Called once after its last use."""
+
+
+class ReduceFunction(Function):
+    """Combines two values into one (PyFlink's ``ReduceFunction``).
+
+    The process operator calls ``open`` when a state of it is first created through the
+    runtime context and ``close`` when the operator closes."""
 
     @abstractmethod
     def reduce(self, value1: Any, value2: Any) -> Any: ...
 
 
-class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
-    """Folds inputs into an accumulator (PyFlink's ``AggregateFunction``)."""
+class AggregateFunction(Function, Generic[IN, ACC, OUT]):
+    """Folds inputs into an accumulator (PyFlink's ``AggregateFunction``); ``open`` and
+    ``close`` are called as for :class:`ReduceFunction`."""
 
     @abstractmethod
     def create_accumulator(self) -> ACC: ...
@@ -128,6 +143,9 @@ class ReducingStateDescriptor(StateDescriptor):
             raise StateTypeError(f"expected a ReduceFunction or callable, got {reduce_function!r}")
         self.reduce_function = reduce_function
 
+    def get_reduce_function(self) -> Any:
+        return self.reduce_function
+
 
 class AggregatingStateDescriptor(StateDescriptor):
     """An AggregatingState; ``state_type_info`` is the accumulator's type."""
@@ -142,3 +160,6 @@ class AggregatingStateDescriptor(StateDescriptor):
             if not callable(getattr(agg_function, method, None)):
                 raise StateTypeError(f"{agg_function!r} is not an AggregateFunction (no {method})")
         self.agg_function = agg_function
+
+    def get_agg_function(self) -> AggregateFunction[Any, Any, Any]:
+        return self.agg_function

@@ -65,6 +65,10 @@ class ListState(MergingState[T, Iterable[T]]):
     @abstractmethod
     def add_all(self, values: list[T]) -> None: ...
 
+    def __iter__(self) -> Iterator[T]:
+        """The elements, as ``get()`` gives them (``for x in list_state``, as in PyFlink)."""
+        return iter(self.get())
+
 
 class ReducingState(MergingState[T, T]):
     """Added values are combined with a reduce function into one value."""

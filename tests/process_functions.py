@@ -298,3 +298,16 @@ def stored_counts(root: Any, uid: str = "wc") -> dict[Any, int]:
             backend.set_current_key(key)
             out[key] = state.value()
     return out
+
+
+class TaskInfo(KeyedProcessFunction):
+    """Emits (key, the task's name with subtasks, the job parameter "env") per element."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.info = (
+            runtime_context.get_task_name_with_subtasks(),
+            runtime_context.get_job_parameter("env", "dev"),
+        )
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        yield (ctx.get_current_key(), *self.info)

@@ -2,9 +2,11 @@
 
 from .functions import (
     BroadcastContext,
+    BroadcastOnTimerContext,
     Context,
     KeyedBroadcastProcessFunction,
     KeyedProcessFunction,
+    KeyedStateStore,
     OnTimerContext,
     ReadOnlyBroadcastState,
     ReadOnlyContext,
@@ -18,12 +20,16 @@ from .harness import (
     restore_backend,
     take_snapshot,
 )
+from .metrics import Counter, Distribution, Meter, Metric, MetricGroup
 from .operator import KeyedProcessOperator, element_rows
 from .timers import TIMER_STATES, TimeDomain, TimerQueue
 
 __all__ = [
     "TIMER_STATES",
     "BroadcastContext",
+    "BroadcastOnTimerContext",
+    "Counter",
+    "Distribution",
     "Context",
     "HarnessSnapshot",
     "KeyedBroadcastProcessFunction",
@@ -31,6 +37,10 @@ __all__ = [
     "KeyedProcessFunction",
     "KeyedProcessFunctionHarness",
     "KeyedProcessOperator",
+    "KeyedStateStore",
+    "Meter",
+    "Metric",
+    "MetricGroup",
     "OnTimerContext",
     "ReadOnlyBroadcastState",
     "ReadOnlyContext",

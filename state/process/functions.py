@@ -8,17 +8,19 @@ output rows (``yield`` each row; returning ``None`` or an iterable works too).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeAlias
 
 from ..descriptors import (
     AggregatingStateDescriptor,
+    Function,
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
 from ..interfaces import AggregatingState, ListState, MapState, ReducingState, ValueState
+from .metrics import MetricGroup
 from .timers import TimeDomain
 
 
@@ -44,8 +46,8 @@ class TimerService(ABC):
     def delete_event_time_timer(self, timestamp: int) -> None: ...
 
 
-class RuntimeContext(ABC):
-    """What ``open`` gets: keyed state of the function and where it runs."""
+class KeyedStateStore(ABC):
+    """Where keyed state comes from (PyFlink's ``KeyedStateStore``)."""
 
     @abstractmethod
     def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState[Any]: ...
@@ -64,6 +66,10 @@ class RuntimeContext(ABC):
         self, state_descriptor: AggregatingStateDescriptor
     ) -> AggregatingState[Any, Any]: ...
 
+
+class RuntimeContext(KeyedStateStore):
+    """What ``open`` gets: keyed state of the function and where it runs."""
+
     @abstractmethod
     def get_index_of_this_subtask(self) -> int: ...
 
@@ -72,6 +78,26 @@ class RuntimeContext(ABC):
 
     @abstractmethod
     def get_max_number_of_parallel_subtasks(self) -> int: ...
+
+    @abstractmethod
+    def get_task_name(self) -> str:
+        """The task's name (on Spark, the run's ``uid``)."""
+
+    @abstractmethod
+    def get_task_name_with_subtasks(self) -> str:
+        """Flink's ``"<name> (<index + 1>/<parallelism>)#<attempt>"``."""
+
+    @abstractmethod
+    def get_attempt_number(self) -> int:
+        """The attempt of this subtask, from 0 (on Spark, the task's attempt number)."""
+
+    @abstractmethod
+    def get_job_parameter(self, key: str, default_value: str) -> str:
+        """The job parameter ``key`` (a string), ``default_value`` without one."""
+
+    @abstractmethod
+    def get_metrics_group(self) -> MetricGroup:
+        """The subtask's metric group (recorded locally, never reported)."""
 
 
 class Context(ABC):
@@ -95,14 +121,11 @@ class OnTimerContext(Context):
     def time_domain(self) -> TimeDomain: ...
 
 
-class KeyedProcessFunction(ABC):
+class KeyedProcessFunction(Function):
     """Processes the elements of a keyed stream one by one, with keyed state and timers."""
 
     Context: TypeAlias = Context
     OnTimerContext: TypeAlias = OnTimerContext
-
-    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
-        """Called once before any element, with the subtask's state (create states here)."""
 
     @abstractmethod
     def process_element(self, value: Any, ctx: Context) -> Iterable[Any] | None:
@@ -112,15 +135,18 @@ class KeyedProcessFunction(ABC):
         """A timer of the current key fired; yield output rows."""
         return None
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Called once after the last element and timer."""
-
 
 class ReadOnlyContext(Context):
     """``process_element`` of a broadcast function: broadcast state is read-only here."""
 
     @abstractmethod
     def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> ReadOnlyBroadcastState: ...
+
+    @abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def current_watermark(self) -> int: ...
 
 
 class BroadcastContext(ABC):
@@ -164,17 +190,28 @@ class ReadOnlyBroadcastState(ABC):
     @abstractmethod
     def is_empty(self) -> bool: ...
 
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
 
-class KeyedBroadcastProcessFunction(ABC):
+    def __contains__(self, key: object) -> bool:
+        return self.contains(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        """The keys, as PyFlink's ``ReadOnlyBroadcastState`` iterates."""
+        return iter(self.keys())
+
+
+class BroadcastOnTimerContext(ReadOnlyContext, OnTimerContext):
+    """``on_timer`` of a broadcast function: read-only broadcast state, and which clock fired."""
+
+
+class KeyedBroadcastProcessFunction(Function):
     """Flink's broadcast state pattern: keyed elements read the broadcast state that
     broadcast elements write (every subtask sees every broadcast element)."""
 
     ReadOnlyContext: TypeAlias = ReadOnlyContext
     Context: TypeAlias = BroadcastContext
-    OnTimerContext: TypeAlias = OnTimerContext
-
-    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
-        """Called once before any element."""
+    OnTimerContext: TypeAlias = BroadcastOnTimerContext
 
     @abstractmethod
     def process_element(self, value: Any, ctx: ReadOnlyContext) -> Iterable[Any] | None:
@@ -184,11 +221,8 @@ class KeyedBroadcastProcessFunction(ABC):
     def process_broadcast_element(self, value: Any, ctx: BroadcastContext) -> Iterable[Any] | None:
         """Handle one broadcast element (on every subtask); yield output rows."""
 
-    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
+    def on_timer(self, timestamp: int, ctx: BroadcastOnTimerContext) -> Iterable[Any] | None:
         return None
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Called once after the last element and timer."""
 
 
 ProcessFunction = KeyedProcessFunction | KeyedBroadcastProcessFunction

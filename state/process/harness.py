@@ -5,7 +5,7 @@ processing clock, collect the output, snapshot, and restore at any parallelism.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,8 @@ class KeyedProcessFunctionHarness:
     event times (as in the Spark runner). The processing clock starts at
     ``processing_time`` and moves only with :meth:`set_processing_time`; processing-time
     TTL follows it. ``restore_from`` takes snapshots of any parallelism (a rescale).
+    ``task_name`` (default: the function's class name), ``attempt_number`` and
+    ``job_parameters`` are what the runtime context reports.
     """
 
     def __init__(
@@ -97,6 +99,9 @@ class KeyedProcessFunctionHarness:
         watermark_delay: int | None = None,
         restore_from: HarnessSnapshot | Sequence[HarnessSnapshot] | None = None,
         backend_factory: BackendFactory = HeapKeyedStateBackend,
+        task_name: str | None = None,
+        attempt_number: int = 0,
+        job_parameters: Mapping[str, str] | None = None,
     ) -> None:
         if not callable(key_selector):
             raise InvalidArgumentError(f"key_selector must be callable, got {key_selector!r}")
@@ -118,6 +123,9 @@ class KeyedProcessFunctionHarness:
             parallelism=parallelism,
             clock=self.clock,
             watermark_delay=watermark_delay,
+            task_name=task_name,
+            attempt_number=attempt_number,
+            job_parameters=job_parameters,
         )
         self._output: list[Any] = []
         self.operator.open()

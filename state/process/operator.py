@@ -12,36 +12,27 @@ becomes a :class:`ProcessFunctionError` naming the key and the subtask.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from itertools import repeat
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
 from ..descriptors import (
-    AggregatingStateDescriptor,
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ReducingStateDescriptor,
-    StateDescriptor,
-    ValueStateDescriptor,
+    Function,
 )
 from ..errors import InvalidArgumentError, ProcessFunctionError
-from ..interfaces import AggregatingState, ListState, MapState, ReducingState, ValueState
 from ..keyed.backend import AbstractKeyedStateBackend
-from ..operator import BroadcastState, OperatorStateBackend
+from ..operator import OperatorStateBackend
 from ..ttl.time import LONG_MIN, TtlTimeProvider, WallClockTimeProvider
+from .contexts import BroadcastElementContext, ElementContext, Runtime
 from .functions import (
-    BroadcastContext,
     KeyedBroadcastProcessFunction,
     KeyedProcessFunction,
-    OnTimerContext,
     ProcessFunction,
-    ReadOnlyBroadcastState,
-    ReadOnlyContext,
     RuntimeContext,
-    TimerService,
 )
+from .metrics import MetricGroup
 from .timers import TimeDomain, TimerQueue
 
 LONG_MAX = (1 << 63) - 1
@@ -64,136 +55,6 @@ def element_rows(cls: type[T], columns: Sequence[list[Any]]) -> Iterator[T]:
     return map(partial(tuple.__new__, cls), zip(*columns, strict=True))
 
 
-class _Timers:
-    """The timer service (a :class:`TimerService`). Registering and deleting are the
-    timer queues' own methods: a function that registers a timer for every element calls
-    the queue directly (in C where built), with no call in between."""
-
-    register_processing_time_timer: Callable[[int], None]
-    register_event_time_timer: Callable[[int], None]
-    delete_processing_time_timer: Callable[[int], None]
-    delete_event_time_timer: Callable[[int], None]
-
-    def __init__(self, op: KeyedProcessOperator) -> None:
-        self._op = op
-        self.register_processing_time_timer = op.processing_timers.register
-        self.register_event_time_timer = op.event_timers.register
-        self.delete_processing_time_timer = op.processing_timers.delete
-        self.delete_event_time_timer = op.event_timers.delete
-
-    def current_processing_time(self) -> int:
-        return self._op.clock.current_timestamp()
-
-    def current_watermark(self) -> int:
-        return self._op.backend.current_watermark
-
-
-TimerService.register(_Timers)
-
-
-class _Runtime(RuntimeContext):
-    def __init__(self, op: KeyedProcessOperator) -> None:
-        self._op = op
-
-    def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState[Any]:
-        return self._op.backend.get_state(state_descriptor)
-
-    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState[Any]:
-        return self._op.backend.get_list_state(state_descriptor)
-
-    def get_map_state(self, state_descriptor: MapStateDescriptor) -> MapState[Any, Any]:
-        return self._op.backend.get_map_state(state_descriptor)
-
-    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> ReducingState[Any]:
-        return self._op.backend.get_reducing_state(state_descriptor)
-
-    def get_aggregating_state(
-        self, state_descriptor: AggregatingStateDescriptor
-    ) -> AggregatingState[Any, Any]:
-        return self._op.backend.get_aggregating_state(state_descriptor)
-
-    def get_index_of_this_subtask(self) -> int:
-        return self._op.subtask
-
-    def get_number_of_parallel_subtasks(self) -> int:
-        return self._op.parallelism
-
-    def get_max_number_of_parallel_subtasks(self) -> int:
-        return self._op.backend.max_parallelism
-
-
-class _ReadOnlyBroadcast(ReadOnlyBroadcastState):
-    def __init__(self, state: BroadcastState) -> None:
-        self._state = state
-
-    def get(self, key: Any) -> Any:
-        return self._state.get(key)
-
-    def contains(self, key: Any) -> bool:
-        return self._state.contains(key)
-
-    def items(self) -> Iterable[tuple[Any, Any]]:
-        return self._state.items()
-
-    def keys(self) -> Iterable[Any]:
-        return self._state.keys()
-
-    def values(self) -> Iterable[Any]:
-        return self._state.values()
-
-    def is_empty(self) -> bool:
-        return self._state.is_empty()
-
-
-class _ElementContext(ReadOnlyContext, OnTimerContext):
-    """The one context of keyed elements and timers (its fields change per call)."""
-
-    def __init__(self, op: KeyedProcessOperator) -> None:
-        self._op = op
-        self._key = op.backend.key_context
-        self._timers = _Timers(op)
-        self.ts: int | None = None
-        self.domain = TimeDomain.EVENT_TIME
-
-    def get_current_key(self) -> Any:
-        return self._key.key
-
-    def timestamp(self) -> int | None:
-        return self.ts
-
-    def timer_service(self) -> TimerService:
-        return cast("TimerService", self._timers)
-
-    def time_domain(self) -> TimeDomain:
-        return self.domain
-
-    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> ReadOnlyBroadcastState:
-        return _ReadOnlyBroadcast(self._op.operator_state.get_broadcast_state(state_descriptor))
-
-
-class _BroadcastContext(BroadcastContext):
-    def __init__(self, op: KeyedProcessOperator) -> None:
-        self._op = op
-        self.ts: int | None = None
-
-    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> MapState[Any, Any]:
-        return self._op.operator_state.get_broadcast_state(state_descriptor)
-
-    def apply_to_keyed_state(self, state_descriptor: Any, function: Any) -> None:
-        if not isinstance(state_descriptor, StateDescriptor):
-            raise InvalidArgumentError(f"expected a state descriptor, got {state_descriptor!r}")
-        self._op.backend.apply_to_all_keys(None, state_descriptor, function)
-
-    def timestamp(self) -> int | None:
-        return self.ts
-
-    def current_processing_time(self) -> int:
-        return self._op.clock.current_timestamp()
-
-    def current_watermark(self) -> int:
-        return self._op.backend.current_watermark
-
-
 class KeyedProcessOperator:
     """One subtask of a keyed process function; see the module docstring."""
 
@@ -207,13 +68,10 @@ class KeyedProcessOperator:
         parallelism: int = 1,
         clock: TtlTimeProvider | None = None,
         watermark_delay: int | None = None,
+        task_name: str | None = None,
+        attempt_number: int = 0,
+        job_parameters: Mapping[str, str] | None = None,
     ) -> None:
-        if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
-            raise InvalidArgumentError(
-                f"expected a KeyedProcessFunction or KeyedBroadcastProcessFunction, got {function!r}",
-                code="INVALID_FUNCTION",
-            )
-        self.function = function
         self.backend = backend
         self.operator_state = operator_state if operator_state is not None else OperatorStateBackend()
         self.subtask = subtask
@@ -222,21 +80,53 @@ class KeyedProcessOperator:
         self.event_timers = TimerQueue(backend, TimeDomain.EVENT_TIME)
         self.processing_timers = TimerQueue(backend, TimeDomain.PROCESSING_TIME)
         self.output: list[Any] = []
-        self._ctx = _ElementContext(self)
-        self._bctx = _BroadcastContext(self)
+        self._ctx = ElementContext(self)
+        self._bctx = BroadcastElementContext(self)
         self._opened = False
-        self._watermark_delay = watermark_delay
+        self._opened_functions: list[Function] = []
+        self._configure(function, watermark_delay, task_name, attempt_number, job_parameters)
 
-    def use(self, function: ProcessFunction, *, watermark_delay: int | None = None) -> None:
-        """Run ``function`` with ``watermark_delay`` from now on (a new run on a kept backend
-        gives every per-run setting again, as the constructor takes them); closes the old one."""
+    def _configure(
+        self,
+        function: ProcessFunction,
+        watermark_delay: int | None,
+        task_name: str | None,
+        attempt_number: int,
+        job_parameters: Mapping[str, str] | None,
+    ) -> None:
+        """Take one run's settings (a fresh metric group with them)."""
         if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
             raise InvalidArgumentError(
-                f"expected a process function, got {function!r}", code="INVALID_FUNCTION"
+                f"expected a KeyedProcessFunction or KeyedBroadcastProcessFunction, got {function!r}",
+                code="INVALID_FUNCTION",
             )
-        self.close()
         self.function = function
         self._watermark_delay = watermark_delay
+        self.task_name = task_name if task_name is not None else type(function).__name__
+        self.attempt_number = attempt_number
+        self.job_parameters: Mapping[str, str] = dict(job_parameters or {})
+        self.metrics = MetricGroup()
+
+    def open_function(self, function: object, runtime_context: RuntimeContext) -> None:
+        """Open a state's reduce or aggregate function (once; closed with the operator)."""
+        if isinstance(function, Function) and all(f is not function for f in self._opened_functions):
+            self._opened_functions.append(function)
+            function.open(runtime_context)
+
+    def use(
+        self,
+        function: ProcessFunction,
+        *,
+        watermark_delay: int | None = None,
+        task_name: str | None = None,
+        attempt_number: int = 0,
+        job_parameters: Mapping[str, str] | None = None,
+    ) -> None:
+        """Run ``function`` with these settings from now on (a new run on a kept backend
+        gives every per-run setting again, as the constructor takes them); closes the old
+        one and starts a new metric group."""
+        self.close()
+        self._configure(function, watermark_delay, task_name, attempt_number, job_parameters)
 
     @property
     def is_broadcast(self) -> bool:
@@ -259,7 +149,7 @@ class KeyedProcessOperator:
             return
         self._opened = True
         try:
-            self.function.open(_Runtime(self))
+            self.function.open(Runtime(self))
         except Exception as exc:
             raise self._fail("open", exc, keyed=False) from exc
 
@@ -376,11 +266,13 @@ class KeyedProcessOperator:
         return out
 
     def close(self) -> None:
-        """Call the function's ``close``."""
+        """Call the function's ``close``, then that of the state functions it opened."""
         if self._opened:
             self._opened = False
+            functions, self._opened_functions = [self.function, *self._opened_functions], []
             try:
-                self.function.close()
+                for function in functions:
+                    function.close()
             except Exception as exc:
                 raise self._fail("close", exc, keyed=False) from exc
 

@@ -17,24 +17,24 @@ class Time:
         self._ms = int(milliseconds)
 
     @staticmethod
-    def milliseconds(n: int) -> Time:
-        return Time(n)
+    def milliseconds(milliseconds: int) -> Time:
+        return Time(milliseconds)
 
     @staticmethod
-    def seconds(n: int) -> Time:
-        return Time(n * 1000)
+    def seconds(seconds: int) -> Time:
+        return Time(seconds * 1000)
 
     @staticmethod
-    def minutes(n: int) -> Time:
-        return Time(n * 60_000)
+    def minutes(minutes: int) -> Time:
+        return Time(minutes * 60_000)
 
     @staticmethod
-    def hours(n: int) -> Time:
-        return Time(n * 3_600_000)
+    def hours(hours: int) -> Time:
+        return Time(hours * 3_600_000)
 
     @staticmethod
-    def days(n: int) -> Time:
-        return Time(n * 86_400_000)
+    def days(days: int) -> Time:
+        return Time(days * 86_400_000)
 
     def to_milliseconds(self) -> int:
         return self._ms
@@ -148,6 +148,9 @@ class StateTtlConfig:
     def get_state_visibility(self) -> StateVisibility:
         return self.state_visibility
 
+    def get_ttl_time_characteristic(self) -> TtlTimeCharacteristic:
+        return self.time_characteristic
+
     def get_cleanup_strategies(self) -> CleanupStrategies:
         return self.cleanup_strategies
 
@@ -213,8 +216,8 @@ class StateTtlConfigBuilder:
     def update_ttl_on_read_and_write(self) -> StateTtlConfigBuilder:
         return self._set(update_type=UpdateType.OnReadAndWrite)
 
-    def set_state_visibility(self, visibility: StateVisibility) -> StateTtlConfigBuilder:
-        return self._set(state_visibility=StateVisibility(visibility))
+    def set_state_visibility(self, state_visibility: StateVisibility) -> StateTtlConfigBuilder:
+        return self._set(state_visibility=StateVisibility(state_visibility))
 
     def return_expired_if_not_cleaned_up(self) -> StateTtlConfigBuilder:
         return self._set(state_visibility=StateVisibility.ReturnExpiredIfNotCleanedUp)
@@ -224,6 +227,11 @@ class StateTtlConfigBuilder:
 
     def set_ttl(self, ttl: Any) -> StateTtlConfigBuilder:
         return self._set(ttl_ms=ttl_milliseconds(ttl))
+
+    def set_ttl_time_characteristic(
+        self, ttl_time_characteristic: TtlTimeCharacteristic
+    ) -> StateTtlConfigBuilder:
+        return self._set(time_characteristic=TtlTimeCharacteristic(ttl_time_characteristic))
 
     def use_processing_time(self) -> StateTtlConfigBuilder:
         return self._set(time_characteristic=TtlTimeCharacteristic.ProcessingTime)

@@ -122,12 +122,12 @@ class Types:
         return ListTypeInfo(to_type_info(element_type), "OBJECT_ARRAY")
 
     @staticmethod
-    def LIST(element_type: Any) -> TypeInformation:  # noqa: N802
-        return ListTypeInfo(to_type_info(element_type), "LIST")
+    def LIST(element_type_info: Any) -> TypeInformation:  # noqa: N802
+        return ListTypeInfo(to_type_info(element_type_info), "LIST")
 
     @staticmethod
-    def MAP(key_type: Any, value_type: Any) -> TypeInformation:  # noqa: N802
-        return MapTypeInfo(to_type_info(key_type), to_type_info(value_type))
+    def MAP(key_type_info: Any, value_type_info: Any) -> TypeInformation:  # noqa: N802
+        return MapTypeInfo(to_type_info(key_type_info), to_type_info(value_type_info))
 
     @staticmethod
     def ROW(field_types: list[Any]) -> TypeInformation:  # noqa: N802

@@ -1,5 +1,6 @@
 """Function features through the Spark runner: processing-time timers, the order of
-event-time ties, reducing and aggregating state, and the subtask a function sees."""
+event-time ties, reducing and aggregating state, the subtask a function sees, and its
+task name and job parameters."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from flinkstate.connector import process
+from flinkstate.connector import ProcessError, process
 from flinkstate.state import assign_to_key_group
 from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
 import process_functions
-from process_functions import Arrivals, Reminder, Totals, totals_model
+from process_functions import Arrivals, Reminder, TaskInfo, Totals, totals_model
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -83,3 +84,19 @@ def test_reducing_and_aggregating_state_and_the_subtask(spark: Any, tmp_path: Pa
     again = process(spark.createDataFrame(more, "k string, v bigint"), "k", Totals(), schema,
                     str(tmp_path / "c"), "t", parallelism=1).collect()  # fmt: skip
     assert [tuple(r) for r in again] == [(*totals_model(rows + more)[-1], 0, 1)]
+
+
+def test_task_name_is_the_uid_and_job_parameters_reach_the_function(spark: Any, tmp_path: Path) -> None:
+    df = spark.createDataFrame([(f"k{i}",) for i in range(8)], "k string")
+    schema = "k string, task string, env string"
+    root = str(tmp_path / "c")
+    out = process(df, "k", TaskInfo(), schema, root, "tasks", parallelism=2, job_parameters={"env": "prod"})
+    owner = {
+        f"k{i}": compute_operator_index_for_key_group(128, 2, assign_to_key_group(f"k{i}", 128))
+        for i in range(8)
+    }
+    assert sorted(map(tuple, out.collect())) == sorted(
+        (k, f"tasks ({o + 1}/2)#0", "prod") for k, o in owner.items()
+    )
+    with pytest.raises(ProcessError, match=r"\[INVALID_PROCESS_ARGUMENT\].*job_parameters"):
+        process(df, "k", TaskInfo(), schema, root, "tasks", job_parameters={"env": 1})

@@ -46,6 +46,7 @@ def _plan(
     *,
     timed: tuple[int, int, int] | None = None,
     schema: OutputSchema | None = None,
+    job_parameters: dict[str, str] | None = None,
 ) -> tuple[Any, Any]:
     """A plan over words, or with ``timed`` = (watermark_delay, watermark, end watermark)
     over rows (word, ts) with event time ``ts``."""
@@ -74,6 +75,7 @@ def _plan(
         False,
         (),
         schema or _schema(),
+        job_parameters or {},
     )
     return plan, pending
 
@@ -121,6 +123,30 @@ def test_kept_backend_only_for_the_checkpoint_it_wrote(tmp_path: Path) -> None:
     # an attempt whose results were not the ones committed (another attempt's were) is never reused
     plan, _ = _plan(tmp_path, WordCount(), "t4", second, "t3.0.elsewhere")
     assert _run(plan, ["a"])[1]["reused"] == 0
+    _KEPT.clear()
+
+
+class Named(WordCount):
+    """Word count that records what its runtime context says in ``open``."""
+
+    def open(self, runtime_context: Any) -> None:
+        super().open(runtime_context)
+        self.said = (
+            runtime_context.get_task_name_with_subtasks(),
+            runtime_context.get_job_parameter("env", "dev"),
+        )
+
+
+def test_runtime_context_of_a_task_names_the_uid_and_each_runs_parameters(tmp_path: Path) -> None:
+    _KEPT.clear()
+    first = Named()
+    plan, pending = _plan(tmp_path, first, "t1", job_parameters={"env": "prod"})
+    results, stats = _run(plan, ["a"])
+    assert first.said == ("wc (1/1)#0", "prod")
+    second = Named()  # a kept backend's next run takes that run's parameters
+    plan, _ = _plan(tmp_path, second, "t2", _commit(pending, results), stats["attempt"])
+    assert _run(plan, ["a"])[1]["reused"] == 1
+    assert second.said == ("wc (1/1)#0", "dev")
     _KEPT.clear()
 
 
