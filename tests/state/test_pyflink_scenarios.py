@@ -2,7 +2,7 @@
 that use state, restated in our own code and run on our harness, expecting the results
 PyFlink's tests expect (its sorted sink output).
 
-(PyFlink's own examples, ported: ``test_pyflink_examples.py``.)
+(PyFlink's own examples: ``test_pyflink_examples.py``.)
 """
 
 from __future__ import annotations
