@@ -180,7 +180,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     arrow = to_arrow_schema(keys, timezone="UTC")
     key_type = key_type_of(list(arrow.types), job.key_columns)
     op = _check_base(seed, job, key_type, own=seed is base)
-    p = job.parallelism or (op.parallelism if op is not None else spark.sparkContext.defaultParallelism)
+    p = job.parallelism or (op.parallelism if op is not None else default_parallelism(spark))
     if not 1 <= p <= job.max_parallelism:
         raise ProcessError(f"parallelism {p} must be in 1..max_parallelism ({job.max_parallelism})")
     watermark = int(props.get(WATERMARK, LONG_MIN))
@@ -268,6 +268,21 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     except CheckpointExistsError as exc:  # another run committed in between (our files are gone)
         raise _concurrent(job, latest, storage.latest_id()) from exc
     return _output_frame(spark, committed, job)
+
+
+def default_parallelism(spark: Any) -> int:
+    """Spark's default parallelism, also on a Spark Connect session (which has no SparkContext):
+    there, ``spark.default.parallelism`` when set, else the partitions Spark gives a range."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    context = getattr(spark, "sparkContext", None)  # Connect: an AttributeError, so None
+    if context is not None:
+        return int(context.defaultParallelism)
+    conf = spark.conf.get("spark.default.parallelism", None)
+    if conf:
+        return int(conf)
+    ids = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+    return int(ids.agg(F.max("p")).first()[0]) + 1
 
 
 def _concurrent(job: Job, base: int | None, now: int | None) -> ProcessError:
