@@ -17,7 +17,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 @pytest.fixture(scope="session")
 def spark(pytestconfig: pytest.Config) -> Iterator[Any]:
     """The classic session, or with ``--connect`` a Spark Connect session on a local server
-    (the two cannot share a process: a Connect session switches PySpark's functions to Connect)."""
+    (the two cannot share a process: a Connect session switches PySpark's functions to Connect),
+    whose reads and writes find the data source by PySpark's discovery alone."""
     from pyspark.sql import SparkSession
 
     from flinkstate.connector import register
@@ -36,7 +37,7 @@ def spark(pytestconfig: pytest.Config) -> Iterator[Any]:
         )
     if not connect:
         session.sparkContext.setLogLevel("ERROR")
-    register(session)
+        register(session)  # Connect: the server discovers pyspark_flinkstate (register is tested there too)
     yield session
     session.stop()
 

@@ -252,6 +252,7 @@ def test_missing_checkpoint_is_a_clear_error(spark: Any, tmp_path: Path) -> None
         _load(spark, str(tmp_path / "empty")).collect()
 
 
+@pytest.mark.connect
 def test_register_leaves_pushdown_off_and_warns_once_when_asked(
     spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
