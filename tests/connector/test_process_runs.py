@@ -173,6 +173,7 @@ def test_foreach_batch_applies_broadcast_elements_once_per_query(spark: Any, tmp
     assert out.collect() == [] and stored_counts(root, "alerts") == {"a": 1}
 
 
+@pytest.mark.connect
 def test_a_streaming_query_with_a_broadcast_side(spark: Any, tmp_path: Path) -> None:
     root, inbox = str(tmp_path / "c"), str(tmp_path / "inbox")
     delivered = BatchLog(tmp_path / "log", sort=True)  # the query's sink runs on the server over Connect
