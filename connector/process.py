@@ -92,7 +92,8 @@ def foreach_batch(
     The last committed batch id again (Spark replays it after a failure) changes nothing and
     hands its committed output to ``sink`` once more; an earlier one is an error
     (``[BATCH_ID_BEHIND]``: Spark's checkpointLocation was reset or is another query's).
-    ``sink(output_df, batch_id)`` gets every committed batch's output. The elements of
+    ``sink(output_df, batch_id)`` gets every committed batch's output (over Spark Connect a
+    streaming query calls the function, so ``sink``, in the server's foreachBatch worker). The elements of
     ``broadcast`` are applied once per query, as Flink processes each element of a broadcast
     stream once: with the first micro-batch, and again (all of them) only when they differ
     from those last applied (a digest kept in the checkpoint, so across restarts too).
