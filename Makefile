@@ -27,8 +27,10 @@ setup: $(STAMP)  ## create .venv and install flinkstate with its dev tools
 demo: $(STAMP)  ## run the main job end to end on local defaults
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)  ## run every test tier but the Flink one
-	$(BIN)/python -m pytest -m "not flink"
+test: $(STAMP)  ## run every test tier but the Flink one, then the connect tier again on a Spark Connect session
+	$(BIN)/python -m pytest -m "not flink"; classic=$$?; \
+	$(BIN)/python -m pytest --connect -m "not flink" tests/connector; connect=$$?; \
+	test $$classic -eq 0 && test $$connect -eq 0
 
 test-fast: $(STAMP)  ## run the tests that are not marked slow
 	$(BIN)/python -m pytest -m "not slow and not flink"

@@ -94,7 +94,8 @@ def foreach_batch(
     The last committed batch id again (Spark replays it after a failure) changes nothing and
     hands its committed output to ``sink`` once more; an earlier one is an error
     (``[BATCH_ID_BEHIND]``: Spark's checkpointLocation was reset or is another query's).
-    ``sink(output_df, batch_id)`` gets every committed batch's output. The elements of
+    ``sink(output_df, batch_id)`` gets every committed batch's output (over Spark Connect a
+    streaming query calls the function, so ``sink``, in the server's foreachBatch worker). The elements of
     ``broadcast`` are applied once per query, as Flink processes each element of a broadcast
     stream once: with the first micro-batch, and again (all of them) only when they differ
     from those last applied (a digest kept in the checkpoint, so across restarts too).
@@ -182,7 +183,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     arrow = to_arrow_schema(keys, timezone="UTC")
     key_type = key_type_of(list(arrow.types), job.key_columns)
     op = _check_base(seed, job, key_type, own=seed is base)
-    p = job.parallelism or (op.parallelism if op is not None else spark.sparkContext.defaultParallelism)
+    p = job.parallelism or (op.parallelism if op is not None else default_parallelism(spark))
     if not 1 <= p <= job.max_parallelism:
         raise ProcessError(f"parallelism {p} must be in 1..max_parallelism ({job.max_parallelism})")
     ship(spark, job.function)  # before any task: a module the executors lack travels by value
@@ -272,6 +273,21 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     except CheckpointExistsError as exc:  # another run committed in between (our files are gone)
         raise _concurrent(job, latest, storage.latest_id()) from exc
     return _output_frame(spark, committed, job)
+
+
+def default_parallelism(spark: Any) -> int:
+    """Spark's default parallelism, also on a Spark Connect session (which has no SparkContext):
+    there, ``spark.default.parallelism`` when set, else the partitions Spark gives a range."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    context = getattr(spark, "sparkContext", None)  # Connect: an AttributeError, so None
+    if context is not None:
+        return int(context.defaultParallelism)
+    conf = spark.conf.get("spark.default.parallelism", None)
+    if conf:
+        return int(conf)
+    ids = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+    return int(ids.agg(F.max("p")).first()[0]) + 1
 
 
 def _concurrent(job: Job, base: int | None, now: int | None) -> ProcessError:

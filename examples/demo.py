@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 
 from flinkstate.checkpoint import CheckpointStorage
@@ -30,14 +29,9 @@ def main() -> None:
         print(f"  chk-{completed.checkpoint_id}/{ref.path}: {ref.rows} rows, {ref.size} bytes")
 
     print("\n== 3. read back with spark.read.format('flinkstate') ==")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from spark_setup import spark_session
 
-    from flinkstate.connector import register
-
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = spark_session()  # SPARK_REMOTE=local[2] runs it over Spark Connect
     spark.read.format("flinkstate").load(root).show(truncate=False)
     pages = spark.read.format("flinkstate").option("operator", "clicks").option("state", "pages").load(root)
     pages.orderBy("key", "user_key").show(12)

@@ -47,12 +47,18 @@ def make_bucket(args: argparse.Namespace) -> None:
 
 
 def spark_session() -> Any:
+    """A local session; with ``SPARK_REMOTE`` set (``local[2]``, ``sc://host:15002``) a Spark
+    Connect session, which has no SparkContext."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from flinkstate.connector import register
 
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+    else:
+        spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark

@@ -97,8 +97,23 @@ def s3_options(s3_server: str) -> dict[str, Any]:
     return {"bucket": bucket, "options": options}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every S3 case ``s3`` at collection time, so ``-m "not s3"`` deselects them all."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--connect",
+        action="store_true",
+        help="run only the tests marked connect, on a Spark Connect session (a local Connect server)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every S3 case ``s3`` at collection time, so ``-m "not s3"`` deselects them all;
+    with ``--connect``, keep only the tests marked ``connect``."""
+    if config.getoption("connect"):
+        kept = [item for item in items if item.get_closest_marker("connect") is not None]
+        dropped = [item for item in items if item.get_closest_marker("connect") is None]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         uses_s3 = "s3" in params.values() or {"s3_server", "s3_options"} & set(

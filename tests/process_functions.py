@@ -311,3 +311,30 @@ class TaskInfo(KeyedProcessFunction):
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
         yield (ctx.get_current_key(), *self.info)
+
+
+class BatchLog:
+    """A ``foreach_batch`` sink keeping each batch's output rows in a JSON-lines file: over
+    Spark Connect a streaming query's sink runs in Spark's foreachBatch worker on the server,
+    not in the test's process, so appending to a list there is lost."""
+
+    def __init__(self, path: Any, sort: bool = False) -> None:
+        self.path = str(path)
+        self.sort = sort
+
+    def __call__(self, out: Any, batch_id: int) -> None:
+        import json
+
+        rows = [list(r) for r in out.collect()]
+        with open(self.path, "a", encoding="utf-8") as file:
+            file.write(json.dumps([batch_id, sorted(rows) if self.sort else rows]) + "\n")
+
+    def batches(self) -> list[tuple[int, list[tuple[Any, ...]]]]:
+        """``(batch id, rows)`` per batch handed to the sink, in order."""
+        import json
+        import os
+
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as file:
+            return [(b, [tuple(r) for r in rows]) for b, rows in map(json.loads, file)]

@@ -174,6 +174,7 @@ def test_bad_options(root: Path, extra: dict[str, str], message: str) -> None:
         )
 
 
+@pytest.mark.connect
 def test_through_spark(spark: Any, root: Path) -> None:
     df = (
         spark.read.format("flinkstate")

@@ -13,12 +13,13 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.connector import ProcessError, foreach_batch, process
-from flinkstate.connector.process import REUSED
+from flinkstate.connector.process import REUSED, default_parallelism
 from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 
 import process_functions
 from process_functions import (
     RULES,
+    BatchLog,
     Failing,
     Sessions,
     ThresholdAlerts,
@@ -59,7 +60,7 @@ def await_batches(query: Any, committed: Any, n: int) -> None:
 
 
 def run_rate_stream(
-    spark: Any, fn: Any, spark_chk: Path, columns: list[str], seconds: float | None, delivered: list[Any]
+    spark: Any, fn: Any, spark_chk: Path, columns: list[str], seconds: float | None, delivered: BatchLog
 ) -> None:
     """Run ``fn`` over a 40 rows/s rate stream: for ``seconds`` after three batches, then
     stop (which may interrupt a batch after its commit, before the sink got it); with
@@ -76,7 +77,7 @@ def run_rate_stream(
         writer.trigger(availableNow=True).start().awaitTermination(120)
         return
     query = writer.trigger(processingTime="400 milliseconds").start()
-    await_batches(query, lambda: len(delivered), 3)
+    await_batches(query, lambda: len(delivered.batches()), 3)
     time.sleep(seconds)
     query.stop()
 
@@ -142,6 +143,7 @@ def test_the_output_frame_reads_the_committed_output_only(spark: Any, tmp_path: 
     assert sorted(map(tuple, second.collect())) == [("a", 3), ("a", 4), ("b", 2)]
 
 
+@pytest.mark.connect
 def test_multi_column_keys_and_dict_rows(spark: Any, tmp_path: Path) -> None:
     from flinkstate.state import KeyedProcessFunction
 
@@ -241,6 +243,7 @@ def test_initial_state_from_a_bootstrapped_savepoint(spark: Any, tmp_path: Path)
     assert stored_counts(tmp_path / "c") == {"a": 11, "b": 20, "c": 1}
 
 
+@pytest.mark.connect
 def test_timers_view(spark: Any, tmp_path: Path) -> None:
     events = [("u1", 100), ("u2", 150), ("u1", 120)]
     df = spark.createDataFrame(events, "user string, ts bigint")
@@ -272,12 +275,10 @@ def test_timers_view(spark: Any, tmp_path: Path) -> None:
     assert timers.load(str(tmp_path / "c")).count() == 0  # every timer fired
 
 
+@pytest.mark.connect
 def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: Path) -> None:
     chk, spark_chk = tmp_path / "c", tmp_path / "spark-chk"
-    delivered: list[tuple[int, list[Any]]] = []
-
-    def sink(out: Any, batch_id: int) -> None:
-        delivered.append((batch_id, [tuple(r) for r in out.collect()]))
+    sink = BatchLog(tmp_path / "delivered")
 
     def run_for(seconds: float | None, parallelism: int) -> None:
         fn = foreach_batch(
@@ -289,12 +290,13 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
             sink=sink,
             parallelism=parallelism,
         )
-        run_rate_stream(spark, fn, spark_chk, ["value % 7 as word", "value"], seconds, delivered)
+        run_rate_stream(spark, fn, spark_chk, ["value % 7 as word", "value"], seconds, sink)
 
     run_for(0.5, 2)
     run_for(0.5, 3)
     run_for(None, 3)
     assert open_checkpoint(str(chk)).operator("wc").parallelism == 3
+    delivered = sink.batches()
     ids = [b for b, _ in delivered]
     rows = delivered_once(delivered)
     counts = stored_counts(chk)
@@ -309,10 +311,36 @@ def test_streaming_rate_source_restart_rescale_and_replay(spark: Any, tmp_path: 
     with pytest.raises(ProcessError, match="BATCH_ID_BEHIND"):  # not a replay: a reset query
         replay(spark.range(5).selectExpr("id % 7 as word", "id as value"), last_id - 1)
     assert CheckpointStorage(str(chk)).latest_id() == latest and stored_counts(chk) == counts
+    delivered = sink.batches()
     assert delivered[-1][0] == last_id and sorted(delivered[-1][1]) == sorted(last_out)
     assert len(delivered) == len(ids) + 1
 
 
+@pytest.mark.connect
+def test_without_parallelism_a_first_run_takes_sparks_default(spark: Any, tmp_path: Path) -> None:
+    """local[2] gives two subtasks, on a Spark Connect session too (it has no SparkContext)."""
+    words = ["a", "b", "ç", "a", "日本", "b", "a"]
+    df = spark.createDataFrame([(w,) for w in words], "word string")
+    out = process(df, "word", WordCount(), WC_SCHEMA, str(tmp_path / "c"), "wc").collect()
+    assert finals([tuple(r) for r in out]) == word_count_model(words)
+    assert open_checkpoint(str(tmp_path / "c")).operator("wc").parallelism == 2
+
+
+class _ConnectLike:
+    """A session shaped like Spark Connect's: no ``sparkContext``, a runtime conf."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.conf = conf
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)
+
+
+def test_without_a_spark_context_the_default_parallelism_conf_counts() -> None:
+    assert default_parallelism(_ConnectLike({"spark.default.parallelism": "5"})) == 5
+
+
+@pytest.mark.connect
 def test_a_failing_function_commits_nothing(spark: Any, tmp_path: Path) -> None:
     chk = str(tmp_path / "c")
     df = spark.createDataFrame([("ok",), ("fine",)], "word string")
@@ -326,6 +354,7 @@ def test_a_failing_function_commits_nothing(spark: Any, tmp_path: Path) -> None:
     assert CheckpointStorage(chk).completed_ids() == [1, 2]
 
 
+@pytest.mark.connect
 def test_output_rows_that_do_not_fit(spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame([("a",)], "word string")
     with pytest.raises(ProcessError, match=r"OUTPUT_SCHEMA_MISMATCH.*'count'"):
@@ -335,6 +364,7 @@ def test_output_rows_that_do_not_fit(spark: Any, tmp_path: Path) -> None:
     assert CheckpointStorage(str(tmp_path / "c")).completed_ids() == []
 
 
+@pytest.mark.connect
 def test_bad_arguments_fail_before_any_task(spark: Any, tmp_path: Path) -> None:
     chk = str(tmp_path / "c")
     df = spark.createDataFrame([("a", 1)], "word string, n bigint")
@@ -365,11 +395,8 @@ def test_bad_arguments_fail_before_any_task(spark: Any, tmp_path: Path) -> None:
 
 def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path) -> None:
     chk, spark_chk = tmp_path / "c", tmp_path / "spark-chk"
-    delivered: list[tuple[int, list[Any]]] = []
+    sink = BatchLog(tmp_path / "delivered")
     schema = "user bigint, start bigint, end bigint, events bigint"
-
-    def sink(out: Any, batch_id: int) -> None:
-        delivered.append((batch_id, [tuple(r) for r in out.collect()]))
 
     def run_for(seconds: float | None, parallelism: int) -> None:
         fn = foreach_batch(
@@ -383,12 +410,12 @@ def test_sessions_over_a_rate_stream_across_a_restart(spark: Any, tmp_path: Path
             sink=sink,
         )
         columns = ["value % 3 as user", "value * 4 + (value div 25) * 50 as ts", "value"]
-        run_rate_stream(spark, fn, spark_chk, columns, seconds, delivered)
+        run_rate_stream(spark, fn, spark_chk, columns, seconds, sink)
 
     run_for(0.5, 2)
     run_for(0.5, 1)
     run_for(None, 1)
-    emitted = delivered_once(delivered)
+    emitted = delivered_once(sink.batches())
     checkpoint = open_checkpoint(str(chk))
     assert checkpoint.operator("sessions").parallelism == 1
     open_sessions = (

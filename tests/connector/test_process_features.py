@@ -31,6 +31,7 @@ def _timers(spark: Any, root: Path) -> list[Any]:
     return sorted((r.key, r.time_domain, r.timestamp) for r in view.collect())
 
 
+@pytest.mark.connect
 def test_processing_time_timers_fire_once_the_wall_clock_passed_them(spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame([("a",), ("b",), ("a",)], "word string")
     schema = "word string, at bigint"
@@ -53,10 +54,11 @@ def test_processing_time_timers_fire_once_the_wall_clock_passed_them(spark: Any,
     assert _timers(spark, tmp_path / "later") == []
 
 
+@pytest.mark.connect
 def test_event_time_ties_keep_the_input_order(spark: Any, tmp_path: Path) -> None:
     rnd = random.Random(4)
     rows = [(rnd.choice("pqrst"), rnd.randrange(4), i) for i in range(300)]  # many ties
-    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1), "k string, ts bigint, i int")
+    df = spark.createDataFrame(rows, "k string, ts bigint, i int").coalesce(1)  # one partition, in order
     out = process(df, "k", Arrivals(), "k string, i int, n bigint", str(tmp_path / "c"), "o",
                   event_time="ts", parallelism=2).collect()  # fmt: skip
     by_key: dict[str, list[tuple[int, int]]] = {}
@@ -72,7 +74,7 @@ def test_event_time_ties_keep_the_input_order(spark: Any, tmp_path: Path) -> Non
 def test_reducing_and_aggregating_state_and_the_subtask(spark: Any, tmp_path: Path) -> None:
     rnd = random.Random(6)
     rows = [(f"k{rnd.randrange(12)}", rnd.randrange(-100, 100)) for _ in range(400)]
-    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1), "k string, v bigint")
+    df = spark.createDataFrame(rows, "k string, v bigint").coalesce(1)
     schema = "k string, largest bigint, mean double, subtask int, subtasks int"
     out = process(df, "k", Totals(), schema, str(tmp_path / "c"), "t", parallelism=3).collect()
     model = totals_model(rows)

@@ -13,7 +13,7 @@ from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.connector import ProcessError, foreach_batch, process
 
 import process_functions
-from process_functions import Sessions, ThresholdAlerts, WordCount, sessions_model, stored_counts
+from process_functions import BatchLog, Sessions, ThresholdAlerts, WordCount, sessions_model, stored_counts
 
 SESSIONS = "user string, start bigint, end bigint, events bigint"
 WC_SCHEMA = "word string, count bigint"
@@ -60,6 +60,7 @@ def _words(spark: Any, words: list[str]) -> Any:
     return spark.createDataFrame([(w,) for w in words], "word string")
 
 
+@pytest.mark.connect
 def test_a_restarted_query_whose_batch_ids_went_back_is_an_error(spark: Any, tmp_path: Path) -> None:
     root = str(tmp_path / "c")
     delivered: list[tuple[int, list[Any]]] = []
@@ -86,6 +87,7 @@ def test_a_restarted_query_whose_batch_ids_went_back_is_an_error(spark: Any, tmp
     assert stored_counts(root) == {"a": 2, "b": 2}
 
 
+@pytest.mark.connect
 @pytest.mark.parametrize("when", ["begin", "tasks", "publish"])
 def test_a_run_that_another_run_committed_under_commits_nothing(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
@@ -145,17 +147,15 @@ def test_a_run_that_another_run_committed_under_commits_nothing(
     assert sorted(map(tuple, out.collect())) == [("a", 3), ("c", 1)]
 
 
-def _alerts(root: str, rules: Any, delivered: list[tuple[int, list[Any]]]) -> Any:
-    def sink(out: Any, batch_id: int) -> None:
-        delivered.append((batch_id, sorted(map(tuple, out.collect()))))
-
-    return foreach_batch("word", ThresholdAlerts(), WC_SCHEMA, root, "alerts", sink=sink, broadcast=rules)
+def _alerts(root: str, rules: Any, log: BatchLog) -> Any:
+    return foreach_batch("word", ThresholdAlerts(), WC_SCHEMA, root, "alerts", sink=log, broadcast=rules)
 
 
+@pytest.mark.connect
 def test_foreach_batch_applies_broadcast_elements_once_per_query(spark: Any, tmp_path: Path) -> None:
     """ThresholdAlerts resets every count when a rule arrives: applied on every micro-batch,
     the rules would reset the counts each batch and the alert at the third "a" never come."""
-    root, delivered = str(tmp_path / "c"), []
+    root, delivered = str(tmp_path / "c"), BatchLog(tmp_path / "log", sort=True)
     rules = spark.createDataFrame([("a", 3)], "word string, threshold bigint")
     run = _alerts(root, rules, delivered)
     run(_words(spark, ["a", "a"]), 0)
@@ -166,15 +166,17 @@ def test_foreach_batch_applies_broadcast_elements_once_per_query(spark: Any, tmp
     run = _alerts(root, more, delivered)  # other elements: applied (the counts reset), once
     run(_words(spark, ["b", "a"]), 3)
     run(_words(spark, ["a", "a"]), 4)
-    assert delivered == [(0, []), (1, [("a", 3)]), (2, []), (3, [("b", 1)]), (4, [("a", 3)])]
+    assert delivered.batches() == [(0, []), (1, [("a", 3)]), (2, []), (3, [("b", 1)]), (4, [("a", 3)])]
     assert stored_counts(root, "alerts") == {"a": 3, "b": 1}
     # process() is a bounded run of both streams: each call applies its broadcast elements
     out = process(_words(spark, ["a"]), "word", ThresholdAlerts(), WC_SCHEMA, root, "alerts", broadcast=more)
     assert out.collect() == [] and stored_counts(root, "alerts") == {"a": 1}
 
 
+@pytest.mark.connect
 def test_a_streaming_query_with_a_broadcast_side(spark: Any, tmp_path: Path) -> None:
-    root, inbox, delivered = str(tmp_path / "c"), str(tmp_path / "inbox"), []
+    root, inbox = str(tmp_path / "c"), str(tmp_path / "inbox")
+    delivered = BatchLog(tmp_path / "log", sort=True)  # the query's sink runs on the server over Connect
     rules = spark.createDataFrame([("a", 3), ("c", 2)], "word string, threshold bigint")
     for words in (["a", "a", "c"], ["a", "b"], ["c", "a", "a"], ["a"]):  # a restart for each file
         _words(spark, words).coalesce(1).write.mode("append").json(inbox)
@@ -182,5 +184,5 @@ def test_a_streaming_query_with_a_broadcast_side(spark: Any, tmp_path: Path) -> 
         writer = stream.writeStream.foreachBatch(_alerts(root, rules, delivered))
         writer = writer.option("checkpointLocation", str(tmp_path / "spark")).trigger(availableNow=True)
         writer.start().awaitTermination(120)
-    assert delivered == [(0, []), (1, [("a", 3)]), (2, [("c", 2)]), (3, [])]
+    assert delivered.batches() == [(0, []), (1, [("a", 3)]), (2, [("c", 2)]), (3, [])]
     assert stored_counts(root, "alerts") == {"a": 6, "b": 1, "c": 2}

@@ -75,6 +75,7 @@ def _load(spark: Any, path: str, **options: Any) -> Any:
     return reader.load(path)
 
 
+@pytest.mark.connect
 def test_metadata_view(spark: Any, checkpoint: str) -> None:
     rows = {r.state: r for r in _load(spark, checkpoint).collect()}
     assert set(rows) == {
@@ -103,6 +104,7 @@ def test_metadata_view(spark: Any, checkpoint: str) -> None:
     assert all(r.operator == "op" and r.max_parallelism == 128 and r.bytes > 0 for r in rows.values())
 
 
+@pytest.mark.connect
 def test_value_view_keeps_structs(spark: Any, checkpoint: str) -> None:
     df = _load(spark, checkpoint, operator="op", state="value")
     assert df.columns == ["key_group", "key", "namespace", "value"]
@@ -113,6 +115,7 @@ def test_value_view_keeps_structs(spark: Any, checkpoint: str) -> None:
     assert all(r.key_group == assign_to_key_group(r.key, 128) for r in df.collect())
 
 
+@pytest.mark.connect
 def test_list_view(spark: Any, checkpoint: str) -> None:
     flat = (
         _load(spark, checkpoint, operator="op", state="list")
@@ -127,6 +130,7 @@ def test_list_view(spark: Any, checkpoint: str) -> None:
     assert [r.value for r in nested] == [[7, 8, 9]]
 
 
+@pytest.mark.connect
 def test_map_view(spark: Any, checkpoint: str) -> None:
     flat = _load(spark, checkpoint, operator="op", state="map").filter("key = 'u3'").collect()
     assert sorted((r.user_key, r.value) for r in flat) == [("a", 1.5), ("b", -1.0)]
@@ -189,6 +193,7 @@ def test_reads_work_with_pushdown_off(spark: Any, checkpoint: str) -> None:
     assert sorted(r.value for r in rows) == [7, 8, 9]
 
 
+@pytest.mark.connect
 def test_pushed_filters_then_a_fresh_load(pushdown: Any, checkpoint: str) -> None:
     """With pushdown on, each query on a freshly loaded DataFrame reads what it asks for."""
     spark = pushdown
@@ -214,6 +219,7 @@ def test_checkpoint_id_option(spark: Any, checkpoint: str, tmp_path: Path) -> No
     assert _load(spark, str(Path(checkpoint) / "chk-1")).count() == 11
 
 
+@pytest.mark.connect
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -229,11 +235,24 @@ def test_errors_name_what_to_fix(spark: Any, checkpoint: str, options: dict[str,
         _load(spark, checkpoint, **options).collect()
 
 
+@pytest.mark.connect
+def test_the_error_code_reaches_the_client(spark: Any, checkpoint: str, tmp_path: Path) -> None:
+    """A data source's error crosses to the client as text (over Spark Connect, gRPC): with its [CODE]."""
+    with pytest.raises(Exception, match=r"\[INVALID_OPTION\] unknown read option"):
+        _load(spark, checkpoint, operatr="op").collect()
+    df = spark.createDataFrame([(1, 1)], "k long, v long")
+    writer = df.write.format("flinkstate").mode("overwrite").options(operator="op", state="s", colour="x")
+    with pytest.raises(Exception, match=r"\[INVALID_OPTION\] unknown write option"):
+        writer.option("stateType", "value").option("keyColumns", "k").save(str(tmp_path / "w"))
+
+
+@pytest.mark.connect
 def test_missing_checkpoint_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"CHECKPOINT_NOT_FOUND"):
         _load(spark, str(tmp_path / "empty")).collect()
 
 
+@pytest.mark.connect
 def test_register_leaves_pushdown_off_and_warns_once_when_asked(
     spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

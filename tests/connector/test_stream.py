@@ -47,6 +47,7 @@ def _state(spark: Any, target: Path) -> dict[int, Any]:
     return {r.key: r.value for r in df.collect()}
 
 
+@pytest.mark.connect
 def test_upserts_and_deletes_across_a_restart(spark: Any, tmp_path: Path) -> None:
     source, target, chk = tmp_path / "in", tmp_path / "out", tmp_path / "spark-chk"
     _batch(source, "a.json", [{"user": i, "count": i, "op": "upsert"} for i in range(10)])

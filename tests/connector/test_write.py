@@ -37,6 +37,7 @@ def _read(spark: Any, path: str, state: str, **options: Any) -> Any:
     return reader.load(path)
 
 
+@pytest.mark.connect
 def test_value_round_trip_with_many_types(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "sp")
     rows = [
@@ -75,6 +76,7 @@ def test_value_round_trip_with_many_types(spark: Any, tmp_path: Path) -> None:
             assert all(st.key_group_range[0] <= kg <= st.key_group_range[1] for kg in ref.key_groups)
 
 
+@pytest.mark.connect
 def test_spark_written_state_restores_in_the_engine(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "sp")
     events = (
@@ -145,6 +147,7 @@ def test_list_positions_order_elements(spark: Any, tmp_path: Path) -> None:
     assert got == {1: ["a", "b", "c"], 2: ["z"]}
 
 
+@pytest.mark.connect
 def test_operator_state_bootstrap(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "sp")
     _write(
@@ -203,6 +206,7 @@ def test_write_without_mode_gets_sparks_error(spark: Any, tmp_path: Path) -> Non
         writer.option("stateType", "value").option("keyColumns", "k").save(str(tmp_path / "sp"))
 
 
+@pytest.mark.connect
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -262,6 +266,7 @@ def test_abort_deletes_the_attempts_files(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / "sp" / "chk-1") == []
 
 
+@pytest.mark.connect
 def test_composite_key_round_trip(spark: Any, tmp_path: Path) -> None:
     """keyColumns="a,b": a ROW key, read back as a struct, restored as a tuple."""
     path = str(tmp_path / "sp")
