@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from checkpoint_bench import BENCHMARKS as CHECKPOINT
 from common import Result
 from flink_bench import BENCHMARKS as FLINK
+from flink_write_bench import BENCHMARKS as FLINK_WRITE
 from incremental_bench import BENCHMARKS as INCREMENTAL
 from process_bench import BENCHMARKS as PROCESS
 from rocksdb_bench import BENCHMARKS as ROCKSDB
@@ -28,6 +29,7 @@ ALL: dict[str, Callable[[bool], Iterator[Result]]] = {
     **ROCKSDB,
     **INCREMENTAL,
     **FLINK,
+    **FLINK_WRITE,
     **PROCESS,
 }
 

@@ -1,0 +1,80 @@
+"""P15: writing a Flink canonical savepoint (``write_savepoint``) of Long -> String
+ValueState entries beside writing our own format (``begin_savepoint``) from the same state,
+in rows per CPU-second (every thread of the process counted, so a writer thread cannot make
+a figure look better than one core gives).
+
+Both start from the same state, built once before timing: the heap backend our format writes
+from, and our savepoint of that backend, opened (manifest in memory), which is what
+``write_savepoint`` takes. So the Flink figure includes reading that source's files (warm in
+the page cache after the warm-up round) and ``write_savepoint`` reading the new savepoint's
+``_metadata`` back, which its API does; ours writes straight from the backend.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+
+from flinkstate.checkpoint import CompletedCheckpoint, begin_savepoint, open_checkpoint
+from flinkstate.checkpoint.flink import FlinkSavepoint, write_savepoint
+from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
+
+from common import Result, paired
+from flink_bench import _read
+
+
+def _backend(n: int) -> HeapKeyedStateBackend:
+    """Operator "bench"'s state, as P10's: ValueState "value" holding ``value-k`` for key ``k``."""
+    backend = HeapKeyedStateBackend(key_type=Types.LONG())
+    state = backend.get_state(ValueStateDescriptor("value", Types.STRING()))
+    for k in range(n):
+        backend.set_current_key(k)
+        state.update(f"value-{k}")
+    return backend
+
+
+def _write_ours(backend: HeapKeyedStateBackend, target: str) -> float:
+    """CPU seconds to write ``backend`` as our savepoint in the new directory ``target``."""
+    start = time.process_time()
+    pending = begin_savepoint(target)
+    pending.write_keyed("bench", backend).result()
+    pending.commit()
+    return time.process_time() - start
+
+
+def _write_flink(source: CompletedCheckpoint | FlinkSavepoint, target: str) -> float:
+    """CPU seconds to write ``source`` (an opened checkpoint) as a Flink savepoint in ``target``."""
+    start = time.process_time()
+    write_savepoint(source, target)
+    return time.process_time() - start
+
+
+def p15(quick: bool) -> Iterator[Result]:
+    n = 100_000 if quick else 1_000_000
+    backend = _backend(n)
+    with tempfile.TemporaryDirectory(prefix="flinkstate-p15-") as work:
+        _write_ours(backend, os.path.join(work, "source"))
+        source = open_checkpoint(os.path.join(work, "source"))
+        # warm-up: imports, first-touch memory, page cache; and a check of what is written
+        _write_flink(source, os.path.join(work, "flink-warm"))
+        _write_ours(backend, os.path.join(work, "ours-warm"))
+        rows = _read(os.path.join(work, "flink-warm"))[1]
+        assert rows == n, (rows, n)
+        rounds = []
+        for i in range(1 if quick else 5):
+            flink = _write_flink(source, os.path.join(work, f"flink-{i}"))
+            ours = _write_ours(backend, os.path.join(work, f"ours-{i}"))
+            rounds.append((n / flink, n / ours))
+    backend.close()
+    flink_rate, ours_rate, ratio = paired(rounds)
+    yield Result(
+        "P15", f"Flink canonical savepoint write (write_savepoint), Long->String ValueState, {n} rows",
+        flink_rate, "rows/s/core", "our format's write of the same state (begin_savepoint), same run",
+        ours_rate, ratio, ">= 1M rows/s per core and >= 0.5x",
+        flink_rate >= 1_000_000 and ratio >= 0.5,
+    )  # fmt: skip
+
+
+BENCHMARKS = {"P15": p15}
