@@ -10,7 +10,7 @@ operator's states are those of every subtask's header (:func:`union_headers`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -131,23 +131,32 @@ def union_headers(headers: Sequence[KeyedHeader], where: str) -> KeyedHeader:
     (``state_id``: the position in that list). A state in several headers, and the key, must
     be described alike in each (else ``[FLINK_HEADER_CONFLICT]``)."""
     first = headers[0]
-    states: dict[str, StateInfo] = {}
     for header in headers:
         if _shape(header.key) != _shape(first.key):
             raise FlinkHeaderConflictError(
                 f"{where}: subtasks' keyed state headers have different keys: "
                 f"{first.key.describe()} and {header.key.describe()}"
             )
-        for info in header.states:
+    states = union_states((h.states for h in headers), where, "keyed state")
+    return replace(first, states=tuple(replace(info, state_id=i) for i, info in enumerate(states)))
+
+
+def union_states(groups: Iterable[Iterable[StateInfo]], where: str, what: str) -> list[StateInfo]:
+    """The states of every subtask's ``what`` header (keyed or operator state), in order of
+    first appearance: Flink writes in each subtask's header the states that subtask registered.
+    A state in several headers must be described alike in each (else ``[FLINK_HEADER_CONFLICT]``)."""
+    states: dict[str, StateInfo] = {}
+    for group in groups:
+        for info in group:
             seen = states.get(info.name)
             if seen is None:
-                states[info.name] = replace(info, state_id=len(states))
+                states[info.name] = info
             elif _state_shape(seen) != _state_shape(info):
                 raise FlinkHeaderConflictError(
-                    f"{where}: subtasks' keyed state headers describe state {info.name!r} differently: "
+                    f"{where}: subtasks' {what} headers describe state {info.name!r} differently: "
                     f"{seen.kind} of {seen.value.describe()} and {info.kind} of {info.value.describe()}"
                 )
-    return replace(first, states=tuple(states.values()))
+    return list(states.values())
 
 
 def _shape(t: FlinkType | None) -> tuple[Any, ...] | None:

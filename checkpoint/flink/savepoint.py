@@ -24,7 +24,7 @@ from ..errors import CheckpointNotFoundError
 from .body import KeyGroupDecoder, StateRows, decode_groups
 from .declared import StateDeclaration, apply_declarations, declarations
 from .errors import DeclaredTypeError
-from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
+from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers, union_states
 from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
 from .native import read_native
 from .operator import read_operator_header, read_operator_state
@@ -177,12 +177,18 @@ class FlinkSavepoint:
         return out
 
     def _operator_infos(self, op: OperatorMeta) -> list[StateInfo]:
+        """The operator states of every subtask's header (not the first subtask's alone)."""
+        headers = []
         for sub in op.subtasks:
             handle = sub.managed_operator
             if handle is not None and handle.stream is not None:
                 data = handle.stream.read(self.directory, self.storage)
-                return list(read_operator_header(data, f"{self.directory}: {handle.stream.name}")[1].values())
-        return []
+                headers.append(
+                    read_operator_header(data, f"{self.directory}: {handle.stream.name}")[1].values()
+                )
+        return union_states(
+            headers, f"{self.directory}: operator {op.uid or op.operator_id}", "operator state"
+        )
 
     @staticmethod
     def _describe(op: OperatorMeta, s: StateInfo, key: str) -> FlinkState:
