@@ -46,6 +46,14 @@ StorageOptions = Annotated[
         "values are JSON where they parse. Credentials are never printed.",
     ),
 ]
+TargetOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--target-option",
+        metavar="KEY=VALUE",
+        help="Storage option for TARGET, repeatable (default: those of SOURCE).",
+    ),
+]
 CheckpointPath = Annotated[
     str, typer.Argument(help="A checkpoint root (its latest), a chk-<id> or savepoint directory.")
 ]

@@ -19,6 +19,7 @@ from .common import (
     CheckpointPath,
     JsonFlag,
     StorageOptions,
+    TargetOptions,
     guarded,
     out_console,
     storage_options,
@@ -82,14 +83,7 @@ def convert(
     checkpoint_id: CheckpointId = None,
     as_json: JsonFlag = False,
     storage_option: StorageOptions = None,
-    target_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--target-option",
-            metavar="KEY=VALUE",
-            help="Storage option for TARGET, repeatable (default: those of SOURCE).",
-        ),
-    ] = None,
+    target_option: TargetOptions = None,
 ) -> None:
     """Write a checkpoint or savepoint (ours, or a Flink savepoint read) as a canonical Flink
     savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid.

@@ -27,6 +27,7 @@ from .common import (
     CheckpointPath,
     JsonFlag,
     StorageOptions,
+    TargetOptions,
     err_console,
     guarded,
     load,
@@ -55,14 +56,7 @@ def rescale(
     checkpoint_id: CheckpointId = None,
     as_json: JsonFlag = False,
     storage_option: StorageOptions = None,
-    target_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--target-option",
-            metavar="KEY=VALUE",
-            help="Storage option for TARGET, repeatable (default: those of SOURCE).",
-        ),
-    ] = None,
+    target_option: TargetOptions = None,
 ) -> None:
     """Rewrite a checkpoint into a new savepoint with another max parallelism (every key reassigned).
 

@@ -3,7 +3,7 @@
 Tables are rich tables on a terminal; off one (a file, a pipe into ``grep``) every record
 is one line of tab-separated cells, never wrapped or cut (:func:`plain_lines`).
 
-JSON follows the conventions keys are given in (``flinkstate.checkpoint.reading.keys``): ROW values
+JSON follows the conventions keys are given in (``flinkstate.checkpoint.keys_of_type``): ROW values
 are objects by field name, byte arrays are arrays of byte values, maps with text keys are
 objects (others: arrays of ``[key, value]`` pairs), timestamps are ISO 8601 in UTC.
 """

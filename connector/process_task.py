@@ -4,7 +4,7 @@ The task restores its subtask's live backend from the checkpoint being continued
 parallelism: a rescale), or reuses the one its Python worker kept from the attempt whose
 results that checkpoint committed; feeds it the range's rows (already in event-time
 order), moves the watermark, fires timers, snapshots (an increment when the backend is
-reused, see :mod:`flinkstate.checkpoint.writing.target`), and writes the state and the output as
+reused, see :class:`flinkstate.checkpoint.CheckpointTarget`), and writes the state and the output as
 uniquely named files. It hands back only small results: the driver commits them, all
 ranges together, or nothing, and records which attempt's results it committed for each
 subtask. A worker keeps a backend only after its attempt succeeded, named by a token

@@ -7,7 +7,7 @@ once: the recorded batch id again changes nothing (its files are deleted), so a 
 harmless and a restarted query simply continues; an earlier batch id is an error
 (``[BATCH_ID_BEHIND]``: a reset checkpointLocation or another query), never skipped.
 
-Every version is an incremental checkpoint (see :mod:`flinkstate.checkpoint.writing.increments`):
+Every version is an incremental checkpoint (see :class:`flinkstate.checkpoint.ChainPolicy`):
 a batch's files are deltas with the version as their origin, after the files of earlier
 versions. When a subtask's chain grows past the chain policy (more than ``COMPACT_AFTER``
 files, or deltas larger than the base) it is merged into one full file; the batch's own
