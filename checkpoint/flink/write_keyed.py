@@ -24,6 +24,7 @@ from typing import Any
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.serializers.base import TypeSerializer
+from flinkstate.state.serializers.batch import batch_kind, encode_block
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import TypeInformation
 
@@ -94,6 +95,10 @@ class EntryEncoder:
         self.user_key: TypeSerializer | None = (
             serializer_for(spec.user_key) if spec.user_key is not None else None
         )
+        key_kind, value_kind = batch_kind(self.key), batch_kind(self.value)
+        self._batch: tuple[int, int] | None = None
+        if spec.kind not in ("LIST", "MAP") and key_kind is not None and value_kind is not None:
+            self._batch = (key_kind, value_kind)
 
     def _value(self, value: Any, timestamp: Any) -> bytes:
         data = self.value.to_bytes(value)
@@ -120,21 +125,22 @@ class EntryEncoder:
         elif value is not None:  # value, reducing and aggregating state: the value or accumulator
             yield base, self._value(value, ts)
 
-    def encode(self, kg: int, columns: StateColumns) -> list[tuple[bytes, bytes]]:
+    def encode(self, kg: int, columns: StateColumns) -> bytes:
+        """The state's entries of key group ``kg`` as framed, sorted records, the last key
+        flagged (empty without entries)."""
         if columns.namespaces is not None and any(ns is not None for ns in columns.namespaces):
             raise SerializationError(f"state {self.spec.name} holds namespaces other than the void one")
-        if self.spec.kind not in ("LIST", "MAP") and not self.spec.ttl:
-            try:  # the common case in one pass; an error is found again below, with its key
-                head, key, value = kg.to_bytes(self.prefix, "big"), self.key.to_bytes, self.value.to_bytes
-                pairs = [
-                    (head + key(k) + _VOID_NAMESPACE, value(v))
-                    for k, v in zip(columns.keys, columns.values, strict=True)
-                    if v is not None
-                ]
-                pairs.sort()
-                return pairs
-            except (SerializationError, TypeError, ValueError, OverflowError, struct.error):
-                pass
+        if self._batch is not None:
+            stamps = columns.timestamps if self.spec.ttl else None
+            head = kg.to_bytes(self.prefix, "big")
+            keys, values = columns.keys, columns.values
+            block = encode_block(head, _VOID_NAMESPACE, keys, self._batch[0], values, self._batch[1], stamps)
+            if block is not None:
+                return block
+        return _framed(self.pairs(kg, columns))
+
+    def pairs(self, kg: int, columns: StateColumns) -> list[tuple[bytes, bytes]]:
+        """The per-value path of :meth:`encode`: sorted (key, value) bytes."""
         out: list[tuple[bytes, bytes]] = []
         stamps = columns.timestamps if columns.timestamps is not None else [None] * len(columns.keys)
         for k, v, ts in zip(columns.keys, columns.values, stamps, strict=True):
@@ -149,16 +155,26 @@ class EntryEncoder:
         return out
 
 
-def write_key_group(out: Output, entries: Sequence[tuple[int, list[tuple[bytes, bytes]]]]) -> None:
-    """One key group's block: ``entries`` holds (state id, sorted pairs) for each state with entries."""
+def _framed(pairs: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """``int length, key, int length, value`` records, the last key's first byte flagged."""
+    if not pairs:
+        return b""
     pack = _I32.pack
-    for i, (state_id, pairs) in enumerate(entries):
+    *head, (key, value) = pairs
+    last = bytes((key[0] | _META_FLAG,)) + key[1:]
+    return b"".join(
+        [pack(len(k)) + k + pack(len(v)) + v for k, v in head]
+        + [pack(len(key)), last, pack(len(value)), value]
+    )
+
+
+def write_key_group(out: Output, entries: Sequence[tuple[int, bytes]]) -> None:
+    """One key group's block: ``entries`` holds (state id, framed records) for each state
+    with entries."""
+    for i, (state_id, block) in enumerate(entries):
         if i == 0:
             out.u16(state_id, "state id")
-        *head, (key, value) = pairs
-        out.raw(b"".join([pack(len(k)) + k + pack(len(v)) + v for k, v in head]))
-        out.sized(bytes((key[0] | _META_FLAG,)) + key[1:], "key")  # the state's last key: flagged
-        out.sized(value, "value")
+        out.raw(block)
         following = entries[i + 1][0] if i + 1 < len(entries) else _END_OF_GROUP
         out.u16(following, "state id")
 
@@ -180,7 +196,7 @@ def keyed_stream(
     for kg in key_groups:
         found = columns.get(kg, ())
         entries = [
-            (i, pairs) for i, c in enumerate(found) if c is not None and (pairs := encoders[i].encode(kg, c))
+            (i, block) for i, c in enumerate(found) if c is not None and (block := encoders[i].encode(kg, c))
         ]
         offsets.append(len(out) if entries else 0)
         write_key_group(out, entries)

@@ -16,6 +16,7 @@ from .base import EPOCH, EPOCH_UTC, INT32, INT64, MILLISECOND, SECOND, TypeSeria
 
 class FixedSerializer(TypeSerializer):
     def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
         self._struct = struct.Struct(fmt)
 
     def write(self, value: Any, out: bytearray) -> None:
@@ -115,10 +116,10 @@ class StringSerializer(TypeSerializer):
     """
 
     def __init__(self, nullable: bool = False) -> None:
-        self._nullable = nullable
+        self.nullable = nullable
 
     def write(self, value: Any, out: bytearray) -> None:
-        if value is None and self._nullable:
+        if value is None and self.nullable:
             out.append(0)
             return
         if not isinstance(value, str):
@@ -135,7 +136,7 @@ class StringSerializer(TypeSerializer):
     def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
         n, pos = _read_varint(buf, pos)
         if n == 0:
-            if self._nullable:
+            if self.nullable:
                 return None, pos
             raise SerializationError("null string where a value is required")
         n -= 1

@@ -185,3 +185,20 @@ def test_process_output_names_the_column_a_float_does_not_fit() -> None:
         raise AssertionError("a float was written into a bigint column")
     assert isinstance(error, ProcessError)
     assert "[OUTPUT_SCHEMA_MISMATCH]" in str(error) and "'count'" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("info", "samples"),
+    [
+        (Types.MAP(Types.STRING(), Types.LONG()), [{"a": 1, "b": None}, {}, None]),
+        (Types.LIST(Types.MAP(Types.INT(), Types.STRING())), [[{1: "x"}, {}], [], None]),
+        (
+            Types.ROW_NAMED(["m"], [Types.MAP(Types.STRING(), Types.LIST(Types.INT()))]),
+            [({"k": [1, None]},), None],
+        ),
+    ],
+)
+def test_maps_nested_anywhere_read_back_as_dicts(info: Any, samples: list[Any]) -> None:
+    """from_arrow asks Arrow for dicts only where a map is (the slow conversion): a map in a
+    list or a row is found there too."""
+    assert from_arrow(to_arrow(samples, info), info) == samples

@@ -14,6 +14,7 @@ ACCELERATORS = [
     "flinkstate.state.heap._valuepath",
     "flinkstate.state.process._loop",
     "flinkstate.state.process._timerpath",
+    "flinkstate.state.serializers._batch",
 ]
 
 
