@@ -89,7 +89,7 @@ def convert(
     """Write a checkpoint or savepoint (ours, or a Flink savepoint read) as a canonical Flink
     savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid.
 
-    What cannot be written (see the README) is refused before any file is written. The
+    What cannot be written (see docs/flink/write.md) is refused before any file is written. The
     source is not changed.
     """
     options = storage_options(storage_option)
