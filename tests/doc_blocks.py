@@ -83,8 +83,13 @@ def _run_commands(block: Block, workdir: Path) -> None:
         assert result.exit_code == 0, f"{where}: {line}\n{result.stdout}{result.stderr}"
 
 
+def runnable(page: Path) -> list[Block]:
+    """The page's blocks that run (not skipped)."""
+    return [b for b in blocks(page) if b.skip is None]
+
+
 def needs_spark(page: Path) -> bool:
-    return any(_SPARK.search(b.code) for b in blocks(page) if b.skip is None)
+    return any(_SPARK.search(b.code) for b in runnable(page))
 
 
 def page_id(page: Path) -> str:
@@ -100,9 +105,7 @@ def run_page(page: Path, workdir: Path, spark: Any = None) -> int:
     before = Path.cwd()
     os.chdir(workdir)
     try:
-        for block in blocks(page):
-            if block.skip is not None:
-                continue
+        for block in runnable(page):
             ran += 1
             if block.commands:
                 _run_commands(block, workdir)

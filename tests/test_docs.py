@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from doc_blocks import MAX_SKIPPED, PAGES, ROOT, blocks, needs_spark, page_id, run_page
+from doc_blocks import MAX_SKIPPED, PAGES, ROOT, blocks, needs_spark, page_id, run_page, runnable
 
-LOCAL = [p for p in PAGES if not needs_spark(p)]
+LOCAL = [p for p in PAGES if runnable(p) and not needs_spark(p)]
 
 
 @pytest.mark.parametrize("page", LOCAL, ids=page_id)
 def test_page_blocks_run(page: Path, tmp_path: Path) -> None:
-    run_page(page, tmp_path)
+    assert run_page(page, tmp_path) > 0
 
 
 def test_the_pages_have_blocks_and_few_are_skipped() -> None:
@@ -65,3 +65,14 @@ def test_the_site_builds_strict_with_every_public_name(tmp_path: Path) -> None:
             n for n in names if f'id="{module}.{n}"' not in html and f'id="{module}.{n}.{n}"' not in html
         ]
         assert names and not missing, (module, missing)
+
+
+def test_skipped_blocks_and_other_shells_do_not_run_but_flinkstate_commands_do(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- docs-test: skip (a reason) -->\n```python\nraise SystemExit\n```\n\n"
+        "```bash\nmake demo\n```\n\n```bash\nflinkstate list /tmp/nothing-here\n```\n"
+    )
+    assert [b.skip for b in blocks(page)] == ["a reason", None]
+    with pytest.raises(AssertionError, match=r"page.md:11: flinkstate list /tmp/nothing-here"):
+        run_page(page, tmp_path)
