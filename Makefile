@@ -11,7 +11,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: help setup demo test test-fast test-flink bench lint typecheck clean
+.PHONY: help setup demo test test-fast test-flink bench docs lint typecheck clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -42,13 +42,16 @@ test-flink: $(STAMP)  ## restore written savepoints in real Flink 2.3 (FLINK_VEN
 bench: $(STAMP)  ## run the benchmarks (JSON lines; BENCH_ARGS="--quick --only P1")
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
+docs: $(STAMP)  ## build the documentation site (docs/, API pages from docstrings) into site/; warnings are errors
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(STAMP)  ## ruff check, format check, and the import contracts (layers; checkpoint/'s face)
-	$(BIN)/ruff check state checkpoint connector cli tests benchmarks examples
-	$(BIN)/ruff format --check state checkpoint connector cli tests benchmarks examples
+	$(BIN)/ruff check state checkpoint connector cli tests benchmarks examples docs/*.py
+	$(BIN)/ruff format --check state checkpoint connector cli tests benchmarks examples docs/*.py
 	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)  ## mypy --strict on the library
 	$(BIN)/mypy state checkpoint connector cli
 
 clean:  ## remove the virtualenv and build output
-	rm -rf $(VENV) build *.egg-info $(shell find state -name "*.so")
+	rm -rf $(VENV) build site *.egg-info $(shell find state -name "*.so")

@@ -96,7 +96,7 @@ def p6_p8(quick: bool) -> Iterator[Result]:
             ratio >= 0.9,
         )
 
-        def load(**options: str) -> Any:  # once per query: Spark 4.3 reuses a pushed-down read (see README)
+        def load(**options: str) -> Any:  # once per query (Spark 4.3: docs/spark/read.md)
             reader = spark.read.format("flinkstate").option("operator", "op").options(**options)
             return reader.option("state", "total").load(savepoint)
 

@@ -22,6 +22,7 @@ from typing import IO, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, nested_options, open_checkpoint
 from flinkstate.state.errors import FlinkStateError, InvalidArgumentError
@@ -178,6 +179,38 @@ def out_console() -> Out:
 def err_console() -> Console:
     """Progress bars and notes (stderr), so stdout stays clean for ``--json``."""
     return Console(stderr=True, highlight=False)
+
+
+ProgressHook = Callable[[int, int], None]
+"""What the library's long calls take as ``progress``: called with ``(done, total)``."""
+
+
+@contextmanager
+def counting_bars(unit: str) -> Iterator[Callable[[str], ProgressHook]]:
+    """Progress bars on stderr, drawn only on a terminal (off one nothing is printed).
+
+    Yields ``bar(description)``, which adds a bar and returns the ``progress(done, total)``
+    hook that drives it (``done`` of ``total`` ``unit``, e.g. files).
+    """
+    console = err_console()
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+
+        def bar(description: str) -> ProgressHook:
+            task = progress.add_task(description, total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            return advance
+
+        yield bar
 
 
 def _debug(ctx: typer.Context | None) -> bool:

@@ -20,6 +20,7 @@ from .common import (
     JsonFlag,
     StorageOptions,
     TargetOptions,
+    counting_bars,
     guarded,
     out_console,
     storage_options,
@@ -88,7 +89,7 @@ def convert(
     """Write a checkpoint or savepoint (ours, or a Flink savepoint read) as a canonical Flink
     savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid.
 
-    What cannot be written (see the README) is refused before any file is written. The
+    What cannot be written (see docs/flink/write.md) is refused before any file is written. The
     source is not changed.
     """
     options = storage_options(storage_option)
@@ -98,10 +99,12 @@ def convert(
     if dry_run:  # written in memory, read back, dropped
         where, where_options = f"memory://flinkstate-convert-dry-run/{uuid.uuid4().hex}", {}
     try:
-        sp = write_savepoint(
-            checkpoint, where, parallelism=parallelism, max_parallelism=max_parallelism,
-            operators=operator, storage=where_options, inline_threshold=inline_threshold,
-        )  # fmt: skip
+        with counting_bars("subtask steps") as bar:
+            sp = write_savepoint(
+                checkpoint, where, parallelism=parallelism, max_parallelism=max_parallelism,
+                operators=operator, storage=where_options, inline_threshold=inline_threshold,
+                progress=bar("encoding, writing" if not dry_run else "encoding, checking"),
+            )  # fmt: skip
         operators = _describe(sp)
     finally:
         if dry_run:

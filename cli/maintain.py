@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
 from rich.console import Group
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from flinkstate.checkpoint import (
@@ -28,7 +26,7 @@ from .common import (
     JsonFlag,
     StorageOptions,
     TargetOptions,
-    err_console,
+    counting_bars,
     guarded,
     load,
     out_console,
@@ -66,16 +64,8 @@ def rescale(
     options = storage_options(storage_option)
     source_checkpoint = load(source, options, checkpoint_id)
     target_options = storage_options(target_option) if target_option else options
-    console = err_console()
-    columns = (
-        TextColumn("rewriting"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("rows"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
-        advance = _bar(progress, "rewrite")
+    with counting_bars("rows") as bar:
+        advance = bar("rewriting")
         result = rewrite_max_parallelism(source_checkpoint, target, max_parallelism, target_options, advance)
     before = {op.uid: op for op in source_checkpoint.manifest.operators}
     operators: list[dict[str, Any]] = [
@@ -106,16 +96,6 @@ def rescale(
     head = Text(f"wrote savepoint {written} from checkpoint {source_checkpoint.checkpoint_id}", style="green")
     columns_out = ["operator", "parallelism", "max parallelism", "keyed rows", "bytes"]
     out_console().print(Group(head, table(None, columns_out, rows, right=("keyed rows", "bytes"))))
-
-
-def _bar(progress: Progress, description: str) -> Callable[[int, int], None]:
-    """A progress hook driving a new bar of ``progress`` (files: ``done`` of ``total``)."""
-    task = progress.add_task(description, total=None)
-
-    def advance(done: int, total: int) -> None:
-        progress.update(task, completed=done, total=total)
-
-    return advance
 
 
 def _size(storage: Storage, path: str) -> int | None:
@@ -196,17 +176,9 @@ def gc(
         raise CheckpointNotFoundError(
             f"no completed checkpoint under {checkpoints.storage!r}: nothing to keep"
         )
-    console = err_console()
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("files"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
-        planned = checkpoints.cleanup(True, grace, force_short_grace, _bar(progress, "scanning"))
-        sizing = _bar(progress, "sizing")
+    with counting_bars("files") as bar:
+        planned = checkpoints.cleanup(True, grace, force_short_grace, bar("scanning"))
+        sizing = bar("sizing")
         sizes: dict[str, int | None] = {}
         sizing(0, len(planned.deleted))
         for path in planned.deleted:
@@ -215,7 +187,7 @@ def gc(
         if dry_run:
             garbage = planned
         else:
-            garbage = checkpoints.cleanup(False, grace, force_short_grace, _bar(progress, "deleting"))
+            garbage = checkpoints.cleanup(False, grace, force_short_grace, bar("deleting"))
     deleted = garbage.deleted
     freed = sum(sizes.get(path) or 0 for path in deleted)
     doc: dict[str, Any] = {

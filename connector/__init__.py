@@ -25,7 +25,7 @@ def register(spark: Any, filter_pushdown: bool = False) -> None:
     ``keys``, ``keyGroups`` and ``subtasks``, which read only what they name. With
     ``filter_pushdown=True``, Spark 4.3 reuses the read planned for a pushed filter in later
     unfiltered scans of the same loaded DataFrame (wrong results; load once per query, see
-    README), so turning it on warns once.
+    docs/spark/read.md), so turning it on warns once.
     """
     global _warned
     spark.dataSource.register(FlinkStateDataSource)

@@ -147,7 +147,7 @@ class Pushdown:
         """Make ``reader.pushFilters`` call :meth:`push`. Spark's guard refuses readers that
         define pushFilters while pushdown is off; ours apply accepted filters exactly and are
         correct without pushdown too, so the method is set per instance, where the guard does
-        not look (see README)."""
+        not look (see docs/spark/read.md)."""
         reader.pushFilters = _PushFilters(self)  # type: ignore[method-assign]
 
 

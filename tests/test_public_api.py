@@ -1,4 +1,4 @@
-"""The documented names import from where README imports them, and carry real types."""
+"""The documented names import from where README and docs/ import them, and carry real types."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ _IMPORT = re.compile(r"^\s*from (flinkstate[\w.]*) import (\([^)]*\)|[^\n]+)", r
 _DOTTED = re.compile(r"`(flinkstate(?:\.\w+)+)")
 
 
-def _readme_imports() -> list[tuple[str, str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def _documented_imports() -> list[tuple[str, str]]:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     pairs = []
     for module, names in _IMPORT.findall(text):
         for name in names.strip("()").replace("\n", " ").split(","):
@@ -30,18 +31,18 @@ def _readme_imports() -> list[tuple[str, str]]:
     return pairs
 
 
-def test_readme_has_imports_to_check() -> None:
-    assert len(_readme_imports()) >= 20
+def test_the_docs_have_imports_to_check() -> None:
+    assert len(_documented_imports()) >= 20
 
 
-@pytest.mark.parametrize(("module", "name"), sorted(set(_readme_imports())))
-def test_every_readme_import_works(module: str, name: str) -> None:
+@pytest.mark.parametrize(("module", "name"), sorted(set(_documented_imports())))
+def test_every_documented_import_works(module: str, name: str) -> None:
     try:
         found = hasattr(importlib.import_module(module), name)
         found = found or importlib.util.find_spec(f"{module}.{name}") is not None  # a subpackage
     except ModuleNotFoundError:  # `flinkstate.checkpoint.writing.rewrite`: a module named in full
         found = importlib.util.find_spec(f"{module}.{name}") is not None
-    assert found, f"README names {name} in {module}"
+    assert found, f"the docs name {name} in {module}"
 
 
 def test_type_checkers_see_the_state_interfaces(tmp_path: Path) -> None:

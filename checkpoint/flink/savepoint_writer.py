@@ -16,7 +16,7 @@ gives it. Everything is encoded before any file is written: what cannot be writt
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,8 +105,11 @@ def _stream(name: str, data: bytes, inline_threshold: int) -> StreamOut:
     return StreamOut(name, len(data), data if len(data) <= inline_threshold else None)
 
 
-def _encode(plan: _Plan, directory: Storage, inline_threshold: int) -> tuple[OperatorOut, dict[str, bytes]]:
-    """The operator's ``_metadata`` entry and the state streams that go to files, by name."""
+def _encode(
+    plan: _Plan, directory: Storage, inline_threshold: int, step: Callable[[], None]
+) -> tuple[OperatorOut, dict[str, bytes]]:
+    """The operator's ``_metadata`` entry and the state streams that go to files, by name;
+    ``step()`` after each subtask."""
     op = plan.op
     hex_id = op.operator_id.hex()
     columns = _columns(plan) if op.key_type is not None else {}
@@ -130,6 +133,7 @@ def _encode(plan: _Plan, directory: Storage, inline_threshold: int) -> tuple[Ope
             operator = OperatorStateOut(tuple(entries), stream)
             files[stream.name] = data
         subtasks.append(SubtaskOut(index, keyed, operator))
+        step()
     out = OperatorOut(op.operator_id, plan.parallelism, plan.max_parallelism, tuple(subtasks))
     inline = {st.name for sub in subtasks for st in sub.streams() if st.inline is not None}
     return out, {name: data for name, data in files.items() if name not in inline}
@@ -144,6 +148,7 @@ def write_savepoint(
     operators: Iterable[str] | None = None,
     storage: Mapping[str, Any] | None = None,
     inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+    progress: Callable[[int, int], None] | None = None,
 ) -> FlinkSavepoint:
     """Write ``source`` (``open_checkpoint(...)``: one of our checkpoints or savepoints, or a
     Flink savepoint read, operators keeping their ids) as a canonical Flink savepoint in the new
@@ -153,7 +158,9 @@ def write_savepoint(
     ``parallelism`` and ``max_parallelism``: one for all operators or a mapping by uid (by id
     for a Flink operator without one; default: the source's); ``storage``: fsspec options of
     ``target``; state streams of at most ``inline_threshold`` bytes go inline into
-    ``_metadata``, larger ones into files beside it.
+    ``_metadata``, larger ones into files beside it. ``progress(done, total)`` is called as
+    the work goes: each subtask counts once when encoded and once when its files are written
+    (``total`` is twice the subtasks of every operator written).
     """
     if not isinstance(source, CompletedCheckpoint | FlinkSavepoint):
         raise UnsupportedFlinkWriteError(
@@ -163,13 +170,27 @@ def write_savepoint(
     directory = Storage(target, storage)
     if directory.exists(METADATA):
         raise CheckpointError(f"{directory!r} already holds a savepoint", code="CHECKPOINT_EXISTS")
-    encoded = [_encode(plan, directory, inline_threshold) for plan in plans]
+    total = 2 * sum(plan.parallelism for plan in plans)
+    done = 0
+
+    def step() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
+    encoded = [_encode(plan, directory, inline_threshold, step) for plan in plans]
     checkpoint_id = (
         source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
     )
     meta = metadata_bytes(checkpoint_id, [op for op, _ in encoded], f"{directory!r}/{METADATA}")
-    for _, files in encoded:
-        for name, data in files.items():
-            directory.write_bytes(name, data)
+    for out, files in encoded:
+        for subtask in out.subtasks:
+            for stream in subtask.streams():
+                if stream.name in files:
+                    directory.write_bytes(stream.name, files[stream.name])
+            step()
     directory.create_exclusive(METADATA, meta)
     return read_savepoint(target, storage)

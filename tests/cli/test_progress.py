@@ -100,3 +100,40 @@ def test_on_a_terminal_gc_and_verify_all_draw_bars(tmp_path: Path) -> None:
     for bar in (f"scanning .* {total}/{total} files", f"sizing .* {deleted}/{deleted} files",
                 f"deleting .* {total}/{total} files"):  # fmt: skip
         assert any(re.search(bar, line) for line in collected.stderr.splitlines()), bar
+
+
+CONVERTED = ["--operator", "counter", "--operator", "source", "-p", "3"]
+
+
+def test_write_savepoint_hook_counts_each_subtask_encoded_then_written(
+    local_job: Job, tmp_path: Path
+) -> None:
+    from flinkstate.checkpoint.flink import write_savepoint
+
+    calls: list[tuple[int, int]] = []
+    written: list[int] = []
+
+    def hook(done: int, total: int) -> None:
+        calls.append((done, total))
+        written.append(sum(1 for p in (tmp_path / "sp").glob("*") if p.is_file()) if done else 0)
+
+    write_savepoint(
+        open_checkpoint(local_job.root), str(tmp_path / "sp"), operators=["counter", "source"],
+        parallelism=3, inline_threshold=0, progress=hook,
+    )  # fmt: skip
+    _monotonic_to(calls, 2 * (3 + 3))
+    assert written[6] == 0, "every subtask is encoded before any file is written"
+    assert written[7] > 0 and written[-1] == len(list((tmp_path / "sp").glob("*"))) - 1  # all but _metadata
+
+
+def test_convert_draws_a_bar_on_a_terminal_and_nothing_off_one(local_job: Job, tmp_path: Path) -> None:
+    plain_target, bar_target = str(tmp_path / "plain"), str(tmp_path / "bar")
+    stdout, stderr = _plain("convert", local_job.root, plain_target, "--to", "flink", *CONVERTED)
+    assert stderr == "" and stdout.startswith(f"wrote Flink savepoint {plain_target} from checkpoint 3\n")
+    assert stdout.splitlines()[1].startswith("operator\toperator id\tparallelism")
+    runner = CliRunner(env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1", "COLUMNS": "120"})
+    for target, label in ((bar_target, "encoding, writing"), (str(tmp_path / "dry"), "encoding, checking")):
+        dry = ["--dry-run"] if label.endswith("checking") else []
+        result = runner.invoke(app, ["convert", local_job.root, target, "--to", "flink", *CONVERTED, *dry])
+        assert result.exit_code == 0, result.stderr
+        assert any(re.search(f"{label} .* 12/12 subtask steps", line) for line in result.stderr.splitlines())

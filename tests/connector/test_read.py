@@ -206,7 +206,7 @@ def test_pushed_filters_then_a_fresh_load(pushdown: Any, checkpoint: str) -> Non
     strict=True,
     reason="Spark 4.3 keeps the read planned for a pushed filter on the loaded relation and "
     "reuses it for later scans of that DataFrame without filters (fixed upstream by keeping "
-    "it per scan); when this passes, the README's warning can go",
+    "it per scan); when this passes, the warning in docs/spark/read.md can go",
 )
 def test_dataframe_reused_unfiltered_after_a_pushed_filter(pushdown: Any, checkpoint: str) -> None:
     df = _load(pushdown, checkpoint, operator="op", state="sum")
