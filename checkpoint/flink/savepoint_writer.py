@@ -159,14 +159,30 @@ def write_savepoint(
         raise UnsupportedFlinkWriteError(
             f"write_savepoint takes a checkpoint or savepoint (open_checkpoint), not {type(source).__name__}"
         )
-    plans = _plan(operators_of(source, operators), parallelism, max_parallelism)
+    checkpoint_id = (
+        source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
+    )
+    return write_operators(operators_of(source, operators), checkpoint_id, target, parallelism=parallelism,
+                           max_parallelism=max_parallelism, storage=storage,
+                           inline_threshold=inline_threshold)  # fmt: skip
+
+
+def write_operators(
+    sources: list[OperatorSource],
+    checkpoint_id: int,
+    target: str,
+    *,
+    parallelism: int | Mapping[str, int] | None = None,
+    max_parallelism: int | Mapping[str, int] | None = None,
+    storage: Mapping[str, Any] | None = None,
+    inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+) -> FlinkSavepoint:
+    """What :func:`write_savepoint` does, from operator sources (e.g. edited ones)."""
+    plans = _plan(sources, parallelism, max_parallelism)
     directory = Storage(target, storage)
     if directory.exists(METADATA):
         raise CheckpointError(f"{directory!r} already holds a savepoint", code="CHECKPOINT_EXISTS")
     encoded = [_encode(plan, directory, inline_threshold) for plan in plans]
-    checkpoint_id = (
-        source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
-    )
     meta = metadata_bytes(checkpoint_id, [op for op, _ in encoded], f"{directory!r}/{METADATA}")
     for _, files in encoded:
         for name, data in files.items():

@@ -1,0 +1,128 @@
+"""A small job's state as a plain-Python model, a savepoint of ours built from it, and what a
+reader finds in a savepoint (ours or Flink's) in the model's terms: the edit tests compare an
+edited savepoint with the model edited by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flinkstate.checkpoint import CompletedCheckpoint, begin_savepoint, merge_keyed
+from flinkstate.checkpoint.flink import FlinkSavepoint
+from flinkstate.state import (
+    HeapKeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    Types,
+    ValueStateDescriptor,
+    assign_to_key_group,
+    compute_key_group_range_for_operator_index,
+)
+from flinkstate.state.operator import OperatorStateBackend
+
+MAX_P = 32
+PARALLELISM = 2
+Model = dict[str, dict[str, dict[Any, Any]]]
+"""uid -> state -> key -> value (a list, a dict); operator states: state -> {"": elements}."""
+
+KEYS = ["a", "b", "hot", "\u00e9t\u00e9", "user-7", "\U0001f600"] + [f"k{i}" for i in range(20)]
+
+
+def model() -> Model:
+    return {
+        "counter": {
+            "count": {k: i * 10 - 3 for i, k in enumerate(KEYS)},
+            "events": {k: [f"e{i}", f"f{i}"] for i, k in enumerate(KEYS[:8])},
+            "totals": {k: {"x": 1.5 * i, "y": -0.0} for i, k in enumerate(KEYS[::3])},
+        },
+        "other": {"seen": {k: True for k in KEYS[:5]}},
+        "source": {"offsets": {"": [11, 12, 13]}},
+    }
+
+
+def build(url: str, options: dict[str, Any] | None = None) -> CompletedCheckpoint:
+    """The model as one of our savepoints at ``url``."""
+    m = model()
+    pending = begin_savepoint(url, options, 7)
+    descriptors = {
+        "count": ValueStateDescriptor("count", Types.LONG()),
+        "events": ListStateDescriptor("events", Types.STRING()),
+        "totals": MapStateDescriptor("totals", Types.STRING(), Types.DOUBLE()),
+        "seen": ValueStateDescriptor("seen", Types.BOOLEAN()),
+    }
+    for uid in ("counter", "other"):
+        for index in range(PARALLELISM):
+            rng = compute_key_group_range_for_operator_index(MAX_P, PARALLELISM, index)
+            backend = HeapKeyedStateBackend(
+                key_type=Types.STRING(), max_parallelism=MAX_P, key_group_range=rng
+            )
+            for name, entries in m[uid].items():
+                desc = descriptors[name]
+                for key, value in entries.items():
+                    if backend.key_group_range.start <= _group(key) <= backend.key_group_range.end:
+                        backend.set_current_key(key)
+                        _put(backend, desc, value)
+            pending.write_subtask(uid, index, PARALLELISM, MAX_P, keyed=backend)
+    for index in range(PARALLELISM):
+        op_backend = OperatorStateBackend()
+        state = op_backend.get_list_state(ListStateDescriptor("offsets", Types.LONG()))
+        state.update(m["source"]["offsets"][""][index::PARALLELISM])
+        pending.write_subtask("source", index, PARALLELISM, MAX_P, operator=op_backend)
+    return pending.commit()
+
+
+def _group(key: str) -> int:
+    return assign_to_key_group(key, MAX_P, Types.STRING())
+
+
+def _put(backend: HeapKeyedStateBackend, desc: Any, value: Any) -> None:
+    if isinstance(desc, ListStateDescriptor):
+        backend.get_list_state(desc).update(value)
+    elif isinstance(desc, MapStateDescriptor):
+        backend.get_map_state(desc).put_all(value)
+    else:
+        backend.get_state(desc).update(value)
+
+
+def dump(cp: CompletedCheckpoint) -> Model:
+    """Every state of ``cp`` in the model's terms."""
+    out: Model = {}
+    for op in cp.manifest.operators:
+        states = out.setdefault(op.uid, {})
+        for meta in op.keyed_states:
+            entries = states.setdefault(meta.name, {})
+            for _kg, tables in cp.read_keyed(op.uid, meta.name):
+                assert op.key_type is not None
+                for e in merge_keyed(tables, meta, op.key_type, False).entries():
+                    entries[e.key] = e.value
+        for subtask in cp.operator_states(op.uid):
+            for data in subtask:
+                states.setdefault(data.name, {}).setdefault("", []).extend(data.elements)
+        for name in states:
+            if "" in states[name]:
+                states[name][""] = sorted(states[name][""])
+    return out
+
+
+def dump_flink(sp: FlinkSavepoint, uids: list[str]) -> Model:
+    """Every state of the operators ``uids`` of a Flink savepoint, in the model's terms."""
+    out: Model = {}
+    for uid in uids:
+        states = out.setdefault(uid, {})
+        op = sp.operator(uid)
+        for s in sp.states():
+            if s.operator_id != op.operator_id:
+                continue
+            table = sp.state(uid, s.name).to_pylist()
+            entries = states.setdefault(s.name, {})
+            for r in sorted(table, key=lambda r: (r.get("subtask", 0), r.get("position", 0))):
+                if "subtask" in r:
+                    entries.setdefault("", []).append(r["value"])
+                elif "position" in r:
+                    entries.setdefault(r["key"], []).append(r["value"])
+                elif "user_key" in r:
+                    entries.setdefault(r["key"], {})[r["user_key"]] = r["value"]
+                else:
+                    entries[r["key"]] = r["value"]
+            if "" in entries:
+                entries[""] = sorted(entries[""])
+    return out
