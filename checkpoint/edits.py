@@ -52,15 +52,16 @@ class KeyedRows:
 
 
 def _table(rows: Any) -> pa.Table:
-    """An Arrow table of a table, a pandas DataFrame or a list of dicts."""
+    """An Arrow table of a table, a pandas DataFrame or a list of dicts (pandas' NaN is the
+    double value NaN, not a missing value: state stores it)."""
     if isinstance(rows, pa.Table):
         return rows
     if isinstance(rows, pa.RecordBatch):
         return pa.Table.from_batches([rows])
     if isinstance(rows, list):
         return pa.Table.from_pylist(rows)
-    if type(rows).__module__.split(".")[0] == "pandas":
-        return pa.Table.from_pandas(rows, preserve_index=False)
+    if type(rows).__module__.split(".")[0] == "pandas":  # NaN stays a double value, None is null
+        return pa.table({str(c): pa.array(rows[c], from_pandas=False) for c in rows.columns})
     raise EditError(
         f"state rows are a pyarrow Table, a pandas DataFrame or a list of dicts, not {type(rows).__name__}",
         code="INVALID_EDIT",

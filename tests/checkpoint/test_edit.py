@@ -1,0 +1,312 @@
+"""Offline edits of our savepoints: the edited savepoint read back equals the model edited by
+hand, the source is untouched, the result is self-contained, and bad edits are refused with
+their codes before anything is written."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from edit_model import KEYS, MAX_P, PARALLELISM, Model, build, dump, model
+
+from flinkstate.checkpoint import (
+    METADATA,
+    CheckpointCorruptError,
+    CheckpointError,
+    CompletedCheckpoint,
+    EditError,
+    SavepointEdits,
+    Storage,
+    edit_checkpoint,
+    open_checkpoint,
+    plan_checkpoint_edits,
+)
+from flinkstate.state import StateTtlConfig, Types, ValueStateDescriptor, assign_to_key_group
+
+Edit = tuple[SavepointEdits, Callable[[Model], None]]
+
+
+def _drop(m: Model, uid: str, state: str) -> None:
+    del m[uid][state]
+
+
+def _rename(m: Model, old: str, new: str) -> None:
+    m[new] = m.pop(old)
+
+
+NEW_COUNTS = pa.table({"key": ["a", "zz", "a", "\U0001f600"], "value": pa.array([1, 2, 3, -4], pa.int64())})
+NEW_EVENTS = pa.table({"key": ["b", "b", "new"], "value": ["x", "y", "z"]})
+NEW_MAP = pa.table({"key": ["a", "a", "c"], "user_key": [1, 2, 1], "value": ["p", "q", None]})
+
+CASES: dict[str, Edit] = {
+    "remove operator": (SavepointEdits().remove_operator("other"), lambda m: m.pop("other")),
+    "rename operator": (
+        SavepointEdits().rename_operator("counter", "counter-v2"),
+        lambda m: _rename(m, "counter", "counter-v2"),
+    ),
+    "swap uids": (
+        SavepointEdits().rename_operator("counter", "other").rename_operator("other", "counter"),
+        lambda m: m.update({"counter": m["other"], "other": m["counter"]}),
+    ),
+    "remove keyed state": (
+        SavepointEdits().remove_state("counter", "events"),
+        lambda m: _drop(m, "counter", "events"),
+    ),
+    "remove operator state": (
+        SavepointEdits().remove_state("source", "offsets"),
+        lambda m: _drop(m, "source", "offsets"),
+    ),
+    "replace value state": (
+        SavepointEdits().set_keyed_state("counter", "count", NEW_COUNTS),
+        lambda m: m["counter"].update(count={"a": 3, "zz": 2, "\U0001f600": -4}),
+    ),
+    "add list state": (
+        SavepointEdits().set_keyed_state("other", "log", NEW_EVENTS, kind="list"),
+        lambda m: m["other"].update(log={"b": ["x", "y"], "new": ["z"]}),
+    ),
+    "add map state": (
+        SavepointEdits().set_keyed_state("counter", "by_id", NEW_MAP, kind="map"),
+        lambda m: m["counter"].update(by_id={"a": {1: "p", 2: "q"}, "c": {1: None}}),
+    ),
+    "max parallelism": (SavepointEdits().with_max_parallelism(64), lambda m: None),
+    "everything": (
+        SavepointEdits()
+        .remove_operator("other")
+        .rename_operator("counter", "cnt")
+        .remove_state("counter", "totals")
+        .set_keyed_state("counter", "count", NEW_COUNTS)
+        .with_max_parallelism(128),
+        lambda m: (
+            m.pop("other"),
+            _drop(m, "counter", "totals"),
+            m["counter"].update(count={"a": 3, "zz": 2, "\U0001f600": -4}),
+            _rename(m, "counter", "cnt"),
+        ),
+    ),
+    "rename and rescale": (
+        SavepointEdits().rename_operator("other", "o2").with_max_parallelism(7),
+        lambda m: _rename(m, "other", "o2"),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
+    return build(str(tmp_path_factory.mktemp("edit") / "source"))
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_edit_read_back_is_the_model_edited(source: CompletedCheckpoint, tmp_path: Path, case: str) -> None:
+    edits, change = CASES[case]
+    before = _files(Path(source.directory.root))
+    out = edit_checkpoint(source, str(tmp_path / "edited"), edits)
+    want = model()
+    change(want)
+    assert dump(out) == want
+    assert dump(open_checkpoint(str(tmp_path / "edited"))) == want
+    assert _files(Path(source.directory.root)) == before, "the source is not changed"
+    for op in out.manifest.operators:  # keys sit in their key groups, subtasks hold their ranges
+        assert op.max_parallelism == (edits.max_parallelism or MAX_P) and op.parallelism == PARALLELISM
+        for st in op.subtasks:
+            for refs in st.keyed.values():
+                for ref in refs:
+                    assert st.key_group_range is not None
+                    assert all(st.key_group_range[0] <= kg <= st.key_group_range[1] for kg in ref.key_groups)
+
+
+def test_edited_savepoint_is_self_contained(source: CompletedCheckpoint, tmp_path: Path) -> None:
+    edits = (
+        SavepointEdits()
+        .rename_operator("counter", "c2")
+        .set_keyed_state("other", "log", NEW_EVENTS, kind="list")
+    )
+    out = edit_checkpoint(source, str(tmp_path / "a"), edits)
+    listed = {f.path for f in out.manifest.files()}
+    assert listed == set(_files(tmp_path / "a")) - {METADATA}, "exactly the referenced files, beside it"
+    assert not out.manifest.incremental
+    (tmp_path / "a").rename(tmp_path / "moved")
+    want = model()
+    _rename(want, "counter", "c2")
+    want["other"]["log"] = {"b": ["x", "y"], "new": ["z"]}
+    assert dump(open_checkpoint(str(tmp_path / "moved"))) == want
+
+
+def test_replaced_state_keeps_its_ttl(tmp_path: Path) -> None:
+    cp = build(str(tmp_path / "src"))
+    ttl = StateTtlConfig.new_builder(datetime.timedelta(hours=1)).build()
+    start = int(time.time() * 1000)
+    once = edit_checkpoint(
+        cp, str(tmp_path / "ttl"), SavepointEdits().set_keyed_state("counter", "fresh", NEW_EVENTS, ttl=ttl)
+    )
+    meta = once.state_meta("counter", "fresh")
+    assert meta.ttl == ttl and meta.value_type == Types.STRING()
+    again = edit_checkpoint(
+        once,
+        str(tmp_path / "ttl2"),
+        SavepointEdits().set_keyed_state("counter", "fresh", NEW_COUNTS, value_type=Types.STRING()),
+    )
+    assert again.state_meta("counter", "fresh").ttl == ttl, "a replaced state keeps its TTL"
+    backend = again.keyed_backend("counter", 0, 1)
+    desc = ValueStateDescriptor("fresh", Types.STRING())
+    desc.enable_time_to_live(ttl)
+    got = {}
+    for key in ("a", "zz", "\U0001f600"):
+        backend.set_current_key(key)
+        got[key] = backend.get_state(desc).value()
+    assert got == {"a": "3", "zz": "2", "\U0001f600": "-4"}, "live: stamped at the edit"
+    assert int(time.time() * 1000) >= start
+
+
+def test_dry_run_plan_lists_changes_and_writes_nothing(source: CompletedCheckpoint, tmp_path: Path) -> None:
+    edits, _ = CASES["everything"]
+    plan = plan_checkpoint_edits(source, edits)
+    got = [(c.action, c.operator, c.state, c.before, c.after) for c in plan.changes]
+    assert got == [
+        ("remove operator", "other", "", "", ""),
+        ("rename operator", "counter", "", "counter", "cnt"),
+        ("remove state", "counter", "totals", "", ""),
+        ("replace state", "counter", "count", "", "4 rows"),
+        ("max parallelism", "counter", "", str(MAX_P), "128"),
+        ("max parallelism", "source", "", str(MAX_P), "128"),
+    ]
+    assert not (tmp_path / "x").exists()
+
+
+BAD: dict[str, tuple[Callable[[], SavepointEdits], str]] = {
+    "unknown operator": (lambda: SavepointEdits().remove_operator("nope"), "UNKNOWN_OPERATOR"),
+    "unknown state": (lambda: SavepointEdits().remove_state("counter", "nope"), "UNKNOWN_STATE"),
+    "rename onto another": (lambda: SavepointEdits().rename_operator("counter", "other"), "UID_COLLISION"),
+    "two onto one": (
+        lambda: SavepointEdits().rename_operator("counter", "x").rename_operator("other", "x"),
+        "UID_COLLISION",
+    ),
+    "rename removed": (
+        lambda: SavepointEdits().remove_operator("other").rename_operator("other", "x"),
+        "EDIT_CONFLICT",
+    ),
+    "set removed state": (
+        lambda: (
+            SavepointEdits().remove_state("counter", "count").set_keyed_state("counter", "count", NEW_COUNTS)
+        ),
+        "EDIT_CONFLICT",
+    ),
+    "state of removed operator": (
+        lambda: SavepointEdits().remove_operator("counter").remove_state("counter", "count"),
+        "EDIT_CONFLICT",
+    ),
+    "other kind": (
+        lambda: SavepointEdits().set_keyed_state("counter", "count", NEW_EVENTS, kind="list"),
+        "EDIT_CONFLICT",
+    ),
+    "max parallelism below parallelism": (
+        lambda: SavepointEdits().with_max_parallelism(1),
+        "INVALID_PARALLELISM",
+    ),
+    "value not of the state's type": (
+        lambda: SavepointEdits().set_keyed_state("counter", "count", NEW_EVENTS),
+        "TYPE_MISMATCH",
+    ),
+    "key of another type": (
+        lambda: SavepointEdits().set_keyed_state(
+            "counter", "n", pa.table({"key": [1], "value": [2]}), key_type=Types.LONG()
+        ),
+        "KEY_TYPE_MISMATCH",
+    ),
+    "null key": (
+        lambda: SavepointEdits().set_keyed_state(
+            "counter", "count", pa.table({"key": ["a", None], "value": [1, 2]})
+        ),
+        "INVALID_KEY",
+    ),
+    "null list element": (
+        lambda: SavepointEdits().set_keyed_state(
+            "counter",
+            "events",
+            pa.table(
+                {"key": ["a"], "value": [None]},
+                schema=pa.schema([("key", pa.string()), ("value", pa.string())]),
+            ),
+        ),
+        "NULL_ELEMENT",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_edits_are_refused_before_anything_is_written(
+    source: CompletedCheckpoint, tmp_path: Path, case: str
+) -> None:
+    make, code = BAD[case]
+    with pytest.raises(CheckpointError) as info:
+        edit_checkpoint(source, str(tmp_path / "out"), make())
+    assert isinstance(info.value, EditError) and info.value.code == code, info.value
+    assert str(info.value).startswith(f"[{code}]")
+    assert not (tmp_path / "out").exists() or not _files(tmp_path / "out")
+
+
+def test_bad_rows_and_names_are_refused() -> None:
+    with pytest.raises(EditError, match=r"^\[INVALID_EDIT\].*no column \['value'\]"):
+        SavepointEdits().set_keyed_state("counter", "x", pa.table({"key": [1]}))
+    with pytest.raises(EditError, match=r"^\[INVALID_EDIT\].*unknown kind"):
+        SavepointEdits().set_keyed_state("counter", "x", [{"key": 1, "value": 2}], kind="bag")
+    with pytest.raises(EditError, match=r"^\[INVALID_EDIT\]"):
+        SavepointEdits().rename_operator("counter", "")
+    with pytest.raises(EditError, match=r"^\[INVALID_EDIT\].*not set"):
+        SavepointEdits().set_keyed_state("counter", "x", {1, 2})
+
+
+def test_rows_from_pandas_and_dicts(source: CompletedCheckpoint, tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"key": ["a", "b"], "value": [1.5, float("nan")]})
+    edits = (
+        SavepointEdits()
+        .set_keyed_state("other", "ratio", frame)
+        .set_keyed_state(
+            "other", "tags", [{"key": "a", "value": "t1"}, {"key": "a", "value": "t2"}], kind="list"
+        )
+    )
+    got = dump(edit_checkpoint(source, str(tmp_path / "p"), edits))["other"]
+    assert got["ratio"]["a"] == 1.5 and got["ratio"]["b"] != got["ratio"]["b"]  # NaN kept
+    assert got["tags"] == {"a": ["t1", "t2"]}
+
+
+def test_target_holding_a_savepoint_is_refused(source: CompletedCheckpoint, tmp_path: Path) -> None:
+    edit_checkpoint(source, str(tmp_path / "t"), SavepointEdits().remove_operator("other"))
+    before = _files(tmp_path / "t")
+    with pytest.raises(CheckpointError, match=r"^\[CHECKPOINT_EXISTS\]"):
+        edit_checkpoint(source, str(tmp_path / "t"), SavepointEdits().remove_operator("counter"))
+    assert _files(tmp_path / "t") == before
+
+
+def test_a_corrupt_source_file_leaves_no_savepoint(tmp_path: Path) -> None:
+    cp = build(str(tmp_path / "src"))
+    victim = cp.manifest.operator("source")
+    assert victim is not None
+    path = tmp_path / "src" / next(iter(victim.subtasks[1].operator.values()))[0].path
+    path.write_bytes(path.read_bytes()[:-3] + b"xyz")
+    with pytest.raises(CheckpointCorruptError):
+        edit_checkpoint(cp, str(tmp_path / "out"), SavepointEdits().rename_operator("counter", "c"))
+    assert not (tmp_path / "out").exists() or not _files(tmp_path / "out"), "what was copied is deleted"
+
+
+def test_edit_of_a_memory_checkpoint(tmp_path: Path) -> None:
+    url = "memory://flinkstate-tests/edit-source"
+    cp = build(url)
+    try:
+        out = edit_checkpoint(
+            cp, "memory://flinkstate-tests/edit-target", SavepointEdits().with_max_parallelism(40)
+        )
+        assert dump(out) == model()
+        groups = {kg for kg, _tables in out.read_keyed("counter", "count")}
+        assert groups == {assign_to_key_group(k, 40, Types.STRING()) for k in KEYS}
+    finally:
+        for where in (url, "memory://flinkstate-tests/edit-target"):
+            Storage(where).delete("")
