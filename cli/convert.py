@@ -115,11 +115,10 @@ def convert(
     if dry_run:  # written in memory, read back, dropped
         where, where_options = f"memory://flinkstate-convert-dry-run/{uuid.uuid4().hex}", {}
     if to is Target.flinkstate:
-        given = [n for n, v in (("--operator", operator), ("--parallelism", parallelism),
-                                ("--max-parallelism", max_parallelism)) if v]  # fmt: skip
+        given = [n for n, v in (("--parallelism", parallelism), ("--max-parallelism", max_parallelism)) if v]
         if given:
             raise InvalidArgumentError(f"{given[0]} applies to --to flink only", code="INVALID_OPTION")
-        _to_ours(checkpoint, target, where, where_options, uid or [], dry_run, as_json)
+        _to_ours(checkpoint, target, (where, where_options), operator, uid or [], dry_run, as_json)
         return
     try:
         sp = write_savepoint(
@@ -158,22 +157,23 @@ def convert(
 def _to_ours(
     checkpoint: CompletedCheckpoint | FlinkSavepoint,
     target: str,
-    where: str,
-    options: dict[str, Any],
+    written_to: tuple[str, dict[str, Any]],
+    operators: list[str] | None,
     uids: list[str],
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """``--to flinkstate``: the Flink savepoint written as ours into ``where`` (``target``, or
-    memory for a dry run), with a line per operator."""
+    """``--to flinkstate``: the Flink savepoint written as ours into ``written_to`` (``target``
+    and its options, or memory for a dry run), with a line per operator."""
+    where, options = written_to
     if not isinstance(checkpoint, FlinkSavepoint):
         raise CheckpointError(
             "--to flinkstate converts a Flink savepoint; this is a flinkstate checkpoint already",
             code="UNSUPPORTED_FORMAT",
         )
     try:
-        ours = import_savepoint(checkpoint, where, options, uids)
-        operators: list[dict[str, Any]] = [
+        ours = import_savepoint(checkpoint, where, options, uids, operators)
+        written: list[dict[str, Any]] = [
             {"uid": op.uid, "parallelism": op.parallelism, "max_parallelism": op.max_parallelism,
              "states": sorted({*(m.name for m in op.keyed_states), *(i.name for i in op.operator_states)}),
              "bytes": sum(f.size for st in op.subtasks for f in st.files())}
@@ -184,13 +184,13 @@ def _to_ours(
             Storage(where, options).delete("")
     source_id = checkpoint.meta.checkpoint_id
     doc = {"source_checkpoint_id": source_id, "target": target, "to": "flinkstate", "dry_run": dry_run,
-           "operators": operators}  # fmt: skip
+           "operators": written}  # fmt: skip
     if as_json:
         typer.echo(to_json(doc))
         return
     rows = [
         [o["uid"], o["parallelism"], o["max_parallelism"], ", ".join(o["states"]), human_bytes(o["bytes"])]
-        for o in operators
+        for o in written
     ]
     verb = "would write" if dry_run else "wrote"
     head = Text(f"{verb} savepoint {target} from Flink checkpoint {source_id}", style="green")

@@ -85,7 +85,9 @@ def _layout(op: FlinkOperator, name: str) -> OperatorLayout:
 
 
 def _refs(edits: SavepointEdits) -> list[str]:
-    return [*edits.removed_operators, *(r for r, _ in edits.renamed_operators),
+    """Every uid the edits name, rename targets included (one that hashes to another
+    operator's id is that operator's uid: the rename collides)."""
+    return [*edits.removed_operators, *(u for pair in edits.renamed_operators for u in pair),
             *(r for r, _ in edits.removed_states), *(r.uid for r in edits.set_states)]  # fmt: skip
 
 
@@ -120,9 +122,25 @@ def _resolved(source: FlinkSavepoint, edits: SavepointEdits, names: Mapping[str,
 def _planned(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[dict[str, FlinkOperator], EditPlan]:
     """The source's operators by plan name, and the plan."""
     names = _names(source, edits)
-    operators = {names[m.operator_id]: FlinkOperator(source, m) for m in source.operators}
-    layouts = [_layout(op, name) for name, op in operators.items()]
-    return operators, plan_edits(layouts, _resolved(source, edits, names))
+    resolved = _resolved(source, edits, names)
+    removed = set(resolved.removed_operators)
+    operators, layouts = {}, []
+    for meta in source.operators:
+        name = names[meta.operator_id]
+        if name in removed:  # never read: an operator the writer could not write can go
+            layouts.append(OperatorLayout(name, frozenset({name}), meta.parallelism, meta.max_parallelism,
+                                          {}, frozenset(), None))  # fmt: skip
+            continue
+        operators[name] = FlinkOperator(source, meta)
+        layouts.append(_layout(operators[name], name))
+    return operators, plan_edits(layouts, resolved)
+
+
+def _holds_state(plan: OperatorPlan) -> bool:
+    """Whether the edited operator holds any state (one without is not written, as
+    :func:`.savepoint_writer.write_savepoint` writes none)."""
+    keyed = set(plan.source.keyed_states) - plan.removed_keyed
+    return bool(keyed or plan.set_states or plan.source.operator_states - plan.removed_operator)
 
 
 def plan_savepoint_edits(source: FlinkSavepoint, edits: SavepointEdits) -> EditPlan:
@@ -147,6 +165,8 @@ def edit_savepoint(
             code="UNSUPPORTED_FORMAT",
         )
     operators, plan = _planned(source, edits)
-    edited: list[OperatorSource] = [EditedOperator(operators[p.source.name], p) for p in plan.operators]
+    edited: list[OperatorSource] = [
+        EditedOperator(operators[p.source.name], p) for p in plan.operators if _holds_state(p)
+    ]
     return write_operators(edited, source.meta.checkpoint_id, target, max_parallelism=plan.max_parallelism,
                            storage=storage, inline_threshold=inline_threshold)  # fmt: skip
