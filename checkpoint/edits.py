@@ -215,6 +215,15 @@ def _completed(rows: KeyedRows, op: OperatorLayout) -> KeyedRows:
     )
 
 
+def _max_parallelism_change(op: OperatorLayout, max_p: int) -> list[Change]:
+    if max_p < op.parallelism:
+        raise EditError(f"max parallelism {max_p} is smaller than operator {op.name!r}'s parallelism "
+                        f"{op.parallelism}", code="INVALID_PARALLELISM")  # fmt: skip
+    if max_p == op.max_parallelism:
+        return []
+    return [Change("max parallelism", op.name, "", str(op.max_parallelism), str(max_p))]
+
+
 def plan_edits(layouts: list[OperatorLayout], edits: SavepointEdits) -> EditPlan:
     """The edits checked against the source's operators, with the list of changes."""
     changes: list[Change] = []
@@ -261,14 +270,9 @@ def plan_edits(layouts: list[OperatorLayout], edits: SavepointEdits) -> EditPlan
         changes.append(Change(verb, op.name, rows.name, "", f"{rows.table.num_rows} rows"))
     kept = [op for op in layouts if op.name not in removed]
     max_p = edits.max_parallelism
-    for op in kept:
-        if max_p is None:
-            break
-        if max_p < op.parallelism:
-            raise EditError(f"max parallelism {max_p} is smaller than operator {op.name!r}'s parallelism "
-                            f"{op.parallelism}", code="INVALID_PARALLELISM")  # fmt: skip
-        if max_p != op.max_parallelism:
-            changes.append(Change("max parallelism", op.name, "", str(op.max_parallelism), str(max_p)))
+    if max_p is not None:
+        for op in kept:
+            changes += _max_parallelism_change(op, max_p)
     plans = tuple(
         OperatorPlan(
             op, renames.get(op.name, op.name),

@@ -169,11 +169,12 @@ def _write(source: CompletedCheckpoint, plan: EditPlan, directory: Storage) -> C
         base = replace(source.manifest, operators=())
         manifest = derive_manifest(base, checkpoint_id, "savepoint", entries,
                                    {EDITED_PROPERTY: str(checkpoint_id)})  # fmt: skip
-        publish_manifest(directory, manifest, written)
     except BaseException:
         for name in written:
             directory.delete(name)
         raise
+    # a publish whose outcome is unknown keeps the files (its manifest may still land)
+    publish_manifest(directory, manifest, written)
     return CompletedCheckpoint(directory, manifest, source.allow_pickle)
 
 
