@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import datetime
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from edit_model import KEYS, MAX_P, PARALLELISM, Model, build, dump, model
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flinkstate.checkpoint import (
     METADATA,
@@ -115,11 +118,13 @@ def test_edit_read_back_is_the_model_edited(source: CompletedCheckpoint, tmp_pat
     assert _files(Path(source.directory.root)) == before, "the source is not changed"
     for op in out.manifest.operators:  # keys sit in their key groups, subtasks hold their ranges
         assert op.max_parallelism == (edits.max_parallelism or MAX_P) and op.parallelism == PARALLELISM
-        for st in op.subtasks:
-            for refs in st.keyed.values():
+        for sub in op.subtasks:
+            for refs in sub.keyed.values():
                 for ref in refs:
-                    assert st.key_group_range is not None
-                    assert all(st.key_group_range[0] <= kg <= st.key_group_range[1] for kg in ref.key_groups)
+                    assert sub.key_group_range is not None
+                    assert all(
+                        sub.key_group_range[0] <= kg <= sub.key_group_range[1] for kg in ref.key_groups
+                    )
 
 
 def test_edited_savepoint_is_self_contained(source: CompletedCheckpoint, tmp_path: Path) -> None:
@@ -310,3 +315,57 @@ def test_edit_of_a_memory_checkpoint(tmp_path: Path) -> None:
     finally:
         for where in (url, "memory://flinkstate-tests/edit-target"):
             Storage(where).delete("")
+
+
+@st.composite
+def _random_edits(draw: st.DrawFn) -> tuple[SavepointEdits, Model]:
+    """Random edits of the model's savepoint, with the model edited by hand."""
+    want = model()
+    edits = SavepointEdits()
+    uids = sorted(want)
+    removed = draw(st.lists(st.sampled_from(uids), unique=True, max_size=2))
+    for uid in removed:
+        edits = edits.remove_operator(uid)
+    kept = [u for u in uids if u not in removed]
+    for uid in kept:
+        for state in sorted(want[uid]):
+            if draw(st.booleans()):
+                edits = edits.remove_state(uid, state)
+                del want[uid][state]
+    keyed = [u for u in kept if u != "source"]
+    if keyed and draw(st.booleans()):
+        uid = draw(st.sampled_from(keyed))
+        pairs = draw(
+            st.lists(st.tuples(st.sampled_from(KEYS[:6]), st.integers(-(2**63), 2**63 - 1)), max_size=5)
+        )
+        table = pa.table({"key": pa.array([k for k, _ in pairs], pa.string()),
+                          "value": pa.array([v for _, v in pairs], pa.int64())})  # fmt: skip
+        edits = edits.set_keyed_state(uid, "fresh", table)
+        want[uid]["fresh"] = dict(pairs)
+    new_names = draw(st.permutations(kept))  # renames among the kept uids, swaps included
+    renames = {
+        old: f"{new}-r" if draw(st.booleans()) else new for old, new in zip(kept, new_names, strict=True)
+    }
+    for old, new in renames.items():
+        if old != new:
+            edits = edits.rename_operator(old, new)
+    want = {renames.get(uid, uid): states for uid, states in want.items() if uid in kept}
+    max_p = draw(st.sampled_from([None, PARALLELISM, 16, MAX_P, 100]))
+    if max_p is not None:
+        edits = edits.with_max_parallelism(max_p)
+    return edits, want
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_random_edits())
+def test_random_edits_match_the_model(
+    source: CompletedCheckpoint, case: tuple[SavepointEdits, Model]
+) -> None:
+    edits, want = case
+    target = f"memory://flinkstate-tests/edit-{uuid.uuid4().hex}"
+    try:
+        out = edit_checkpoint(source, target, edits)
+        assert dump(out) == want
+        assert {op.max_parallelism for op in out.manifest.operators} <= {edits.max_parallelism or MAX_P}
+    finally:
+        Storage(target).delete("")
