@@ -4,9 +4,12 @@ edited savepoint with the model edited by hand."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from flinkstate.checkpoint import CompletedCheckpoint, begin_savepoint, merge_keyed
+import pyarrow as pa
+
+from flinkstate.checkpoint import CompletedCheckpoint, SavepointEdits, begin_savepoint, merge_keyed
 from flinkstate.checkpoint.flink import FlinkSavepoint
 from flinkstate.state import (
     HeapKeyedStateBackend,
@@ -126,3 +129,71 @@ def dump_flink(sp: FlinkSavepoint, uids: list[str]) -> Model:
             if "" in entries:
                 entries[""] = sorted(entries[""])
     return out
+
+
+Edit = tuple[SavepointEdits, Callable[[Model], None]]
+"""Edits, and the same change made to the model by hand."""
+
+
+def drop(m: Model, uid: str, state: str) -> None:
+    del m[uid][state]
+
+
+def rename(m: Model, old: str, new: str) -> None:
+    m[new] = m.pop(old)
+
+
+NEW_COUNTS = pa.table({"key": ["a", "zz", "a", "\U0001f600"], "value": pa.array([1, 2, 3, -4], pa.int64())})
+NEW_EVENTS = pa.table({"key": ["b", "b", "new"], "value": ["x", "y", "z"]})
+NEW_MAP = pa.table({"key": ["a", "a", "c"], "user_key": [1, 2, 1], "value": ["p", "q", None]})
+
+CASES: dict[str, Edit] = {
+    "remove operator": (SavepointEdits().remove_operator("other"), lambda m: m.pop("other")),
+    "rename operator": (
+        SavepointEdits().rename_operator("counter", "counter-v2"),
+        lambda m: rename(m, "counter", "counter-v2"),
+    ),
+    "swap uids": (
+        SavepointEdits().rename_operator("counter", "other").rename_operator("other", "counter"),
+        lambda m: m.update({"counter": m["other"], "other": m["counter"]}),
+    ),
+    "remove keyed state": (
+        SavepointEdits().remove_state("counter", "events"),
+        lambda m: drop(m, "counter", "events"),
+    ),
+    "remove operator state": (
+        SavepointEdits().remove_state("source", "offsets"),
+        lambda m: drop(m, "source", "offsets"),
+    ),
+    "replace value state": (
+        SavepointEdits().set_keyed_state("counter", "count", NEW_COUNTS),
+        lambda m: m["counter"].update(count={"a": 3, "zz": 2, "\U0001f600": -4}),
+    ),
+    "add list state": (
+        SavepointEdits().set_keyed_state("other", "log", NEW_EVENTS, kind="list"),
+        lambda m: m["other"].update(log={"b": ["x", "y"], "new": ["z"]}),
+    ),
+    "add map state": (
+        SavepointEdits().set_keyed_state("counter", "by_id", NEW_MAP, kind="map"),
+        lambda m: m["counter"].update(by_id={"a": {1: "p", 2: "q"}, "c": {1: None}}),
+    ),
+    "max parallelism": (SavepointEdits().with_max_parallelism(64), lambda m: None),
+    "everything": (
+        SavepointEdits()
+        .remove_operator("other")
+        .rename_operator("counter", "cnt")
+        .remove_state("counter", "totals")
+        .set_keyed_state("counter", "count", NEW_COUNTS)
+        .with_max_parallelism(128),
+        lambda m: (
+            m.pop("other"),
+            drop(m, "counter", "totals"),
+            m["counter"].update(count={"a": 3, "zz": 2, "\U0001f600": -4}),
+            rename(m, "counter", "cnt"),
+        ),
+    ),
+    "rename and rescale": (
+        SavepointEdits().rename_operator("other", "o2").with_max_parallelism(7),
+        lambda m: rename(m, "other", "o2"),
+    ),
+}

@@ -12,7 +12,19 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from edit_model import KEYS, MAX_P, PARALLELISM, Model, build, dump, model
+from edit_model import (
+    CASES,
+    KEYS,
+    MAX_P,
+    NEW_COUNTS,
+    NEW_EVENTS,
+    PARALLELISM,
+    Model,
+    build,
+    dump,
+    model,
+    rename,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,72 +41,6 @@ from flinkstate.checkpoint import (
     plan_checkpoint_edits,
 )
 from flinkstate.state import StateTtlConfig, Types, ValueStateDescriptor, assign_to_key_group
-
-Edit = tuple[SavepointEdits, Callable[[Model], None]]
-
-
-def _drop(m: Model, uid: str, state: str) -> None:
-    del m[uid][state]
-
-
-def _rename(m: Model, old: str, new: str) -> None:
-    m[new] = m.pop(old)
-
-
-NEW_COUNTS = pa.table({"key": ["a", "zz", "a", "\U0001f600"], "value": pa.array([1, 2, 3, -4], pa.int64())})
-NEW_EVENTS = pa.table({"key": ["b", "b", "new"], "value": ["x", "y", "z"]})
-NEW_MAP = pa.table({"key": ["a", "a", "c"], "user_key": [1, 2, 1], "value": ["p", "q", None]})
-
-CASES: dict[str, Edit] = {
-    "remove operator": (SavepointEdits().remove_operator("other"), lambda m: m.pop("other")),
-    "rename operator": (
-        SavepointEdits().rename_operator("counter", "counter-v2"),
-        lambda m: _rename(m, "counter", "counter-v2"),
-    ),
-    "swap uids": (
-        SavepointEdits().rename_operator("counter", "other").rename_operator("other", "counter"),
-        lambda m: m.update({"counter": m["other"], "other": m["counter"]}),
-    ),
-    "remove keyed state": (
-        SavepointEdits().remove_state("counter", "events"),
-        lambda m: _drop(m, "counter", "events"),
-    ),
-    "remove operator state": (
-        SavepointEdits().remove_state("source", "offsets"),
-        lambda m: _drop(m, "source", "offsets"),
-    ),
-    "replace value state": (
-        SavepointEdits().set_keyed_state("counter", "count", NEW_COUNTS),
-        lambda m: m["counter"].update(count={"a": 3, "zz": 2, "\U0001f600": -4}),
-    ),
-    "add list state": (
-        SavepointEdits().set_keyed_state("other", "log", NEW_EVENTS, kind="list"),
-        lambda m: m["other"].update(log={"b": ["x", "y"], "new": ["z"]}),
-    ),
-    "add map state": (
-        SavepointEdits().set_keyed_state("counter", "by_id", NEW_MAP, kind="map"),
-        lambda m: m["counter"].update(by_id={"a": {1: "p", 2: "q"}, "c": {1: None}}),
-    ),
-    "max parallelism": (SavepointEdits().with_max_parallelism(64), lambda m: None),
-    "everything": (
-        SavepointEdits()
-        .remove_operator("other")
-        .rename_operator("counter", "cnt")
-        .remove_state("counter", "totals")
-        .set_keyed_state("counter", "count", NEW_COUNTS)
-        .with_max_parallelism(128),
-        lambda m: (
-            m.pop("other"),
-            _drop(m, "counter", "totals"),
-            m["counter"].update(count={"a": 3, "zz": 2, "\U0001f600": -4}),
-            _rename(m, "counter", "cnt"),
-        ),
-    ),
-    "rename and rescale": (
-        SavepointEdits().rename_operator("other", "o2").with_max_parallelism(7),
-        lambda m: _rename(m, "other", "o2"),
-    ),
-}
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +85,7 @@ def test_edited_savepoint_is_self_contained(source: CompletedCheckpoint, tmp_pat
     assert not out.manifest.incremental
     (tmp_path / "a").rename(tmp_path / "moved")
     want = model()
-    _rename(want, "counter", "c2")
+    rename(want, "counter", "c2")
     want["other"]["log"] = {"b": ["x", "y"], "new": ["z"]}
     assert dump(open_checkpoint(str(tmp_path / "moved"))) == want
 

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from edit_model import Model, build, dump, dump_flink, model
-from test_edit import CASES
+from edit_model import CASES, Model, build, dump, dump_flink, model
 
 from flinkstate.checkpoint import (
     CheckpointError,
