@@ -38,7 +38,8 @@ def import_savepoint(
     Operators keep their uids; one whose metadata records only its id (the uid's hash, as in
     metadata version 3) is named by the uid in ``uids`` that hashes to it, else by its hex id.
     ``operators``: those to convert (uids, ids or names; default: all with state).
-    Timers and raw state cannot be converted yet: ``[FLINK_UNSUPPORTED]`` naming the operator.
+    Timers, raw state and TTL states cannot be converted yet: ``[FLINK_UNSUPPORTED]`` naming
+    the operator (and state), before any file is written.
     """
     by_hash = {operator_id_hex(uid): uid for uid in uids}
     chosen = list(source.operators) if operators is None else [source.operator(r) for r in operators]
@@ -51,6 +52,11 @@ def import_savepoint(
             header = source.keyed_header(op.operator_id)
             if header is not None and any(s.is_timer for s in header.states):
                 raise UnsupportedFlinkWriteError(f"operator {name!r}: timers cannot be converted yet")
+            for ttl in (s for s in header.states if s.ttl) if header is not None else ():
+                raise UnsupportedFlinkWriteError(
+                    f"operator {name!r}, state {ttl.name!r}: a TTL state cannot be converted yet (its TTL "
+                    "is the restoring job's, not in the savepoint); remove it first (edit --remove-state)"
+                )
             p, max_p = op.parallelism, op.max_parallelism
             written = operator_states(source, op.operator_id)
             for index in range(p):

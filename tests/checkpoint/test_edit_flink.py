@@ -6,6 +6,7 @@ the same state; bad edits are refused with their codes before any file is writte
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from flinkstate.checkpoint.flink import (
     read_savepoint,
     write_savepoint,
 )
+from flinkstate.state import StateTtlConfig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 
@@ -151,3 +153,22 @@ def test_each_edit_function_takes_its_own_format(
     with pytest.raises(CheckpointError, match=r"^\[UNSUPPORTED_FORMAT\]"):
         edit_savepoint(ours, str(tmp_path / "b"), edits)  # type: ignore[arg-type]
     assert isinstance(open_checkpoint(flink.directory), FlinkSavepoint)
+
+
+def test_a_ttl_state_is_refused_by_the_conversion(flink: FlinkSavepoint, tmp_path: Path) -> None:
+    """A Flink TTL state holds no TTL duration of ours: refused, naming it, until removed."""
+    ttl = StateTtlConfig.new_builder(timedelta(hours=1)).build()
+    rows = [{"key": "a", "value": 1}]
+    with_ttl = edit_savepoint(
+        flink, str(tmp_path / "ttl"), SavepointEdits().set_keyed_state("other", "t", rows, ttl=ttl)
+    )
+    with pytest.raises(
+        UnsupportedFlinkWriteError, match=r"^\[FLINK_UNSUPPORTED\] operator 'other', state 't'"
+    ):
+        import_savepoint(with_ttl, str(tmp_path / "ours"), uids=["other"])
+    assert not (tmp_path / "ours" / "_metadata").exists()
+    removed = edit_savepoint(with_ttl, str(tmp_path / "without"), SavepointEdits().remove_state("other", "t"))
+    assert (
+        dump(import_savepoint(removed, str(tmp_path / "ours2"), uids=["counter", "other", "source"]))
+        == model()
+    )
