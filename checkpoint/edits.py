@@ -3,7 +3,8 @@ both formats apply (:mod:`.writing.edit` to ours, :mod:`.flink.edit` to Flink's)
 
 :class:`SavepointEdits` is a frozen value built step by step (each method returns a new
 one): remove an operator, change an operator's uid, remove a state, add or replace a keyed
-state from rows (:class:`KeyedRows`), change the max parallelism. Every edit names
+state from rows (:class:`KeyedRows`) of an operator or of a new one, change the max
+parallelism. Every edit names
 operators by their uid in the source (a Flink operator also by id or name); renames apply
 last. :func:`plan_edits` checks the edits against the source's operators before anything
 is read or written (``[UNKNOWN_OPERATOR]``, ``[UNKNOWN_STATE]``, ``[UID_COLLISION]``,
@@ -21,7 +22,10 @@ import pyarrow as pa
 
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateColumns
-from flinkstate.state.keygroups.assignment import check_max_parallelism
+from flinkstate.state.keygroups.assignment import (
+    check_max_parallelism,
+    compute_key_group_range_for_operator_index,
+)
 from flinkstate.state.keygroups.hashing import key_group_assigner
 from flinkstate.state.ttl import StateTtlConfig
 from flinkstate.state.types.mapping import TypeInformation, to_type_info
@@ -73,6 +77,7 @@ class SavepointEdits:
     """What to change; build with the methods (each returns a new value)."""
 
     removed_operators: tuple[str, ...] = ()
+    added_operators: tuple[tuple[str, int, int], ...] = ()
     renamed_operators: tuple[tuple[str, str], ...] = ()
     removed_states: tuple[tuple[str, str], ...] = ()
     set_states: tuple[KeyedRows, ...] = ()
@@ -80,6 +85,14 @@ class SavepointEdits:
 
     def remove_operator(self, uid: str) -> SavepointEdits:
         return replace(self, removed_operators=(*self.removed_operators, uid))
+
+    def add_operator(self, uid: str, parallelism: int = 1, max_parallelism: int = 128) -> SavepointEdits:
+        """A new operator (Flink's ``withOperator`` of a new uid), to set keyed states on."""
+        if not isinstance(uid, str) or not uid:
+            raise EditError(f"a uid is a non-empty str, got {uid!r}", code="INVALID_EDIT")
+        check_max_parallelism(max_parallelism)
+        compute_key_group_range_for_operator_index(max_parallelism, parallelism, 0)  # checks the parallelism
+        return replace(self, added_operators=(*self.added_operators, (uid, parallelism, max_parallelism)))
 
     def rename_operator(self, uid: str, new_uid: str) -> SavepointEdits:
         """Change an operator's uid (Flink's ``changeOperatorIdentifier``: its OperatorID is
@@ -224,9 +237,26 @@ def _max_parallelism_change(op: OperatorLayout, max_p: int) -> list[Change]:
     return [Change("max parallelism", op.name, "", str(op.max_parallelism), str(max_p))]
 
 
+def _added(layouts: list[OperatorLayout], edits: SavepointEdits) -> list[OperatorLayout]:
+    """The layouts of the operators ``edits`` add (each needs a state set on it)."""
+    out: list[OperatorLayout] = []
+    for uid, p, max_p in edits.added_operators:
+        if any(uid in op.refs for op in (*layouts, *out)):
+            raise EditError(f"operator {uid!r} is added but exists already", code="UID_COLLISION")
+        if not any(r.uid == uid for r in edits.set_states):
+            raise EditError(
+                f"operator {uid!r} is added without state: set a state on it", code="INVALID_EDIT"
+            )
+        out.append(OperatorLayout(uid, frozenset({uid}), p, max_p, {}, frozenset(), None))
+    return out
+
+
 def plan_edits(layouts: list[OperatorLayout], edits: SavepointEdits) -> EditPlan:
     """The edits checked against the source's operators, with the list of changes."""
     changes: list[Change] = []
+    layouts = layouts + _added(layouts, edits)
+    changes += [Change("add operator", uid, "", "", f"parallelism {p}, max parallelism {m}")
+                for uid, p, m in edits.added_operators]  # fmt: skip
     removed = {_resolve(layouts, ref).name for ref in edits.removed_operators}
     changes += [Change("remove operator", name) for name in sorted(removed)]
     renames: dict[str, str] = {}

@@ -76,6 +76,21 @@ class EditedOperator(OperatorSource):
         return [[d for d in sub if d.name not in gone] for sub in self.inner.operator_states()]
 
 
+class NewOperator(OperatorSource):
+    """An operator an edit adds: no state until the edit sets some."""
+
+    def __init__(self, layout: OperatorLayout) -> None:
+        self.name, self.operator_id = layout.name, operator_id(layout.name)
+        self.parallelism, self.max_parallelism = layout.parallelism, layout.max_parallelism
+        self.key_type, self.states = None, ()
+
+    def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
+        return iter(())
+
+    def operator_states(self) -> list[list[OperatorStateData]]:
+        return [[] for _ in range(self.parallelism)]
+
+
 def _layout(op: FlinkOperator, name: str) -> OperatorLayout:
     keyed = {
         s.name: (StateKind[s.kind], s.value, s.user_key, FLINK_TTL if s.ttl else None) for s in op.states
@@ -88,6 +103,7 @@ def _refs(edits: SavepointEdits) -> list[str]:
     """Every uid the edits name, rename targets included (one that hashes to another
     operator's id is that operator's uid: the rename collides)."""
     return [*edits.removed_operators, *(u for pair in edits.renamed_operators for u in pair),
+            *(uid for uid, _, _ in edits.added_operators),
             *(r for r, _ in edits.removed_states), *(r.uid for r in edits.set_states)]  # fmt: skip
 
 
@@ -119,20 +135,21 @@ def _resolved(source: FlinkSavepoint, edits: SavepointEdits, names: Mapping[str,
     )
 
 
-def _planned(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[dict[str, FlinkOperator], EditPlan]:
+def _planned(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[dict[str, OperatorSource], EditPlan]:
     """The source's operators by plan name, and the plan."""
     names = _names(source, edits)
     resolved = _resolved(source, edits, names)
     removed = set(resolved.removed_operators)
-    operators, layouts = {}, []
+    operators: dict[str, OperatorSource] = {}
+    layouts = []
     for meta in source.operators:
         name = names[meta.operator_id]
         if name in removed:  # never read: an operator the writer could not write can go
             layouts.append(OperatorLayout(name, frozenset({name}), meta.parallelism, meta.max_parallelism,
                                           {}, frozenset(), None))  # fmt: skip
             continue
-        operators[name] = FlinkOperator(source, meta)
-        layouts.append(_layout(operators[name], name))
+        flink = operators[name] = FlinkOperator(source, meta)
+        layouts.append(_layout(flink, name))
     return operators, plan_edits(layouts, resolved)
 
 
@@ -166,7 +183,9 @@ def edit_savepoint(
         )
     operators, plan = _planned(source, edits)
     edited: list[OperatorSource] = [
-        EditedOperator(operators[p.source.name], p) for p in plan.operators if _holds_state(p)
+        EditedOperator(operators.get(p.source.name) or NewOperator(p.source), p)
+        for p in plan.operators
+        if _holds_state(p)
     ]
     return write_operators(edited, source.meta.checkpoint_id, target, max_parallelism=plan.max_parallelism,
                            storage=storage, inline_threshold=inline_threshold)  # fmt: skip

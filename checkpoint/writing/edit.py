@@ -66,6 +66,15 @@ def plan_checkpoint_edits(source: CompletedCheckpoint, edits: SavepointEdits) ->
     return plan_edits(layouts(source), edits)
 
 
+def _entry(source: CompletedCheckpoint, plan: OperatorPlan) -> OperatorEntry:
+    """The source's operator the plan edits; an added one: new and empty."""
+    layout = plan.source
+    found = source.manifest.operator(layout.name)
+    return (
+        found if found is not None else OperatorEntry(layout.name, layout.parallelism, layout.max_parallelism)
+    )
+
+
 def _without(files: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
     return {name: refs for name, refs in files.items() if name not in names}
 
@@ -163,7 +172,7 @@ def _write(source: CompletedCheckpoint, plan: EditPlan, directory: Storage) -> C
     try:
         entries = []
         for op_plan in plan.operators:
-            op = _edited_entry(source.operator(op_plan.source.name), op_plan)
+            op = _edited_entry(_entry(source, op_plan), op_plan)
             op = replace(op, subtasks=tuple(copier.subtask(st) for st in op.subtasks))
             entries.append(_set_states(op, op_plan.set_states, directory, checkpoint_id, written))
         base = replace(source.manifest, operators=())
@@ -201,7 +210,7 @@ def edit_checkpoint(
     if max_p is None or all(op.source.max_parallelism == max_p for op in plan.operators):
         return _write(source, plan, directory)
     if not any(op.set_states for op in plan.operators):  # rewrite straight from the edited view
-        ops = tuple(_edited_entry(source.operator(op.source.name), op) for op in plan.operators)
+        ops = tuple(_edited_entry(_entry(source, op), op) for op in plan.operators)
         view = CompletedCheckpoint(
             source.directory, replace(source.manifest, operators=ops), source.allow_pickle
         )

@@ -177,6 +177,15 @@ CASES: dict[str, Edit] = {
         SavepointEdits().set_keyed_state("counter", "by_id", NEW_MAP, kind="map"),
         lambda m: m["counter"].update(by_id={"a": {1: "p", 2: "q"}, "c": {1: None}}),
     ),
+    "add operator": (
+        SavepointEdits()
+        .add_operator("new-op", PARALLELISM, MAX_P)
+        .set_keyed_state("new-op", "s", NEW_EVENTS, kind="list")
+        .set_keyed_state("new-op", "n", NEW_COUNTS),
+        lambda m: m.update(
+            {"new-op": {"s": {"b": ["x", "y"], "new": ["z"]}, "n": {"a": 3, "zz": 2, "\U0001f600": -4}}}
+        ),
+    ),
     "max parallelism": (SavepointEdits().with_max_parallelism(64), lambda m: None),
     "everything": (
         SavepointEdits()

@@ -128,6 +128,11 @@ def test_dry_run_plan_lists_changes_and_writes_nothing(source: CompletedCheckpoi
         ("max parallelism", "counter", "", str(MAX_P), "128"),
         ("max parallelism", "source", "", str(MAX_P), "128"),
     ]
+    added = plan_checkpoint_edits(source, CASES["add operator"][0]).changes
+    assert [(c.action, c.operator, c.after) for c in added][:2] == [
+        ("add operator", "new-op", f"parallelism {PARALLELISM}, max parallelism {MAX_P}"),
+        ("add state", "new-op", "3 rows"),
+    ]
     assert not (tmp_path / "x").exists()
 
 
@@ -139,6 +144,11 @@ BAD: dict[str, tuple[Callable[[], SavepointEdits], str]] = {
         lambda: SavepointEdits().rename_operator("counter", "x").rename_operator("other", "x"),
         "UID_COLLISION",
     ),
+    "add an existing operator": (
+        lambda: SavepointEdits().add_operator("counter").set_keyed_state("counter", "x", NEW_COUNTS),
+        "UID_COLLISION",
+    ),
+    "add an operator without state": (lambda: SavepointEdits().add_operator("new-op"), "INVALID_EDIT"),
     "rename removed": (
         lambda: SavepointEdits().remove_operator("other").rename_operator("other", "x"),
         "EDIT_CONFLICT",
