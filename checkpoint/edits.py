@@ -4,11 +4,11 @@ both formats apply (:mod:`.writing.edit` to ours, :mod:`.flink.edit` to Flink's)
 :class:`SavepointEdits` is a frozen value built step by step (each method returns a new
 one): remove an operator, change an operator's uid, remove a state, add or replace a keyed
 state from rows (:class:`KeyedRows`) of an operator or of a new one, change the max
-parallelism. Every edit names
-operators by their uid in the source (a Flink operator also by id or name); renames apply
-last. :func:`plan_edits` checks the edits against the source's operators before anything
-is read or written (``[UNKNOWN_OPERATOR]``, ``[UNKNOWN_STATE]``, ``[UID_COLLISION]``,
-``[EDIT_CONFLICT]``, ``[INVALID_PARALLELISM]``) and lists what changes (the dry run).
+parallelism. Every edit names operators by their uid in the source (a Flink operator also
+by id or name); renames apply last. :func:`plan_edits` checks the edits against the
+source's operators before anything is read or written (``[UNKNOWN_OPERATOR]``,
+``[UNKNOWN_STATE]``, ``[UID_COLLISION]``, ``[EDIT_CONFLICT]``, ``[INVALID_PARALLELISM]``)
+and lists what changes (the dry run).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keyed.snapshot import StateColumns
+from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.assignment import (
     check_max_parallelism,
     compute_key_group_range_for_operator_index,
@@ -143,15 +143,12 @@ class SavepointEdits:
 @dataclass(frozen=True)
 class OperatorLayout:
     """What the plan needs of a source operator. ``name``: its uid (a Flink operator without
-    one: its id); ``refs``: every name it answers to."""
+    one: its id, or the uid an edit names it by)."""
 
     name: str
-    refs: frozenset[str]
     parallelism: int
     max_parallelism: int
-    keyed_states: Mapping[
-        str, tuple[StateKind, TypeInformation, TypeInformation | None, StateTtlConfig | None]
-    ]
+    keyed_states: Mapping[str, StateMetaInfo]
     operator_states: frozenset[str]
     key_type: TypeInformation | None
 
@@ -186,29 +183,27 @@ class EditPlan:
 
 
 def _resolve(layouts: list[OperatorLayout], ref: str) -> OperatorLayout:
-    found = [op for op in layouts if ref == op.name] or [op for op in layouts if ref in op.refs]
-    if len(found) != 1:
-        raise EditError(
-            f"no operator {ref!r} to edit; operators: {sorted(op.name for op in layouts)}",
-            code="UNKNOWN_OPERATOR",
-        )
-    return found[0]
+    found = next((op for op in layouts if op.name == ref), None)
+    if found is None:
+        names = sorted(op.name for op in layouts)
+        raise EditError(f"no operator {ref!r} to edit; operators: {names}", code="UNKNOWN_OPERATOR")
+    return found
 
 
 def _completed(rows: KeyedRows, op: OperatorLayout) -> KeyedRows:
     """``rows`` with every type and the kind decided (the replaced state's, else the columns')."""
     old = op.keyed_states.get(rows.name)
-    kind = rows.kind or (old[0] if old is not None else StateKind.VALUE)
-    if old is not None and old[0] is not kind:
+    kind = rows.kind or (old.kind if old is not None else StateKind.VALUE)
+    if old is not None and old.kind is not kind:
         raise EditError(
-            f"operator {op.name!r}: state {rows.name!r} is a {old[0].value} state, not {kind.value}",
+            f"operator {op.name!r}: state {rows.name!r} is a {old.kind.value} state, not {kind.value}",
             code="EDIT_CONFLICT",
         )
     column_type = rows.table.schema.field("value").type
     if kind is StateKind.LIST and (pa.types.is_list(column_type) or pa.types.is_large_list(column_type)):
         raise EditError(f"state {rows.name!r}: a list state takes one row per element", code="INVALID_EDIT")
-    value_type = rows.value_type or (old[1] if old is not None else to_type_info(column_type))
-    user_key_type = rows.user_key_type or (old[2] if old is not None else None)
+    value_type = rows.value_type or (old.value_type if old is not None else to_type_info(column_type))
+    user_key_type = rows.user_key_type or (old.user_key_type if old is not None else None)
     if kind is StateKind.MAP and user_key_type is None:
         if "user_key" not in rows.table.column_names:
             raise EditError(
@@ -221,7 +216,7 @@ def _completed(rows: KeyedRows, op: OperatorLayout) -> KeyedRows:
             f"operator {op.name!r} has key type {op.key_type}; state {rows.name!r} declares {key_type}",
             code="KEY_TYPE_MISMATCH",
         )
-    ttl = rows.ttl if rows.ttl is not None else (old[3] if old is not None else None)
+    ttl = rows.ttl if rows.ttl is not None else (old.ttl if old is not None else None)
     ttl = ttl if ttl is not None and ttl.is_enabled() else None
     return replace(
         rows, kind=kind, value_type=value_type, user_key_type=user_key_type, key_type=key_type, ttl=ttl
@@ -241,13 +236,13 @@ def _added(layouts: list[OperatorLayout], edits: SavepointEdits) -> list[Operato
     """The layouts of the operators ``edits`` add (each needs a state set on it)."""
     out: list[OperatorLayout] = []
     for uid, p, max_p in edits.added_operators:
-        if any(uid in op.refs for op in (*layouts, *out)):
+        if any(uid == op.name for op in (*layouts, *out)):
             raise EditError(f"operator {uid!r} is added but exists already", code="UID_COLLISION")
         if not any(r.uid == uid for r in edits.set_states):
             raise EditError(
                 f"operator {uid!r} is added without state: set a state on it", code="INVALID_EDIT"
             )
-        out.append(OperatorLayout(uid, frozenset({uid}), p, max_p, {}, frozenset(), None))
+        out.append(OperatorLayout(uid, p, max_p, {}, frozenset(), None))
     return out
 
 

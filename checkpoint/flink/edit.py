@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keyed.snapshot import StateColumns
+from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.operator import OperatorStateData
 from flinkstate.state.ttl import StateTtlConfig
 
@@ -93,10 +93,12 @@ class NewOperator(OperatorSource):
 
 def _layout(op: FlinkOperator, name: str) -> OperatorLayout:
     keyed = {
-        s.name: (StateKind[s.kind], s.value, s.user_key, FLINK_TTL if s.ttl else None) for s in op.states
+        s.name: StateMetaInfo(
+            s.name, StateKind[s.kind], s.value, s.user_key, None, FLINK_TTL if s.ttl else None
+        )
+        for s in op.states
     }
-    return OperatorLayout(name, frozenset({name}), op.parallelism, op.max_parallelism, keyed,
-                          frozenset(op.infos), op.key_type)  # fmt: skip
+    return OperatorLayout(name, op.parallelism, op.max_parallelism, keyed, frozenset(op.infos), op.key_type)
 
 
 def _refs(edits: SavepointEdits) -> list[str]:
@@ -145,8 +147,9 @@ def _planned(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[dict[str, O
     for meta in source.operators:
         name = names[meta.operator_id]
         if name in removed:  # never read: an operator the writer could not write can go
-            layouts.append(OperatorLayout(name, frozenset({name}), meta.parallelism, meta.max_parallelism,
-                                          {}, frozenset(), None))  # fmt: skip
+            layouts.append(
+                OperatorLayout(name, meta.parallelism, meta.max_parallelism, {}, frozenset(), None)
+            )
             continue
         flink = operators[name] = FlinkOperator(source, meta)
         layouts.append(_layout(flink, name))

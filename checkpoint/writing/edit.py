@@ -50,10 +50,9 @@ def layouts(source: CompletedCheckpoint) -> list[OperatorLayout]:
     return [
         OperatorLayout(
             op.uid,
-            frozenset({op.uid}),
             op.parallelism,
             op.max_parallelism,
-            {m.name: (m.kind, m.value_type, m.user_key_type, m.ttl) for m in op.keyed_states},
+            {m.name: m for m in op.keyed_states},
             frozenset(i.name for i in op.operator_states),
             op.key_type,
         )
