@@ -53,9 +53,7 @@ class EditedOperator(OperatorSource):
             spec = KeyedStateSpec(
                 rows.name, rows.kind.name, rows.value_type, rows.user_key_type, rows.ttl is not None
             )
-            spec.value_snapshot(
-                f"operator {self.name!r}, state {rows.name!r}"
-            )  # refuses what cannot be written
+            spec.value_snapshot(f"operator {self.name!r}, state {rows.name!r}")  # refuses the unwritable
             added.append(spec)
         self.states = tuple(inner.states[i] for i in self._kept) + tuple(added)
         key_type = inner.key_type or next((r.key_type for r in plan.set_states), None)

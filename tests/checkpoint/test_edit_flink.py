@@ -30,7 +30,7 @@ from flinkstate.checkpoint.flink import (
     read_savepoint,
     write_savepoint,
 )
-from flinkstate.state import StateTtlConfig
+from flinkstate.state import StateTtlConfig, Types
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink"
 
@@ -172,3 +172,11 @@ def test_a_ttl_state_is_refused_by_the_conversion(flink: FlinkSavepoint, tmp_pat
         dump(import_savepoint(removed, str(tmp_path / "ours2"), uids=["counter", "other", "source"]))
         == model()
     )
+
+
+def test_a_type_flink_cannot_take_is_refused(flink: FlinkSavepoint, tmp_path: Path) -> None:
+    rows = [{"key": "a", "value": b"x"}]
+    edits = SavepointEdits().set_keyed_state("counter", "blob", rows, value_type=Types.PICKLED_BYTE_ARRAY())
+    with pytest.raises(UnsupportedFlinkWriteError, match=r"^\[FLINK_UNSUPPORTED\] .*'blob'"):
+        edit_savepoint(flink, str(tmp_path / "out"), edits)
+    assert not (tmp_path / "out").exists()
