@@ -161,9 +161,20 @@ def _holds_state(plan: OperatorPlan) -> bool:
     return bool(keyed or plan.set_states or plan.source.operator_states - plan.removed_operator)
 
 
+def _edited(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[EditPlan, list[OperatorSource]]:
+    """The plan, and the operators to write as edited (each checked writable; none read)."""
+    operators, plan = _planned(source, edits)
+    edited: list[OperatorSource] = [
+        EditedOperator(operators.get(p.source.name) or NewOperator(p.source), p)
+        for p in plan.operators
+        if _holds_state(p)
+    ]
+    return plan, edited
+
+
 def plan_savepoint_edits(source: FlinkSavepoint, edits: SavepointEdits) -> EditPlan:
     """``edits`` checked against ``source`` (no state read, nothing written): what would change."""
-    return _planned(source, edits)[1]
+    return _edited(source, edits)[0]
 
 
 def edit_savepoint(
@@ -182,11 +193,6 @@ def edit_savepoint(
             f"edit_savepoint edits Flink savepoints (ours: edit_checkpoint), not {type(source).__name__}",
             code="UNSUPPORTED_FORMAT",
         )
-    operators, plan = _planned(source, edits)
-    edited: list[OperatorSource] = [
-        EditedOperator(operators.get(p.source.name) or NewOperator(p.source), p)
-        for p in plan.operators
-        if _holds_state(p)
-    ]
+    plan, edited = _edited(source, edits)
     return write_operators(edited, source.meta.checkpoint_id, target, max_parallelism=plan.max_parallelism,
                            storage=storage, inline_threshold=inline_threshold)  # fmt: skip

@@ -180,3 +180,10 @@ def test_a_type_flink_cannot_take_is_refused(flink: FlinkSavepoint, tmp_path: Pa
     with pytest.raises(UnsupportedFlinkWriteError, match=r"^\[FLINK_UNSUPPORTED\] .*'blob'"):
         edit_savepoint(flink, str(tmp_path / "out"), edits)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_dry_run_checks_what_cannot_be_written(flink: FlinkSavepoint) -> None:
+    rows = [{"key": "a", "value": b"x"}]
+    edits = SavepointEdits().set_keyed_state("counter", "blob", rows, value_type=Types.PICKLED_BYTE_ARRAY())
+    with pytest.raises(UnsupportedFlinkWriteError, match="'blob'"):
+        plan_savepoint_edits(flink, edits)
