@@ -7,17 +7,20 @@ path in :class:`CheckpointTarget`), a version appended on the latest one
 (:func:`begin_append`), retention and ``gc``. Reading: a checkpoint opened
 (:func:`open_checkpoint`), chosen key groups of a state (:func:`read_key_groups`, the one
 path of restores, the Spark reader and the change feed), verified reads of whole files
-(:func:`open_whole`, :func:`check_file`). Views: state as the rows and schemas of its
-DataFrame views, and where its weight lies.
+(:func:`open_whole`, :func:`check_file`). Offline edits (:class:`SavepointEdits`,
+:func:`edit_checkpoint`; Flink's savepoints: ``flink.edit_savepoint``). Views: state as the
+rows and schemas of its DataFrame views, and where its weight lies.
 """
 
 from .arrow_codec import from_arrow, to_arrow
+from .edits import Change, EditPlan, KeyedRows, SavepointEdits
 from .errors import (
     CheckpointCorruptError,
     CheckpointError,
     CheckpointExistsError,
     CheckpointNotFoundError,
     CheckpointStateError,
+    EditError,
 )
 from .format import (
     WrittenFile,
@@ -54,6 +57,7 @@ from .views.stats import Load, key_group_loads, state_entries, subtask_loads
 from .writing.append import DATA_DIR, VersionAppend, begin_append
 from .writing.checkpoints import CheckpointStorage, begin_savepoint, load_directory, open_checkpoint
 from .writing.committer import publish_manifest
+from .writing.edit import edit_checkpoint, plan_checkpoint_edits
 from .writing.increments import ChainPolicy
 from .writing.pending import PendingCheckpoint, PendingStatus
 from .writing.rewrite import rewrite_max_parallelism
@@ -69,6 +73,7 @@ __all__ = [
     "METADATA_SCHEMA",
     "MIN_GRACE",
     "ChainPolicy",
+    "Change",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointExistsError",
@@ -77,9 +82,12 @@ __all__ = [
     "CheckpointStorage",
     "CheckpointTarget",
     "CompletedCheckpoint",
+    "EditError",
+    "EditPlan",
     "FileRef",
     "Garbage",
     "KeyGroupFiles",
+    "KeyedRows",
     "Load",
     "Manifest",
     "OperatorEntry",
@@ -87,6 +95,7 @@ __all__ = [
     "PendingCheckpoint",
     "PendingStatus",
     "Storage",
+    "SavepointEdits",
     "SubtaskEntry",
     "SubtaskResult",
     "VersionAppend",
@@ -96,6 +105,7 @@ __all__ = [
     "check_file",
     "check_ids_below",
     "completed_ids",
+    "edit_checkpoint",
     "expiry_cutoff",
     "from_arrow",
     "key_group_files",
@@ -121,6 +131,7 @@ __all__ = [
     "operator_view_schema",
     "parse_id_set",
     "parse_json_keys",
+    "plan_checkpoint_edits",
     "publish_manifest",
     "read_key_groups",
     "read_row_group",

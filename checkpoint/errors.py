@@ -35,11 +35,19 @@ class CheckpointNotFoundError(CheckpointError):
     default_code = "CHECKPOINT_NOT_FOUND"
 
 
+class EditError(CheckpointError):
+    """An offline edit of a savepoint that cannot apply (an unknown operator or state, two
+    operators with one uid, ...): refused before anything is written; the code says which."""
+
+    default_code = "INVALID_EDIT"
+
+
 __all__ = [
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointExistsError",
     "CheckpointNotFoundError",
     "CheckpointStateError",
+    "EditError",
     "StateMigrationError",
 ]

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from . import catalog, convert, maintain, show, skew, verify
+from . import catalog, convert, edit, maintain, show, skew, verify
 
 app = typer.Typer(
     name="flinkstate",
@@ -55,6 +55,7 @@ app.command("verify", epilog=verify.EXAMPLE)(verify.verify)
 app.command("rescale", epilog=maintain.RESCALE_EXAMPLE)(maintain.rescale)
 app.command("gc", epilog=maintain.GC_EXAMPLE)(maintain.gc)
 app.command("convert", epilog=convert.CONVERT_EXAMPLE)(convert.convert)
+app.command("edit", epilog=edit.EDIT_EXAMPLE)(edit.edit)
 
 
 def main() -> None:

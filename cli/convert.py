@@ -1,5 +1,5 @@
 """``flinkstate convert``: a checkpoint or savepoint (ours, or Flink's read) as a canonical Flink
-savepoint."""
+savepoint (``--to flink``), or a Flink savepoint as one of ours (``--to flinkstate``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from flinkstate.checkpoint import Storage, open_checkpoint
-from flinkstate.checkpoint.flink import FlinkSavepoint, operator_id_hex, write_savepoint
+from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, Storage, open_checkpoint
+from flinkstate.checkpoint.flink import FlinkSavepoint, import_savepoint, operator_id_hex, write_savepoint
+from flinkstate.state.errors import InvalidArgumentError
 
 from .common import (
     CheckpointId,
@@ -29,12 +30,14 @@ from .render import human_bytes, table, to_json
 
 CONVERT_EXAMPLE = (
     "Example: flinkstate convert /tmp/my-job/checkpoints /tmp/savepoints/for-flink --to flink "
-    "--operator counter --parallelism 4"
+    "--operator counter --parallelism 4; "
+    "flinkstate convert /tmp/flink-savepoint /tmp/savepoints/ours --to flinkstate"
 )
 
 
 class Target(str, Enum):
     flink = "flink"
+    flinkstate = "flinkstate"
 
 
 def _describe(sp: FlinkSavepoint) -> list[dict[str, Any]]:
@@ -60,7 +63,12 @@ def convert(
     ctx: typer.Context,
     source: CheckpointPath,
     target: Annotated[str, typer.Argument(help="A new savepoint directory (must not hold one yet).")],
-    to: Annotated[Target, typer.Option("--to", help="The format to write (Flink's canonical savepoint).")],
+    to: Annotated[
+        Target,
+        typer.Option(
+            "--to", help="The format to write: Flink's canonical savepoint, or ours (from a Flink one)."
+        ),
+    ],
     operator: Annotated[
         list[str] | None,
         typer.Option("--operator", help="An operator uid to write, repeatable (default: all)."),
@@ -75,6 +83,14 @@ def convert(
     inline_threshold: Annotated[
         int, typer.Option("--inline-threshold", min=0, help="State streams up to this many bytes go inline.")
     ] = 20 * 1024,
+    uid: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--uid",
+            help="--to flinkstate: a uid naming the operator whose savepoint records only its hash "
+            "(repeatable).",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -87,7 +103,8 @@ def convert(
     target_option: TargetOptions = None,
 ) -> None:
     """Write a checkpoint or savepoint (ours, or a Flink savepoint read) as a canonical Flink
-    savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid.
+    savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid; or
+    (``--to flinkstate``) a Flink savepoint as one of our savepoints.
 
     What cannot be written (see docs/flink/write.md) is refused before any file is written. The
     source is not changed.
@@ -98,6 +115,12 @@ def convert(
     where, where_options = target, target_options
     if dry_run:  # written in memory, read back, dropped
         where, where_options = f"memory://flinkstate-convert-dry-run/{uuid.uuid4().hex}", {}
+    if to is Target.flinkstate:
+        given = [n for n, v in (("--parallelism", parallelism), ("--max-parallelism", max_parallelism)) if v]
+        if given:
+            raise InvalidArgumentError(f"{given[0]} applies to --to flink only", code="INVALID_OPTION")
+        _to_ours(checkpoint, target, (where, where_options), operator, uid or [], dry_run, as_json)
+        return
     try:
         with counting_bars("subtask steps") as bar:
             sp = write_savepoint(
@@ -132,3 +155,47 @@ def convert(
     head = Text(f"{verb} Flink savepoint {target} from checkpoint {source_id}", style="green")
     columns = ["operator", "operator id", "parallelism", "max parallelism", "states", "inline", "files"]
     out_console().print(Group(head, table(None, columns, rows, right=("inline", "files"))))
+
+
+def _to_ours(
+    checkpoint: CompletedCheckpoint | FlinkSavepoint,
+    target: str,
+    written_to: tuple[str, dict[str, Any]],
+    operators: list[str] | None,
+    uids: list[str],
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """``--to flinkstate``: the Flink savepoint written as ours into ``written_to`` (``target``
+    and its options, or memory for a dry run), with a line per operator."""
+    where, options = written_to
+    if not isinstance(checkpoint, FlinkSavepoint):
+        raise CheckpointError(
+            "--to flinkstate converts a Flink savepoint; this is a flinkstate checkpoint already",
+            code="UNSUPPORTED_FORMAT",
+        )
+    try:
+        ours = import_savepoint(checkpoint, where, options, uids, operators)
+        written: list[dict[str, Any]] = [
+            {"uid": op.uid, "parallelism": op.parallelism, "max_parallelism": op.max_parallelism,
+             "states": sorted({*(m.name for m in op.keyed_states), *(i.name for i in op.operator_states)}),
+             "bytes": sum(f.size for st in op.subtasks for f in st.files())}
+            for op in ours.manifest.operators
+        ]  # fmt: skip
+    finally:
+        if dry_run:
+            Storage(where, options).delete("")
+    source_id = checkpoint.meta.checkpoint_id
+    doc = {"source_checkpoint_id": source_id, "target": target, "to": "flinkstate", "dry_run": dry_run,
+           "operators": written}  # fmt: skip
+    if as_json:
+        typer.echo(to_json(doc))
+        return
+    rows = [
+        [o["uid"], o["parallelism"], o["max_parallelism"], ", ".join(o["states"]), human_bytes(o["bytes"])]
+        for o in written
+    ]
+    verb = "would write" if dry_run else "wrote"
+    head = Text(f"{verb} savepoint {target} from Flink checkpoint {source_id}", style="green")
+    columns = ["operator", "parallelism", "max parallelism", "states", "bytes"]
+    out_console().print(Group(head, table(None, columns, rows, right=("bytes",))))

@@ -177,6 +177,11 @@ def operator_backend(
     Repartitioned over the operator's parallelism by subtask index, as Flink does: a subtask
     without a state (finished, or never registered it) holds none of it.
     """
+    return OperatorStateBackend(repartition(operator_states(sp, operator), parallelism)[subtask])
+
+
+def operator_states(sp: FlinkSavepoint, operator: str) -> list[list[OperatorStateData]]:
+    """Each subtask's operator states of ``operator`` as written (what :func:`repartition` takes)."""
     op = sp.operator(operator)
     per_subtask: list[list[OperatorStateData]] = [[] for _ in range(op.parallelism)]
     for info in sp.operator_infos(operator):
@@ -202,7 +207,7 @@ def operator_backend(
                 info.name, _MODES[info.kind], info.value.type_info, values[index], user_key
             )
             per_subtask[index].append(data)
-    return OperatorStateBackend(repartition(per_subtask, parallelism)[subtask])
+    return per_subtask
 
 
-__all__ = ["KeyGroupDecoder", "keyed_backend", "operator_backend", "restore_keyed"]
+__all__ = ["KeyGroupDecoder", "keyed_backend", "operator_backend", "operator_states", "restore_keyed"]

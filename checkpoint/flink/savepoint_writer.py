@@ -166,7 +166,27 @@ def write_savepoint(
         raise UnsupportedFlinkWriteError(
             f"write_savepoint takes a checkpoint or savepoint (open_checkpoint), not {type(source).__name__}"
         )
-    plans = _plan(operators_of(source, operators), parallelism, max_parallelism)
+    checkpoint_id = (
+        source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
+    )
+    return write_operators(operators_of(source, operators), checkpoint_id, target, parallelism=parallelism,
+                           max_parallelism=max_parallelism, storage=storage,
+                           inline_threshold=inline_threshold, progress=progress)  # fmt: skip
+
+
+def write_operators(
+    sources: list[OperatorSource],
+    checkpoint_id: int,
+    target: str,
+    *,
+    parallelism: int | Mapping[str, int] | None = None,
+    max_parallelism: int | Mapping[str, int] | None = None,
+    storage: Mapping[str, Any] | None = None,
+    inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+    progress: Callable[[int, int], None] | None = None,
+) -> FlinkSavepoint:
+    """What :func:`write_savepoint` does, from operator sources (e.g. edited ones)."""
+    plans = _plan(sources, parallelism, max_parallelism)
     directory = Storage(target, storage)
     if directory.exists(METADATA):
         raise CheckpointError(f"{directory!r} already holds a savepoint", code="CHECKPOINT_EXISTS")
@@ -182,9 +202,6 @@ def write_savepoint(
     if progress is not None:
         progress(0, total)
     encoded = [_encode(plan, directory, inline_threshold, step) for plan in plans]
-    checkpoint_id = (
-        source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
-    )
     meta = metadata_bytes(checkpoint_id, [op for op, _ in encoded], f"{directory!r}/{METADATA}")
     for out, files in encoded:
         for subtask in out.subtasks:

@@ -16,7 +16,15 @@ import pyarrow as pa
 import pytest
 from version_fields import MAX_P, OTHER_UID, UID, Job, P, Step, unmeant, write_base
 
-from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, Manifest, open_checkpoint
+from flinkstate.checkpoint import (
+    CheckpointStorage,
+    CompletedCheckpoint,
+    Manifest,
+    SavepointEdits,
+    edit_checkpoint,
+    merge_keyed,
+    open_checkpoint,
+)
 from flinkstate.checkpoint.writing.rewrite import rewrite_max_parallelism
 from flinkstate.checkpoint.writing.versions import rebase
 from flinkstate.connector.stream import StateSink
@@ -97,7 +105,36 @@ def _compaction(root: Path, job: Job, base: Manifest) -> Manifest:
     return new
 
 
+def _entries(cp: CompletedCheckpoint, uid: str, state: str) -> list[tuple[object, ...]]:
+    meta, key_type = cp.state_meta(uid, state), cp.operator(uid).key_type
+    assert key_type is not None
+    tables = cp.read_keyed(uid, state)
+    return sorted((kg, *e) for kg, ts in tables for e in merge_keyed(ts, meta, key_type, False).entries())
+
+
+def _edit(edits: SavepointEdits) -> Callable[[Path, Job, Manifest], Manifest]:
+    def run(root: Path, job: Job, base: Manifest) -> Manifest:
+        source = open_checkpoint(str(root))
+        assert isinstance(source, CompletedCheckpoint)
+        edited = edit_checkpoint(source, str(root.parent / "edited"), edits)
+        for uid in (UID, OTHER_UID):  # the states kept restore as from the source (chains applied)
+            for name in ("v", "m"):
+                assert _entries(edited, uid, name) == _entries(source, uid, name)
+        return edited.manifest
+
+    return run
+
+
 FILES = ("keyed", "changes", "operator", "broadcast", "raw_keyed", "raw_operator")
+COPIED: list[Step] = [
+    ("operators", "*", "subtasks", "*", "*", "*", "*", field) for field in ("path", "checkpoint_id")
+] + [
+    ("operators", "*", "subtasks", "*", raw, field)
+    for raw in FILES[-2:]
+    for field in ("path", "checkpoint_id")
+]
+"""What copying every file into an edited savepoint changes: its path and origin."""
+NO_CHANGE_FEED: list[Step] = [("operators", "*", "subtasks", "*", "changes")]
 REWRITTEN: list[Step] = [("operators", "*", "subtasks", "*", part) for part in FILES]
 STATE_S: list[Step] = [
     ("operators", UID, "keyed_states", "s"),
@@ -111,6 +148,25 @@ PATHS: dict[str, tuple[Callable[[Path, Job, Manifest], Manifest], list[Step]]] =
     "stream-sink": (_sink, [*TOP, *STATE_S, ("operators", UID, "subtasks", "*", "changes")]),
     "rescale": (_rescale, [*TOP, ("operators", "*", "max_parallelism"), ("operators", "*", "subtasks")]),
     "gc": (_gc, []),
+    # an edited savepoint: its files copied, the base's change feed dropped, and the edit
+    "edit-remove-state": (
+        _edit(SavepointEdits().remove_state(UID, "c")),
+        [
+            *TOP,
+            *COPIED,
+            *NO_CHANGE_FEED,
+            ("operators", UID, "keyed_states", "c"),
+            ("operators", UID, "subtasks", "*", "keyed", "c"),
+        ],
+    ),
+    "edit-set-state": (
+        _edit(
+            SavepointEdits().set_keyed_state(
+                UID, "d", pa.table({"k": [1]}).rename_columns(["key"]).append_column("value", pa.array([7]))
+            )
+        ),
+        [*TOP, *COPIED, *NO_CHANGE_FEED, ("operators", UID, "subtasks", "*", "keyed", "d")],
+    ),
     # the job's checkpoints (what process and foreach_batch commit): every subtask's files
     # are written again (keyed as an increment or compacted), the operators' records kept
     "checkpoint-increment": (_increment, [*TOP, *REWRITTEN]),
