@@ -1,6 +1,7 @@
 """Reading Flink's own savepoints and retained checkpoints (Flink 1.15+ metadata, 2.x
 tested), without Flink: see :func:`read_savepoint`; writing canonical savepoints Flink 2.3
-restores: see :func:`write_savepoint`."""
+restores: see :func:`write_savepoint` (from a checkpoint or savepoint) and
+:func:`write_operators` (from :class:`ArrowOperator` s: Arrow columns, a DataFrame)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ from .metadata import is_flink_metadata
 from .operator_id import operator_id_hex
 from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
-from .savepoint_writer import write_savepoint
+from .savepoint_writer import write_operators, write_savepoint
+from .write_arrow import ArrowOperator, ArrowState, with_operator
+from .write_types import default_type, fit, flink_type
 
 __all__ = [
     "ROWDATA",
+    "ArrowOperator",
+    "ArrowState",
     "DeclaredTypeError",
     "FlinkFormatError",
     "FlinkSavepoint",
@@ -31,11 +36,16 @@ __all__ = [
     "UnsupportedFlinkWriteError",
     "UnsupportedSerializerError",
     "declarations",
+    "default_type",
+    "fit",
+    "flink_type",
     "is_flink_metadata",
     "is_flink_savepoint",
     "key_group_of",
     "operator_id_hex",
     "parse_type",
     "read_savepoint",
+    "with_operator",
+    "write_operators",
     "write_savepoint",
 ]

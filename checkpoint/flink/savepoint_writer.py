@@ -16,6 +16,8 @@ gives it. Everything is encoded before any file is written: what cannot be writt
 
 from __future__ import annotations
 
+import posixpath
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -105,8 +107,11 @@ def _stream(name: str, data: bytes, inline_threshold: int) -> StreamOut:
     return StreamOut(name, len(data), data if len(data) <= inline_threshold else None)
 
 
-def _encode(plan: _Plan, directory: Storage, inline_threshold: int) -> tuple[OperatorOut, dict[str, bytes]]:
-    """The operator's ``_metadata`` entry and the state streams that go to files, by name."""
+def _encode(
+    plan: _Plan, directory: Storage, inline_threshold: int, suffix: str = ""
+) -> tuple[OperatorOut, dict[str, bytes]]:
+    """The operator's ``_metadata`` entry and the state streams that go to files, by name
+    (``suffix`` ends each file's name)."""
     op = plan.op
     hex_id = op.operator_id.hex()
     columns = _columns(plan) if op.key_type is not None else {}
@@ -120,13 +125,13 @@ def _encode(plan: _Plan, directory: Storage, inline_threshold: int) -> tuple[Ope
             groups = range(rng.start, rng.end + 1)
             data, offsets = keyed_stream(where, op.key_type, op.states, groups, plan.max_parallelism, columns)
             keyed = KeyedOut(
-                rng.start, tuple(offsets), _stream(f"keyed-{hex_id}-{index}", data, inline_threshold)
+                rng.start, tuple(offsets), _stream(f"keyed-{hex_id}-{index}{suffix}", data, inline_threshold)
             )
             files[keyed.stream.name] = data
         operator = None
         if operator_states[index]:
             data, entries = operator_stream(where, operator_states[index])
-            stream = _stream(f"operator-{hex_id}-{index}", data, inline_threshold)
+            stream = _stream(f"operator-{hex_id}-{index}{suffix}", data, inline_threshold)
             operator = OperatorStateOut(tuple(entries), stream)
             files[stream.name] = data
         subtasks.append(SubtaskOut(index, keyed, operator))
@@ -159,17 +164,61 @@ def write_savepoint(
         raise UnsupportedFlinkWriteError(
             f"write_savepoint takes a checkpoint or savepoint (open_checkpoint), not {type(source).__name__}"
         )
-    plans = _plan(operators_of(source, operators), parallelism, max_parallelism)
-    directory = Storage(target, storage)
-    if directory.exists(METADATA):
-        raise CheckpointError(f"{directory!r} already holds a savepoint", code="CHECKPOINT_EXISTS")
-    encoded = [_encode(plan, directory, inline_threshold) for plan in plans]
     checkpoint_id = (
         source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
     )
+    ops = operators_of(source, operators)
+    return write_operators(ops, target, checkpoint_id, parallelism=parallelism,
+                           max_parallelism=max_parallelism, storage=storage,
+                           inline_threshold=inline_threshold)  # fmt: skip
+
+
+def write_operators(
+    ops: list[OperatorSource],
+    target: str,
+    checkpoint_id: int,
+    *,
+    parallelism: int | Mapping[str, int] | None = None,
+    max_parallelism: int | Mapping[str, int] | None = None,
+    storage: Mapping[str, Any] | None = None,
+    inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+    replace: bool = False,
+) -> FlinkSavepoint:
+    """Write the operators ``ops`` as a canonical Flink savepoint in ``target`` (see
+    :func:`write_savepoint`) and return it, read back. Everything is encoded before any file
+    is written. ``replace``: ``target`` may hold a savepoint already; the new one's files get
+    new names, its ``_metadata`` replaces the old one, then the old files are deleted (until
+    then the old savepoint stays readable)."""
+    plans = _plan(ops, parallelism, max_parallelism)
+    directory = Storage(target, storage)
+    old = directory.exists(METADATA)
+    if old and not replace:
+        raise CheckpointError(f"{directory!r} already holds a savepoint", code="CHECKPOINT_EXISTS")
+    before = _state_files(target, storage) if old else set()
+    suffix = f"-{uuid.uuid4().hex[:12]}" if old else ""
+    encoded = [_encode(plan, directory, inline_threshold, suffix) for plan in plans]
     meta = metadata_bytes(checkpoint_id, [op for op, _ in encoded], f"{directory!r}/{METADATA}")
     for _, files in encoded:
         for name, data in files.items():
             directory.write_bytes(name, data)
-    directory.create_exclusive(METADATA, meta)
+    if not old:
+        directory.create_exclusive(METADATA, meta)
+        return read_savepoint(target, storage)
+    directory.write_bytes(METADATA, meta)
+    for name in sorted(before):
+        if directory.exists(name):
+            directory.delete(name)
     return read_savepoint(target, storage)
+
+
+def _state_files(target: str, storage: Mapping[str, Any] | None) -> set[str]:
+    """The files beside ``_metadata`` that the savepoint in ``target`` references."""
+    old = read_savepoint(target, storage)
+    streams = [
+        handle.stream
+        for op in old.meta.operators
+        for sub in op.subtasks
+        for handle in (sub.managed_keyed, sub.managed_operator)
+        if handle is not None and handle.stream is not None
+    ]
+    return {posixpath.basename(s.name) for s in streams if s.kind != "bytes"}
