@@ -14,6 +14,7 @@ from .errors import (
     UnsupportedSerializerError,
 )
 from .metadata import is_flink_metadata
+from .nested import nested_view
 from .operator_id import operator_id_hex
 from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
@@ -42,6 +43,7 @@ __all__ = [
     "is_flink_metadata",
     "is_flink_savepoint",
     "key_group_of",
+    "nested_view",
     "operator_id_hex",
     "parse_type",
     "read_savepoint",
