@@ -66,12 +66,14 @@ def _java(text: str) -> TypeInformation | None:
     if not name.endswith(">") or "<" not in name:
         return None
     head, inner = name[: name.index("<")].strip(), name[name.index("<") + 1 : -1]
+    if head not in _JAVA_LIST + _JAVA_MAP:
+        return None
     args = [flink_type(a) for a in _split_arguments(inner)]
     if head in _JAVA_LIST and len(args) == 1:
         return ListTypeInfo(args[0], "LIST")
     if head in _JAVA_MAP and len(args) == 2:
         return MapTypeInfo(args[0], args[1])
-    raise DeclaredTypeError(f"cannot parse the type {text!r}: only List<E> and Map<K, V> take parameters")
+    raise DeclaredTypeError(f"cannot parse the type {text!r}: List takes one parameter, Map two")
 
 
 def flink_type(text: str) -> TypeInformation:
