@@ -1,0 +1,167 @@
+"""df.write.format("flinkstate").option("format", "flink"): Flink savepoints written by Spark,
+read back with read_savepoint and spark.read, against a model; flatten=false on Flink reads."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.types import StructType
+
+from flinkstate.checkpoint.flink import read_savepoint
+from flinkstate.connector.errors import OptionError
+from flinkstate.connector.flink_writer import FlinkSavepointWriter
+from flinkstate.state.types.canonical import key_token
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
+from flink_model import FIXTURES, KEYS, LISTS, MAPS
+
+WORDS = ["a", "é", "漢字😀", "", None]
+ROWS = [(k % 7 - 3, WORDS[k % 5], [1.5, math.nan, -0.0, None, 2.0][k % 5], f"u{k % 3}") for k in range(40)]
+SCHEMA = "user bigint, name string, score double, tag string"
+
+
+def _write(spark: Any, path: str, mode: str, **options: str) -> None:
+    df = spark.createDataFrame(ROWS, SCHEMA).repartition(1).coalesce(1)
+    writer = df.write.format("flinkstate").mode(mode).option("format", "flink")
+    for k, v in {"operator": "op", "keyColumns": "user", "parallelism": "2", **options}.items():
+        writer = writer.option(k, v)
+    writer.save(path)
+
+
+def _spark_rows(spark: Any, path: str, state: str, **options: str) -> list[dict[str, Any]]:
+    reader = spark.read.format("flinkstate").option("operator", "op").option("state", state)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return [r.asDict(recursive=True) for r in reader.load(path).collect()]
+
+
+def _model_values() -> dict[int, Any]:
+    out: dict[int, Any] = {}
+    for user, name, _, _ in ROWS:
+        out[user] = name
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _model_lists() -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for user, _, score, _ in ROWS:
+        if score is not None:
+            out.setdefault(user, []).append(key_token(score))
+    return out
+
+
+def _model_maps() -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
+    for user, name, _, tag in ROWS:
+        out.setdefault(user, {})[tag] = name
+    return out
+
+
+@pytest.mark.connect
+def test_spark_writes_a_flink_savepoint_of_several_states(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "sp")
+    _write(spark, path, "overwrite", state="names", stateType="value", valueColumns="name",
+           flinkKeyType="java.lang.Long", flinkValueType="java.lang.String")  # fmt: skip
+    no_nulls = spark.createDataFrame([r for r in ROWS if r[2] is not None], SCHEMA).coalesce(1)
+    (no_nulls.write.format("flinkstate").mode("append").option("format", "flink")
+        .option("operator", "op").option("state", "scores").option("stateType", "list")
+        .option("keyColumns", "user").option("valueColumns", "score").option("parallelism", "2")
+        .option("flinkValueType", "double").save(path))  # fmt: skip
+    _write(spark, path, "append", state="tags", stateType="map", userKeyColumn="tag", valueColumns="name")
+    sp = read_savepoint(path)
+    assert (sp.operator("op").parallelism, sp.operator("op").max_parallelism) == (2, 128)
+    assert {s.name: s.kind for s in sp.states()} == {"names": "VALUE", "scores": "LIST", "tags": "MAP"}
+    assert {r["key"]: r["value"] for r in sp.keyed_state("op", "names").to_pylist()} == _model_values()
+    rows = _spark_rows(spark, path, "names")
+    assert {r["key"]: r["value"] for r in rows} == _model_values()
+    lists = {
+        r["key"]: [key_token(v) for v in r["value"]]
+        for r in _spark_rows(spark, path, "scores", flatten="false")
+    }
+    assert lists == _model_lists()
+    flat = _spark_rows(spark, path, "scores")
+    assert sorted((r["key"], r["position"], key_token(r["value"])) for r in flat) == sorted(
+        (k, i, v) for k, vs in _model_lists().items() for i, v in enumerate(vs)
+    )
+    maps = {r["key"]: dict(r["value"]) for r in _spark_rows(spark, path, "tags", flatten="false")}
+    assert maps == _model_maps()
+    flat_maps: dict[int, dict[str, Any]] = {}
+    for r in _spark_rows(spark, path, "tags"):
+        flat_maps.setdefault(r["key"], {})[r["user_key"]] = r["value"]
+    assert flat_maps == _model_maps()
+
+
+@pytest.mark.connect
+def test_a_value_not_fitting_its_declared_type_leaves_the_savepoint_as_it_was(
+    spark: Any, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "sp")
+    _write(spark, path, "overwrite", state="names", stateType="value", valueColumns="name")
+    before = {name: (tmp_path / "sp" / name).read_bytes() for name in os.listdir(path)}
+    big = spark.createDataFrame([(1 << 40, "x", 1.0, "t")], SCHEMA)
+    with pytest.raises(Exception, match=r"TYPE_MISMATCH.*key column\(s\) user.*not in range"):
+        (big.write.format("flinkstate").mode("overwrite").option("format", "flink")
+            .option("operator", "op").option("state", "names").option("stateType", "value")
+            .option("keyColumns", "user").option("valueColumns", "name")
+            .option("flinkKeyType", "java.lang.Integer").save(path))  # fmt: skip
+    with pytest.raises(Exception, match=r"TYPE_MISMATCH.*value column\(s\) score"):
+        _write(
+            spark,
+            path,
+            "append",
+            state="s",
+            stateType="value",
+            valueColumns="score",
+            flinkValueType="java.lang.Long",
+        )
+    assert {name: (tmp_path / "sp" / name).read_bytes() for name in os.listdir(path)} == before
+    assert {
+        r["key"]: r["value"] for r in read_savepoint(path).keyed_state("op", "names").to_pylist()
+    } == _model_values()
+
+
+@pytest.mark.connect
+def test_flatten_false_reads_flink_fixture_lists_and_maps(spark: Any) -> None:
+    path = str(FIXTURES / "heap_canonical_files")
+    for state, model in {**LISTS, **MAPS}.items():
+        df = (spark.read.format("flinkstate").option("operator", "keyed-states").option("state", state)
+              .option("flatten", "false").load(path))  # fmt: skip
+        rows = [r.asDict(recursive=True) for r in df.collect()]
+        got = {r["key"]: r["value"] for r in rows}
+        assert got == {k: model(k) for k in KEYS}, state
+        assert ("ttl_timestamp" in df.columns) == state.startswith("ttl"), state
+    empty = (spark.read.format("flinkstate").option("operator", "keyed-states").option("state", "ttl_list")
+             .option("flatten", "false").option("keys", "[-1]").load(path))  # fmt: skip
+    assert empty.collect() == []
+    assert empty.schema.simpleString() == (
+        "struct<key_group:int,key:bigint,namespace:string,value:array<bigint>,ttl_timestamp:array<timestamp>>"
+    )
+
+
+def test_write_options_of_format_flink() -> None:
+    schema = StructType.fromDDL(SCHEMA)
+    base = {"path": "/nowhere", "operator": "op", "state": "s", "stateType": "value", "keyColumns": "user"}
+    with pytest.raises(OptionError, match=r"\[INVALID_OPTION\].*need option format flink"):
+        FlinkSavepointWriter({**base, "flinkValueType": "long"}, schema, True)
+    with pytest.raises(OptionError, match=r"\[INVALID_OPTION\].*format must be one of"):
+        FlinkSavepointWriter({**base, "format": "avro"}, schema, True)
+    with pytest.raises(OptionError, match=r"\[INVALID_OPTION\].*\['retain'\] do not apply to format flink"):
+        FlinkSavepointWriter({**base, "format": "flink", "retain": "2"}, schema, True)
+    with pytest.raises(Exception, match=r"\[TYPE_MISMATCH\].*value column\(s\) name, score, tag"):
+        FlinkSavepointWriter({**base, "format": "flink", "flinkValueType": "java.lang.String"}, schema, True)
+    with pytest.raises(Exception, match=r"\[FLINK_UNSUPPORTED\].*the key"):
+        FlinkSavepointWriter({**base, "format": "flink", "keyColumns": "user,tag"}, schema, True)
+
+
+def test_format_flink_refuses_a_path_of_our_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "chk-1").mkdir()
+    schema = StructType.fromDDL(SCHEMA)
+    options = {"path": str(tmp_path), "format": "flink", "operator": "op", "state": "s", "stateType": "value",
+               "keyColumns": "user", "valueColumns": "name"}  # fmt: skip
+    with pytest.raises(OptionError, match=r"\[INVALID_PATH\].*holds our checkpoints"):
+        FlinkSavepointWriter(options, schema, True)
