@@ -19,6 +19,8 @@ from flinkstate.state.types.canonical import key_token
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
 from flink_model import FIXTURES, KEYS, LISTS, MAPS
+from flink_restore import check_restored, compile_job, flink_lib, restore, spec_text
+from write_model import OperatorModel, StateModel
 
 WORDS = ["a", "é", "漢字😀", "", None]
 ROWS = [(k % 7 - 3, WORDS[k % 5], [1.5, math.nan, -0.0, None, 2.0][k % 5], f"u{k % 3}") for k in range(40)]
@@ -165,3 +167,38 @@ def test_format_flink_refuses_a_path_of_our_checkpoints(tmp_path: Path) -> None:
                "keyColumns": "user", "valueColumns": "name"}  # fmt: skip
     with pytest.raises(OptionError, match=r"\[INVALID_PATH\].*holds our checkpoints"):
         FlinkSavepointWriter(options, schema, True)
+
+
+@pytest.mark.flink
+@pytest.mark.skipif(flink_lib() is None, reason="needs $FLINK_VENV with apache-flink 2.3 (make test-flink)")
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_flink_restores_a_savepoint_spark_wrote(spark: Any, tmp_path: Path, backend: str) -> None:
+    """Value, list and map states written by Spark (declared and default types; nulls, unicode,
+    NaN, -0.0), restored by a Java job in Flink 2.3 with every value the model's."""
+    lib = flink_lib()
+    assert lib is not None
+    path = tmp_path / "sp"
+    _write(spark, str(path), "overwrite", state="names", stateType="value", valueColumns="name",
+           flinkValueType="java.lang.String")  # fmt: skip
+    no_nulls = spark.createDataFrame([r for r in ROWS if r[2] is not None], SCHEMA).coalesce(1)
+    (no_nulls.write.format("flinkstate").mode("append").option("format", "flink")
+        .option("operator", "op").option("state", "scores").option("stateType", "list")
+        .option("keyColumns", "user").option("valueColumns", "score").option("parallelism", "2")
+        .save(str(path)))  # fmt: skip
+    _write(
+        spark, str(path), "append", state="tags", stateType="map", userKeyColumn="tag", valueColumns="name"
+    )
+    lists = {}
+    for user, _, score, _ in ROWS:
+        if score is not None:
+            lists.setdefault(user, []).append(score)
+    models = {
+        "op": OperatorModel("LONG", {
+            "names": StateModel("VALUE", "STRING", _model_values()),
+            "scores": StateModel("LIST", "DOUBLE", lists),
+            "tags": StateModel("MAP", "STRING", _model_maps(), "STRING"),
+        })
+    }  # fmt: skip
+    classpath = compile_job(lib, tmp_path / "job")
+    lines = restore(classpath, backend, path, spec_text({"op": 2}, {"op": 128}, models), tmp_path / "work")
+    check_restored(lines, {"op": 2}, {"op": 128}, models)
