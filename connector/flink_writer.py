@@ -71,16 +71,17 @@ class FlinkTypes:
         def chosen(option: str, default: TypeInformation | None) -> TypeInformation | None:
             return flink_type(declared[option]) if option in declared else default
 
+        kind = plan.options.state_type
+        if "flinkuserkeytype" in declared and kind != "map":
+            raise OptionError(f"option flinkUserKeyType declares a map state's key; this is a {kind} state")
+        if "flinkkeytype" in declared and plan.key_type is None:
+            raise OptionError(f"option flinkKeyType declares the key; a {kind} state has none")
         value = chosen("flinkvaluetype", plan.value_type)
         assert value is not None
         if plan.keyed:
             key = chosen("flinkkeytype", plan.key_type)
             return FlinkTypes(key, value, chosen("flinkuserkeytype", plan.user_key_type))
-        if "flinkuserkeytype" in declared:
-            raise OptionError(
-                "option flinkUserKeyType is for map state; a broadcast state's key is flinkKeyType"
-            )
-        return FlinkTypes(None, value, chosen("flinkkeytype", plan.key_type))
+        return FlinkTypes(None, value, chosen("flinkkeytype", plan.key_type))  # a broadcast state's key
 
 
 def _column(table: pa.Table, columns: tuple[str, ...]) -> pa.Array:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.connector.errors import OptionError
@@ -25,6 +25,8 @@ from write_model import OperatorModel, StateModel
 WORDS = ["a", "é", "漢字😀", "", None]
 ROWS = [(k % 7 - 3, WORDS[k % 5], [1.5, math.nan, -0.0, None, 2.0][k % 5], f"u{k % 3}") for k in range(40)]
 SCHEMA = "user bigint, name string, score double, tag string"
+STRUCT = StructType([StructField("user", LongType()), StructField("name", StringType()),
+                     StructField("score", DoubleType()), StructField("tag", StringType())])  # fmt: skip
 
 
 def _write(spark: Any, path: str, mode: str, **options: str) -> None:
@@ -146,7 +148,7 @@ def test_flatten_false_reads_flink_fixture_lists_and_maps(spark: Any) -> None:
 
 
 def test_write_options_of_format_flink() -> None:
-    schema = StructType.fromDDL(SCHEMA)
+    schema = STRUCT
     base = {"path": "/nowhere", "operator": "op", "state": "s", "stateType": "value", "keyColumns": "user"}
     with pytest.raises(OptionError, match=r"\[INVALID_OPTION\].*need option format flink"):
         FlinkSavepointWriter({**base, "flinkValueType": "long"}, schema, True)
@@ -156,13 +158,18 @@ def test_write_options_of_format_flink() -> None:
         FlinkSavepointWriter({**base, "format": "flink", "retain": "2"}, schema, True)
     with pytest.raises(Exception, match=r"\[TYPE_MISMATCH\].*value column\(s\) name, score, tag"):
         FlinkSavepointWriter({**base, "format": "flink", "flinkValueType": "java.lang.String"}, schema, True)
+    with pytest.raises(OptionError, match=r"\[INVALID_OPTION\].*flinkUserKeyType.*this is a value state"):
+        FlinkSavepointWriter({**base, "format": "flink", "flinkUserKeyType": "long"}, schema, True)
+    split = {**base, "format": "flink", "stateType": "split", "keyColumns": None, "valueColumns": "score"}
+    with pytest.raises(OptionError, match=r"\[INVALID_OPTION\].*a split state has none"):
+        FlinkSavepointWriter({**{k: v for k, v in split.items() if v}, "flinkKeyType": "long"}, schema, True)
     with pytest.raises(Exception, match=r"\[FLINK_UNSUPPORTED\].*the key"):
         FlinkSavepointWriter({**base, "format": "flink", "keyColumns": "user,tag"}, schema, True)
 
 
 def test_format_flink_refuses_a_path_of_our_checkpoints(tmp_path: Path) -> None:
     (tmp_path / "chk-1").mkdir()
-    schema = StructType.fromDDL(SCHEMA)
+    schema = STRUCT
     options = {"path": str(tmp_path), "format": "flink", "operator": "op", "state": "s", "stateType": "value",
                "keyColumns": "user", "valueColumns": "name"}  # fmt: skip
     with pytest.raises(OptionError, match=r"\[INVALID_PATH\].*holds our checkpoints"):
