@@ -97,7 +97,7 @@ def state_table(plan: WritePlan, types: FlinkTypes, table: pa.Table) -> pa.Table
     opts = plan.options
     if opts.position_column:
         by = [(opts.position_column, "ascending")]
-        table = table.take(pc.sort_indices(table, sort_keys=by, null_placement="at_end"))
+        table = table.take(pc.sort_indices(table, sort_keys=by))  # nulls last
     what = f"operator {opts.operator!r}, state {opts.state!r}"
 
     def fitted(columns: tuple[str, ...], t: TypeInformation | None, role: str) -> pa.Array:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
@@ -27,6 +29,9 @@ ROWS = [(k % 7 - 3, WORDS[k % 5], [1.5, math.nan, -0.0, None, 2.0][k % 5], f"u{k
 SCHEMA = "user bigint, name string, score double, tag string"
 STRUCT = StructType([StructField("user", LongType()), StructField("name", StringType()),
                      StructField("score", DoubleType()), StructField("tag", StringType())])  # fmt: skip
+_ARROW = pa.schema(
+    [("user", pa.int64()), ("name", pa.string()), ("score", pa.float64()), ("tag", pa.string())]
+)
 
 
 def _write(spark: Any, path: str, mode: str, **options: str) -> None:
@@ -209,3 +214,45 @@ def test_flink_restores_a_savepoint_spark_wrote(spark: Any, tmp_path: Path, back
     classpath = compile_job(lib, tmp_path / "job")
     lines = restore(classpath, backend, path, spec_text({"op": 2}, {"op": 128}, models), tmp_path / "work")
     check_restored(lines, {"op": 2}, {"op": 128}, models)
+
+
+def _tasks(writer: FlinkSavepointWriter, parts: list[dict[str, list[Any]]]) -> None:
+    """Run the writer as Spark does: each task on a pickled copy (partition ids in order), then commit."""
+    from unittest import mock
+
+    messages = []
+    for i, part in enumerate(parts):
+        task = pickle.loads(pickle.dumps(writer))
+        context = mock.Mock(partitionId=mock.Mock(return_value=i))
+        with mock.patch("pyspark.TaskContext.get", return_value=context):
+            messages.append(task.write(iter([pa.RecordBatch.from_pydict(part, schema=_ARROW)])))
+    pickle.loads(pickle.dumps(writer)).commit(messages)
+
+
+def test_positions_order_list_elements_and_later_partitions_win(tmp_path: Path) -> None:
+    path = str(tmp_path / "sp")
+    base = {"path": path, "format": "flink", "operator": "op", "keyColumns": "user", "parallelism": "3"}
+    lists = {**base, "state": "l", "stateType": "list", "valueColumns": "name", "positionColumn": "score"}
+    part = {
+        "user": [1, 1, 2, 1],
+        "name": ["c", "a", "x", "b"],
+        "score": [3.0, 1.0, 0.0, 2.0],
+        "tag": ["t"] * 4,
+    }
+    _tasks(FlinkSavepointWriter(lists, STRUCT, True), [part])
+    rules = {**base, "state": "rules", "stateType": "broadcast", "keyColumns": "tag", "valueColumns": "name"}
+    first = {"user": [1, 2], "name": ["old", "kept"], "score": [0.0, 0.0], "tag": ["k", "ü"]}
+    second = {"user": [3], "name": ["new"], "score": [0.0], "tag": ["k"]}
+    _tasks(FlinkSavepointWriter(rules, STRUCT, False), [first, second])
+    sp = read_savepoint(path)
+    nested = {r["key"]: r["value"] for r in nested_rows(sp, "l")}
+    assert nested == {1: ["a", "b", "c"], 2: ["x"]}
+    broadcast = sp.operator_state("op", "rules").to_pylist()
+    assert {(r["key"], r["value"]) for r in broadcast} == {("k", "new"), ("ü", "kept")}
+    assert {r["subtask"] for r in broadcast} == {0, 1, 2}
+
+
+def nested_rows(sp: Any, state: str) -> list[dict[str, Any]]:
+    from flinkstate.checkpoint.flink import nested_view
+
+    return nested_view(sp.keyed_state("op", state)).to_pylist()
