@@ -13,12 +13,15 @@ Flink's format cannot be appended to in place, so the savepoint is written again
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flinkstate.state.errors import InvalidArgumentError, StateTypeError
 from flinkstate.state.keyed.snapshot import StateColumns
@@ -86,6 +89,14 @@ def _fitted(state: ArrowState, key_type: TypeInformation | None, what: str) -> A
     return replace(state, table=pa.table(cols))
 
 
+def _distinct(keys: pa.ChunkedArray) -> bool:
+    """Whether no two keys are equal (False also where Arrow cannot tell: the general path decides)."""
+    try:
+        return bool(pc.count_distinct(keys, mode="all").as_py() == len(keys))
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
+
+
 class ArrowOperator(OperatorSource):
     """One operator written from :class:`ArrowState` s (see the module docstring)."""
 
@@ -125,7 +136,11 @@ class ArrowOperator(OperatorSource):
         state, key_type = self.keyed_arrow[index], self.key_type
         assert key_type is not None
         table = state.table
-        groups = assign_key_groups(table.column("key"), key_type, self.max_parallelism).to_pylist()
+        group_array = assign_key_groups(table.column("key"), key_type, self.max_parallelism)
+        if state.kind == "VALUE" and _distinct(table.column("key")):
+            yield from self._distinct_values(state, table, group_array.to_numpy(zero_copy_only=False))
+            return
+        groups = group_array.to_pylist()
         keys = from_arrow(table.column("key"), key_type)
         values = from_arrow(table.column("value"), state.value_type)
         user_keys = (
@@ -153,6 +168,22 @@ class ArrowOperator(OperatorSource):
                     e[1] = dict(e[1].values())
             stamps = self._stamps(state, entries)
             yield kg, StateColumns([e[0] for e in entries], None, [e[1] for e in entries], stamps)
+
+    def _distinct_values(
+        self, state: ArrowState, table: pa.Table, groups: np.ndarray
+    ) -> Iterator[tuple[int, StateColumns]]:
+        """A value state whose keys are distinct: each key group's rows, without a dictionary."""
+        assert self.key_type is not None
+        order = np.argsort(groups, kind="stable")
+        ordered = groups[order]
+        take = pa.array(order, pa.int64())
+        keys = from_arrow(table.column("key").take(take), self.key_type)
+        values = from_arrow(table.column("value").take(take), state.value_type)
+        bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(ordered)]
+        for start, end in itertools.pairwise(bounds):
+            if start < end:
+                stamps = [self.now] * (end - start) if state.ttl else None
+                yield int(ordered[start]), StateColumns(keys[start:end], None, values[start:end], stamps)
 
     def _stamps(self, state: ArrowState, entries: list[list[Any]]) -> list[Any] | None:
         """Each value's (element's, map entry's) last-access timestamp: the write time."""

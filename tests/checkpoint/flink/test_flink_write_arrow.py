@@ -24,6 +24,7 @@ from flinkstate.checkpoint.flink import (
     write_operators,
 )
 from flinkstate.state.errors import FlinkStateError
+from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import BasicTypeInfo, ListTypeInfo, MapTypeInfo, RowTypeInfo
 
@@ -329,3 +330,19 @@ def test_flatten_false_of_flink_written_fixtures() -> None:
         rows = nested_view(sp.keyed_state("keyed-states", state)).to_pylist()
         assert {r["key"]: dict(r["value"]) for r in rows} == {k: model(k) for k in KEYS}, state
     assert nested_view(sp.keyed_state("keyed-states", "v_long")) == sp.keyed_state("keyed-states", "v_long")
+
+
+@pytest.mark.parametrize("ttl", [False, True])
+def test_distinct_keys_read_back_as_the_model(tmp_path: Path, ttl: bool) -> None:
+    """A value state whose keys are all distinct (written without the per-key dictionary)."""
+    keys = list(range(-60, 60))
+    values = [None if k % 7 == 0 else WORDS[k % len(WORDS)] + str(k) for k in keys]
+    table = pa.table({"key": pa.array(keys, pa.int64()), "value": pa.array(values)})
+    op = ArrowOperator("op", [ArrowState("d", "VALUE", table, STRING, ttl=ttl)], LONG, 3, 64)
+    sp = write_operators([op], str(tmp_path / "sp"), 1)
+    rows = sp.keyed_state("op", "d").to_pylist()
+    assert {r["key"]: r["value"] for r in rows} == {
+        k: v for k, v in zip(keys, values, strict=True) if v is not None
+    }
+    assert all(r["key_group"] == assign_to_key_group(r["key"], 64, LONG) for r in rows)
+    assert ("ttl_timestamp" in sp.keyed_state("op", "d").column_names) == ttl
