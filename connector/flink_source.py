@@ -3,11 +3,12 @@
 When ``path`` holds a Flink ``_metadata``, ``spark.read.format("flinkstate")`` reads it
 through :mod:`flinkstate.checkpoint.flink`: without ``operator``/``state`` the metadata
 view (one row per state, its types and serializers); with them the state, with the
-columns of our own views. Filters on ``key_group``, on ``key`` (equality or IN) and on
-``subtask`` (operator list state), and the options ``keys``, ``keyGroups`` and
-``subtasks`` are applied here exactly; a keyed read opens only the files of the subtasks
-owning the wanted key groups, and decodes only those key groups (wanted keys prune key
-groups only for basic and SQL key types: Tuple, Row or POJO keys hash otherwise in Flink).
+columns of our own views (``flatten=false``: a list or map per key, as ours). Filters on
+``key_group``, on ``key`` (equality or IN) and on ``subtask`` (operator list state), and the
+options ``keys``, ``keyGroups`` and ``subtasks`` are applied here exactly; a keyed read opens
+only the files of the subtasks owning the wanted key groups, and decodes only those key groups
+(wanted keys prune key groups only for basic and SQL key types: Tuple, Row or POJO keys hash
+otherwise in Flink).
 SQL ``TIMESTAMP(7..9)`` values arrive floored to microseconds, Spark's precision
 (``read_savepoint`` keeps nanoseconds).
 """
@@ -24,7 +25,14 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from flinkstate.checkpoint import spark_compatible
-from flinkstate.checkpoint.flink import ROWDATA, FlinkSavepoint, RowDataReader, SqlTypeInfo, key_group_of
+from flinkstate.checkpoint.flink import (
+    ROWDATA,
+    FlinkSavepoint,
+    RowDataReader,
+    SqlTypeInfo,
+    key_group_of,
+    nested_view,
+)
 from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.keygroups.hashing import java_hashed
 from flinkstate.state.types.canonical import canonical_float
@@ -34,7 +42,7 @@ from .options import ReadOptions
 from .pushdown import Pushdown
 from .reader import is_stand_in
 
-_UNSUPPORTED = {"checkpoint_id": None, "watermark": None, "flatten": True}
+_UNSUPPORTED = {"checkpoint_id": None, "watermark": None}
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,8 @@ def flink_schema(options: ReadOptions, sp: FlinkSavepoint) -> pa.Schema:
         schema = sp.metadata_table().schema
     else:
         schema = sp.schema(options.operator, options.state or "")
+        if not options.flatten and sp.keyed_info(options.operator, options.state or "") is not None:
+            schema = nested_view(schema.empty_table()).schema
     return pa.schema([pa.field(f.name, _micros(spark_compatible(f.type))) for f in schema])
 
 
@@ -198,7 +208,7 @@ class FlinkSavepointReader(DataSourceReader):
             table = table.filter(pa.array(mask, pa.bool_()))
         elif keys is not None:
             table = table.filter(pc.is_in(table.column("key"), pa.array(sorted(keys), key_type)))
-        return table
+        return table if self.options.flatten else nested_view(table)
 
 
 def _normal(value: Any, t: pa.DataType | None) -> Any:

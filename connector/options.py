@@ -27,7 +27,10 @@ DECLARING = ("valuetype", "userkeytype", "statetype", "types")
 WRITE_OPTIONS = (
     "path", "operator", "state", "statetype", "keycolumns", "valuecolumns", "maxparallelism",
     "parallelism", "opcolumn", "positioncolumn", "namespacecolumn", "userkeycolumn", "ttl", "retain",
+    "format", "flinkkeytype", "flinkvaluetype", "flinkuserkeytype",
 )  # fmt: skip
+WRITE_FORMATS = ("flinkstate", "flink")
+FLINK_TYPES = ("flinkkeytype", "flinkvaluetype", "flinkuserkeytype")
 STATE_TYPES = ("value", "list", "map", "split", "union", "broadcast")
 _CANONICAL = {
     "checkpointid": "checkpointId", "includeexpired": "includeExpired", "allowpickle": "allowPickle",
@@ -36,7 +39,8 @@ _CANONICAL = {
     "positioncolumn": "positionColumn", "namespacecolumn": "namespaceColumn",
     "userkeycolumn": "userKeyColumn", "keygroups": "keyGroups", "readchangefeed": "readChangeFeed",
     "changestartcheckpointid": "changeStartCheckpointId", "changeendcheckpointid": "changeEndCheckpointId",
-    "valuetype": "valueType", "userkeytype": "userKeyType",
+    "valuetype": "valueType", "userkeytype": "userKeyType", "flinkkeytype": "flinkKeyType",
+    "flinkvaluetype": "flinkValueType", "flinkuserkeytype": "flinkUserKeyType",
 }  # fmt: skip
 
 
@@ -261,6 +265,14 @@ class WriteOptions:
     ttl_ms: int | None = None
     storage: Mapping[str, Any] = field(default_factory=dict, repr=False)
     retain: int | None = None
+    format: str = "flinkstate"
+    """``flinkstate`` (our checkpoints) or ``flink`` (a canonical Flink savepoint)."""
+    flink_types: Mapping[str, str] = field(default_factory=dict)
+    """Declared Flink types by option (``flinkkeytype``, ``flinkvaluetype``, ``flinkuserkeytype``)."""
+
+    @property
+    def flink(self) -> bool:
+        return self.format == "flink"
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
@@ -299,4 +311,21 @@ class WriteOptions:
             _int(plain, "ttl", None),
             storage_options(options),
             _int(plain, "retain", None),
+            *_format(plain),
         )
+
+
+def _format(plain: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """Options ``format`` and the Flink types it allows (``flinkKeyType`` ...)."""
+    fmt = plain.get("format", "flinkstate").strip().lower()
+    if fmt not in WRITE_FORMATS:
+        raise OptionError(f"option format must be one of {list(WRITE_FORMATS)}, got {plain['format']!r}")
+    types = {k: plain[k] for k in FLINK_TYPES if k in plain}
+    if types and fmt != "flink":
+        names = [_name(k) for k in types]
+        raise OptionError(f"option(s) {names} declare Flink types: they need option format flink")
+    if fmt == "flink":
+        ours = [_name(k) for k in ("opcolumn", "namespacecolumn", "retain") if k in plain]
+        if ours:
+            raise OptionError(f"option(s) {ours} do not apply to format flink (a savepoint Flink restores)")
+    return fmt, types

@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
-from .options import ReadOptions
+from .options import ReadOptions, WriteOptions
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,11 @@ class FlinkStateDataSource(DataSource):
         return self._plan().reader(to_arrow_schema(schema, timezone="UTC"))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
+        from .flink_writer import FlinkSavepointWriter
         from .writer import BootstrapWriter
 
+        if WriteOptions.parse(self.options).flink:
+            return FlinkSavepointWriter(self.options, schema, overwrite)
         return BootstrapWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802 - Spark's name

@@ -57,6 +57,10 @@ class StateSink(DataSourceStreamArrowWriter):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.options = WriteOptions.parse(options)
+        if self.options.flink:
+            raise OptionError(
+                "the streaming sink writes our checkpoints; option format flink is for batch writes"
+            )
         if self.options.state_type not in ("value", "list", "map"):
             raise OptionError(
                 f"the streaming sink writes keyed state (value, list, map), not {self.options.state_type}"

@@ -1,7 +1,8 @@
 """Reading Flink's own savepoints and retained checkpoints (Flink 1.15+ metadata, 2.x
 tested), without Flink: see :func:`read_savepoint`; writing canonical savepoints Flink 2.3
-restores: see :func:`write_savepoint`; edited offline: :func:`edit_savepoint`; as one of our
-savepoints: :func:`import_savepoint`."""
+restores: see :func:`write_savepoint` (from a checkpoint or savepoint) and
+:func:`write_operators` (from :class:`ArrowOperator` s: Arrow columns, a DataFrame); edited
+offline: :func:`edit_savepoint`; as one of our savepoints: :func:`import_savepoint`."""
 
 from __future__ import annotations
 
@@ -16,13 +17,18 @@ from .errors import (
 )
 from .importing import import_savepoint
 from .metadata import is_flink_metadata
+from .nested import nested_view
 from .operator_id import operator_id_hex
 from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
-from .savepoint_writer import write_savepoint
+from .savepoint_writer import write_operators, write_savepoint
+from .write_arrow import ArrowOperator, ArrowState, with_operator
+from .write_types import default_type, fit, flink_type
 
 __all__ = [
     "ROWDATA",
+    "ArrowOperator",
+    "ArrowState",
     "DeclaredTypeError",
     "FlinkFormatError",
     "FlinkSavepoint",
@@ -34,14 +40,20 @@ __all__ = [
     "UnsupportedFlinkWriteError",
     "UnsupportedSerializerError",
     "declarations",
+    "default_type",
     "edit_savepoint",
+    "fit",
+    "flink_type",
     "import_savepoint",
     "is_flink_metadata",
     "is_flink_savepoint",
     "key_group_of",
+    "nested_view",
     "operator_id_hex",
     "parse_type",
     "plan_savepoint_edits",
     "read_savepoint",
+    "with_operator",
+    "write_operators",
     "write_savepoint",
 ]

@@ -194,5 +194,5 @@ def edit_savepoint(
             code="UNSUPPORTED_FORMAT",
         )
     plan, edited = _edited(source, edits)
-    return write_operators(edited, source.meta.checkpoint_id, target, max_parallelism=plan.max_parallelism,
+    return write_operators(edited, target, source.meta.checkpoint_id, max_parallelism=plan.max_parallelism,
                            storage=storage, inline_threshold=inline_threshold)  # fmt: skip

@@ -16,6 +16,8 @@ gives it. Everything is encoded before any file is written: what cannot be writt
 
 from __future__ import annotations
 
+import posixpath
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -106,10 +108,10 @@ def _stream(name: str, data: bytes, inline_threshold: int) -> StreamOut:
 
 
 def _encode(
-    plan: _Plan, directory: Storage, inline_threshold: int, step: Callable[[], None]
+    plan: _Plan, directory: Storage, inline_threshold: int, step: Callable[[], None], suffix: str = ""
 ) -> tuple[OperatorOut, dict[str, bytes]]:
-    """The operator's ``_metadata`` entry and the state streams that go to files, by name;
-    ``step()`` after each subtask."""
+    """The operator's ``_metadata`` entry and the state streams that go to files, by name
+    (``suffix`` ends each file's name); ``step()`` after each subtask."""
     op = plan.op
     hex_id = op.operator_id.hex()
     columns = _columns(plan) if op.key_type is not None else {}
@@ -123,13 +125,13 @@ def _encode(
             groups = range(rng.start, rng.end + 1)
             data, offsets = keyed_stream(where, op.key_type, op.states, groups, plan.max_parallelism, columns)
             keyed = KeyedOut(
-                rng.start, tuple(offsets), _stream(f"keyed-{hex_id}-{index}", data, inline_threshold)
+                rng.start, tuple(offsets), _stream(f"keyed-{hex_id}-{index}{suffix}", data, inline_threshold)
             )
             files[keyed.stream.name] = data
         operator = None
         if operator_states[index]:
             data, entries = operator_stream(where, operator_states[index])
-            stream = _stream(f"operator-{hex_id}-{index}", data, inline_threshold)
+            stream = _stream(f"operator-{hex_id}-{index}{suffix}", data, inline_threshold)
             operator = OperatorStateOut(tuple(entries), stream)
             files[stream.name] = data
         subtasks.append(SubtaskOut(index, keyed, operator))
@@ -169,27 +171,36 @@ def write_savepoint(
     checkpoint_id = (
         source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
     )
-    return write_operators(operators_of(source, operators), checkpoint_id, target, parallelism=parallelism,
+    ops = operators_of(source, operators)
+    return write_operators(ops, target, checkpoint_id, parallelism=parallelism,
                            max_parallelism=max_parallelism, storage=storage,
                            inline_threshold=inline_threshold, progress=progress)  # fmt: skip
 
 
 def write_operators(
-    sources: list[OperatorSource],
-    checkpoint_id: int,
+    ops: list[OperatorSource],
     target: str,
+    checkpoint_id: int,
     *,
     parallelism: int | Mapping[str, int] | None = None,
     max_parallelism: int | Mapping[str, int] | None = None,
     storage: Mapping[str, Any] | None = None,
     inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+    replace: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> FlinkSavepoint:
-    """What :func:`write_savepoint` does, from operator sources (e.g. edited ones)."""
-    plans = _plan(sources, parallelism, max_parallelism)
+    """Write the operators ``ops`` as a canonical Flink savepoint in ``target`` (see
+    :func:`write_savepoint`) and return it, read back. Everything is encoded before any file
+    is written. ``replace``: ``target`` may hold a savepoint already; the new one's files get
+    new names, its ``_metadata`` replaces the old one, then the old files are deleted (until
+    then the old savepoint stays readable). ``progress``: as for :func:`write_savepoint`."""
+    plans = _plan(ops, parallelism, max_parallelism)
     directory = Storage(target, storage)
-    if directory.exists(METADATA):
+    old = directory.exists(METADATA)
+    if old and not replace:
         raise CheckpointError(f"{directory!r} already holds a savepoint", code="CHECKPOINT_EXISTS")
+    before = _state_files(target, storage) if old else set()
+    suffix = f"-{uuid.uuid4().hex[:12]}" if old else ""
     total = 2 * sum(plan.parallelism for plan in plans)
     done = 0
 
@@ -201,7 +212,7 @@ def write_operators(
 
     if progress is not None:
         progress(0, total)
-    encoded = [_encode(plan, directory, inline_threshold, step) for plan in plans]
+    encoded = [_encode(plan, directory, inline_threshold, step, suffix) for plan in plans]
     meta = metadata_bytes(checkpoint_id, [op for op, _ in encoded], f"{directory!r}/{METADATA}")
     for out, files in encoded:
         for subtask in out.subtasks:
@@ -209,5 +220,24 @@ def write_operators(
                 if stream.name in files:
                     directory.write_bytes(stream.name, files[stream.name])
             step()
-    directory.create_exclusive(METADATA, meta)
+    if not old:
+        directory.create_exclusive(METADATA, meta)
+        return read_savepoint(target, storage)
+    directory.write_bytes(METADATA, meta)
+    for name in sorted(before):
+        if directory.exists(name):
+            directory.delete(name)
     return read_savepoint(target, storage)
+
+
+def _state_files(target: str, storage: Mapping[str, Any] | None) -> set[str]:
+    """The files beside ``_metadata`` that the savepoint in ``target`` references."""
+    old = read_savepoint(target, storage)
+    streams = [
+        handle.stream
+        for op in old.meta.operators
+        for sub in op.subtasks
+        for handle in (sub.managed_keyed, sub.managed_operator)
+        if handle is not None and handle.stream is not None
+    ]
+    return {posixpath.basename(s.name) for s in streams if s.kind != "bytes"}

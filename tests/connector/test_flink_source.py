@@ -81,7 +81,15 @@ def test_operator_state_subtask_filter_and_metadata() -> None:
 
 def test_unsupported_options_are_refused() -> None:
     with pytest.raises(ValueError, match="not supported when reading a Flink savepoint"):
-        _reader(operator="keyed-states", state="v_long", flatten="false")
+        _reader(operator="keyed-states", state="v_long", watermark="5")
+
+
+def test_flatten_false_folds_lists_and_maps_only() -> None:
+    """A value state reads the same either way; a list state one row per key with its list."""
+    same = [_rows(_reader(operator="keyed-states", state="v_long", flatten=f)) for f in ("true", "false")]
+    assert sorted(same[0], key=repr) == sorted(same[1], key=repr)
+    rows = _rows(_reader(operator="keyed-states", state="l_long", flatten="false"))
+    assert {r["key"]: r["value"] for r in rows} == {k: LISTS["l_long"](k) for k in KEYS}
 
 
 @pytest.mark.spark
