@@ -72,3 +72,12 @@ class TtlValueSerializer(_ReadOnly):
         (ts,) = _LONG.unpack_from(buf, pos)
         value, pos = self._inner.read(buf, pos + 8)
         return (value, ts), pos
+
+
+class GlobalWindowSerializer(_ReadOnly):
+    """Flink's ``GlobalWindow.Serializer``: one 0 byte for the one global window, read as ``()``."""
+
+    def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        if buf[pos] != 0:
+            raise SerializationError(f"global window byte {buf[pos]}, not 0")
+        return (), pos + 1
