@@ -126,9 +126,8 @@ def read_snapshot(c: Cursor, what: str) -> FlinkType:
     if name == _WINDOW:
         t = RowTypeInfo((_basic("LONG"), _basic("LONG")), ("start", "end"), "TUPLE")
         return FlinkType(name, t, serializer_for(t), fixed_width=True)
-    if name == _GLOBAL_WINDOW:  # the one global window, as the empty tuple
-        t = RowTypeInfo((), (), "TUPLE")
-        return FlinkType(name, t, GlobalWindowSerializer(), fixed_width=True)
+    if name == _GLOBAL_WINDOW:  # the one global window, as the string "GlobalWindow"
+        return FlinkType(name, _basic("STRING"), GlobalWindowSerializer(), fixed_width=True)
     if name in _COMPOSITES:
         return _composite(c, name, what)
     if name == _POJO:

@@ -1,0 +1,242 @@
+"""Window-namespaced states and timers the Flink savepoint writer's tests write: a plain-Python
+model, our checkpoint built from it, and what a reader (ours, or Flink firing the windows and
+timers) must find in the written savepoint.
+
+Operators: ``tumbling`` (String keys; a tumbling one-hour event-time window's reducing state
+``window-contents`` in TimeWindow namespaces, with each window's timer at its last
+millisecond), ``global`` (Long keys; the same in the GlobalWindow, timers at
+Long.MAX_VALUE), ``timers`` (Long keys; a KeyedProcessFunction's event-time and
+processing-time timers, registered with our process runner's timer queues) and
+``window-kinds`` (Long keys; Value, List, Map, Reducing and Aggregating states with and
+without TTL in TimeWindow and GlobalWindow namespaces: read back by our reader only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from write_model import EXPIRED_TS, LIVE_TS, OUR_TTL, Last, canonical
+
+from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
+from flinkstate.state import (
+    AggregatingStateDescriptor,
+    HeapKeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    Types,
+    ValueStateDescriptor,
+    assign_to_key_group,
+    compute_key_group_range_for_operator_index,
+)
+from flinkstate.state.process.timers import TimeDomain, TimerQueue
+from flinkstate.state.ttl import ManualTimeProvider
+
+HOUR = 3_600_000
+LONG_MAX = (1 << 63) - 1
+EVENT_WINDOW_TIMERS = "_timer_state/event_window-timers"
+SOURCE_PARALLELISM = 2
+#: The operators a real Flink restores (RestoreWindowsJob.java): the others only our reader.
+FLINK_UIDS = ("tumbling", "global", "timers")
+
+
+@dataclass(frozen=True)
+class WindowState:
+    """A state's entries by (key, namespace): a value, a list or a dict; with TTL each value,
+    element or map value is a (value, timestamp) pair."""
+
+    kind: str
+    value_type: str
+    entries: dict[tuple[Any, Any], Any]
+    user_key_type: str = "-"
+    ttl: bool = False
+
+
+@dataclass(frozen=True)
+class WindowOperator:
+    key_type: str
+    states: dict[str, WindowState] = field(default_factory=dict)
+    #: timer queue name -> (key, namespace, timestamp) of each timer
+    timers: dict[str, set[tuple[Any, Any, int]]] = field(default_factory=dict)
+
+
+def _window(start_hour: int) -> tuple[int, int]:
+    return (start_hour * HOUR, (start_hour + 1) * HOUR)
+
+
+def model() -> dict[str, WindowOperator]:
+    names = ["a", "b\u00f6", "tab\there", "\U0001f600", *(f"user-{i}" for i in range(6))]
+    tumbling = {(k, _window(h)): 100 * i + h for i, k in enumerate(names) for h in range(i % 3 + 1)}
+    tumbling[("neg", _window(-2))] = -7  # a window before the epoch
+    glob = {(k, "GlobalWindow"): k * 3 for k in range(-3, 9)}
+    kinds = {}
+    for ns_name, namespaces in (("tw", [_window(0), _window(5)]), ("gw", ["GlobalWindow"])):
+        scopes = [(k, ns) for k in range(6) for ns in namespaces]
+        kinds.update({
+            f"{ns_name}_value": WindowState("VALUE", "STRING", {s: f"v{s[0]}{s[1]}" for s in scopes}),
+            f"{ns_name}_list": WindowState("LIST", "LONG", {s: [s[0], -s[0], 7] for s in scopes}),
+            f"{ns_name}_map": WindowState(
+                "MAP", "DOUBLE", {s: {"x": s[0] / 2, "n": None} for s in scopes}, "STRING"
+            ),
+            f"{ns_name}_reduce": WindowState("REDUCING", "LONG", {s: s[0] * 11 for s in scopes}),
+            f"{ns_name}_agg": WindowState("AGGREGATING", "STRING", {s: f"acc{s[0]}" for s in scopes}),
+            f"{ns_name}_ttl_value": WindowState(
+                "VALUE", "INT", {s: (s[0], LIVE_TS if s[0] % 2 else EXPIRED_TS) for s in scopes}, ttl=True
+            ),
+            f"{ns_name}_ttl_list": WindowState(
+                "LIST", "STRING", {s: [("old", EXPIRED_TS), (f"n{s[0]}", LIVE_TS)] for s in scopes}, ttl=True
+            ),
+            f"{ns_name}_ttl_map": WindowState(
+                "MAP", "LONG", {s: {1: (s[0], EXPIRED_TS), 2: (-s[0], LIVE_TS)} for s in scopes}, "INT", True
+            ),
+        })  # fmt: skip
+    return {
+        "tumbling": WindowOperator(
+            "STRING",
+            {"window-contents": WindowState("REDUCING", "LONG", tumbling)},
+            {EVENT_WINDOW_TIMERS: {(k, ns, ns[1] - 1) for k, ns in tumbling}},
+        ),
+        "global": WindowOperator(
+            "LONG",
+            {"window-contents": WindowState("REDUCING", "LONG", glob)},
+            {EVENT_WINDOW_TIMERS: {(k, ns, LONG_MAX) for k, ns in glob}},
+        ),
+        "timers": WindowOperator(
+            "LONG",
+            timers={
+                "_timer_state/event_user-timers": {
+                    (k, None, t) for k in range(10) for t in (-5, k * 1000, LONG_MAX)
+                },
+                "_timer_state/processing_user-timers": {(k, None, 1000 + k) for k in range(0, 10, 3)},
+            },
+        ),
+        "window-kinds": WindowOperator("LONG", kinds),
+    }  # fmt: skip
+
+
+def _type(name: str) -> Any:
+    return Types.PRIMITIVE_ARRAY(Types.BYTE()) if name == "BYTES" else getattr(Types, name)()
+
+
+def _descriptor(name: str, s: WindowState) -> Any:
+    value = _type(s.value_type)
+    descriptors = {
+        "VALUE": lambda: ValueStateDescriptor(name, value),
+        "LIST": lambda: ListStateDescriptor(name, value),
+        "MAP": lambda: MapStateDescriptor(name, _type(s.user_key_type), value),
+        "REDUCING": lambda: ReducingStateDescriptor(name, lambda a, b: a + b, value),
+        "AGGREGATING": lambda: AggregatingStateDescriptor(name, Last(), value),
+    }
+    d = descriptors[s.kind]()
+    if s.ttl:
+        d.enable_time_to_live(OUR_TTL)
+    return d
+
+
+def _fill(
+    backend: HeapKeyedStateBackend, clock: ManualTimeProvider, name: str, s: WindowState, scope: Any
+) -> None:
+    key, ns = scope
+    backend.set_current_key(key)
+    state = backend.get_partitioned_state(ns, _descriptor(name, s))
+    value = s.entries[scope]
+    if s.kind in ("VALUE", "REDUCING", "AGGREGATING"):
+        if s.ttl:
+            clock.now, value = value[1], value[0]
+        (state.update if s.kind == "VALUE" else state.add)(value)
+    elif s.kind == "LIST":
+        for element in value:
+            if s.ttl:
+                clock.now, element = element[1], element[0]
+            state.add(element)
+    else:
+        for user_key, v in value.items():
+            if s.ttl:
+                clock.now, v = v[1], v[0]
+            state.put(user_key, v)
+
+
+def _timers(backend: HeapKeyedStateBackend, name: str, timers: set[tuple[Any, Any, int]], owned: Any) -> None:
+    domain = TimeDomain.EVENT_TIME if name.startswith("_timer_state/event_") else TimeDomain.PROCESSING_TIME
+    queue = TimerQueue(backend, domain) if name.endswith("_user-timers") else None
+    for key, ns, timestamp in sorted(timers, key=repr):
+        if not owned(key):
+            continue
+        backend.set_current_key(key)
+        if queue is not None:  # the process runner's timers
+            queue.register(timestamp)
+        else:  # a window operator's: a timer map state in the window's namespace
+            desc = MapStateDescriptor(name, Types.LONG(), Types.BOOLEAN())
+            backend.get_partitioned_state(ns, desc).put(timestamp, True)
+
+
+def build_checkpoint(path: str) -> CompletedCheckpoint:
+    """Our checkpoint of :func:`model` at ``path`` (parallelism 2, max parallelism 128)."""
+    pending = CheckpointStorage(path).begin()
+    for uid, op in model().items():
+        key_type = _type(op.key_type)
+        for i in range(SOURCE_PARALLELISM):
+            rng = compute_key_group_range_for_operator_index(128, SOURCE_PARALLELISM, i)
+            clock = ManualTimeProvider(LIVE_TS)
+            backend = HeapKeyedStateBackend(key_type=key_type, key_group_range=rng, time_provider=clock)
+
+            def owned(key: Any, rng: Any = rng, key_type: Any = key_type) -> bool:
+                return assign_to_key_group(key, 128, key_type) in rng
+
+            for name, s in op.states.items():
+                for scope in s.entries:
+                    if owned(scope[0]):
+                        _fill(backend, clock, name, s, scope)
+            for name, timers in op.timers.items():
+                _timers(backend, name, timers, owned)
+            clock.now = LIVE_TS
+            pending.write_keyed(uid, backend, i, SOURCE_PARALLELISM)
+    pending.commit()
+    ckpt = open_checkpoint(path)
+    assert isinstance(ckpt, CompletedCheckpoint)
+    return ckpt
+
+
+def namespace_of(ns: Any) -> Any:
+    """A namespace as compared: a TimeWindow (start, end), the GlobalWindow "GlobalWindow", void None;
+    our reader's structs (dicts) become tuples."""
+    return tuple(ns.values()) if isinstance(ns, dict) else ns
+
+
+Row = tuple[str, str, Any, Any, Any, Any, Any]  # uid, state, key, namespace, position/user key, value, ts
+
+
+def rows(uids: Any = None, live_only: bool = False) -> set[Row]:
+    """Every (uid, state, key, namespace, position or user key, value, TTL timestamp) of the model."""
+    out = set()
+    for uid, op in model().items():
+        if uids is not None and uid not in uids:
+            continue
+        for name, s in op.states.items():
+            for (key, ns), value in s.entries.items():
+                if s.kind == "LIST":
+                    items: list[tuple[Any, Any]] = list(enumerate(value))
+                elif s.kind == "MAP":
+                    items = list(value.items())
+                else:
+                    items = [(None, value)]
+                for extra, v in items:
+                    v, ts = v if s.ttl else (v, None)
+                    if live_only and ts not in (None, LIVE_TS):
+                        continue
+                    out.add(
+                        (uid, name, key, ns, extra, canonical(v, s.value_type) if v is not None else None, ts)
+                    )
+    return out
+
+
+def timers(uids: Any = None) -> set[tuple[str, str, Any, Any, int]]:
+    """Every (uid, timer queue, key, namespace, timestamp) of the model."""
+    return {
+        (uid, name, *t)
+        for uid, op in model().items()
+        if uids is None or uid in uids
+        for name, found in op.timers.items()
+        for t in found
+    }
