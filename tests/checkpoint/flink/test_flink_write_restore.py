@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from flink_model import FIXTURES
 from flink_restore import check_restored, compile_job, flink_lib, operator_state_models, restore, spec_text
+from window_model import FLINK_UIDS, WINDOWS_JOB, expected_fired, flink_spec, parse_fired
+from window_model import build_checkpoint as build_window_checkpoint
 from write_model import WRITTEN, build_checkpoint
 
 from flinkstate.checkpoint import CompletedCheckpoint
@@ -63,3 +65,37 @@ def test_flinks_own_savepoint_written_back(classpath: str, tmp_path: Path, backe
     spec = spec_text(parallelism, max_parallelism, models)
     lines = restore(classpath, backend, tmp_path / "savepoint", spec, tmp_path / "work")
     check_restored(lines, parallelism, max_parallelism, models)
+
+
+@pytest.fixture(scope="module")
+def windows_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    lib = flink_lib()
+    assert lib is not None
+    return compile_job(lib, tmp_path_factory.mktemp("restore-windows-job"), WINDOWS_JOB)
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_flink_fires_restored_windows_and_timers(
+    windows_classpath: str, tmp_path: Path, backend: str
+) -> None:
+    """Window contents in TimeWindow and GlobalWindow namespaces with their window timers, and a
+    KeyedProcessFunction's event- and processing-time timers (our process runner's), written
+    rescaled: Flink fires every window with its value and every timer at its time, each in the
+    subtask owning its key group, and nothing else."""
+    source = build_window_checkpoint(str(tmp_path / "source"))
+    parallelism = {"tumbling": 3, "global": 2, "timers": 2}
+    max_parallelism = {"tumbling": 256, "global": 128, "timers": 64}
+    target = tmp_path / "savepoint"
+    write_savepoint(
+        source,
+        str(target),
+        operators=FLINK_UIDS,
+        parallelism=parallelism,
+        max_parallelism=max_parallelism,
+        inline_threshold=1024,
+    )
+    spec = flink_spec(parallelism, max_parallelism)
+    lines = restore(windows_classpath, backend, target, spec, tmp_path / "work", "RestoreWindowsJob")
+    fired = parse_fired(lines, parallelism, max_parallelism)
+    assert len(fired) == len(set(fired))
+    assert set(fired) == expected_fired()

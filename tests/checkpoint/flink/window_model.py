@@ -14,8 +14,10 @@ without TTL in TimeWindow and GlobalWindow namespaces: read back by our reader o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from flink_restore import _unescape as unescape
 from write_model import EXPIRED_TS, LIVE_TS, OUR_TTL, Last, canonical
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
@@ -30,6 +32,7 @@ from flinkstate.state import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
+from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 from flinkstate.state.process.timers import TimeDomain, TimerQueue
 from flinkstate.state.ttl import ManualTimeProvider
 
@@ -240,3 +243,52 @@ def timers(uids: Any = None) -> set[tuple[str, str, Any, Any, int]]:
         for name, found in op.timers.items()
         for t in found
     }
+
+
+#: What RestoreWindowsJob.java declares each operator of FLINK_UIDS as (its uid is its kind).
+WINDOWS_JOB = Path(__file__).resolve().parents[2] / "fixtures" / "flink" / "RestoreWindowsJob.java"
+
+
+def flink_spec(parallelism: dict[str, int], max_parallelism: dict[str, int]) -> str:
+    """RestoreWindowsJob's spec of the operators of FLINK_UIDS."""
+    ops = model()
+    return "".join(
+        f"{uid}\t{uid}\t{ops[uid].key_type}\t{parallelism[uid]}\t{max_parallelism[uid]}\n"
+        for uid in FLINK_UIDS
+    )
+
+
+def expected_fired() -> set[tuple[Any, ...]]:
+    """(uid, what fired, key, namespace, value or timestamp) of every window and timer Flink must fire."""
+    ops = model()
+    out: set[tuple[Any, ...]] = set()
+    for uid in ("tumbling", "global"):
+        for (key, ns), value in ops[uid].states["window-contents"].entries.items():
+            out.add((uid, "window", key, ns, value))
+    for name, found in ops["timers"].timers.items():
+        domain = "EVENT_TIME" if name.startswith("_timer_state/event_") else "PROCESSING_TIME"
+        out |= {("timers", domain, key, ns, ts) for key, ns, ts in found}
+    return out
+
+
+def parse_fired(
+    lines: list[str], parallelism: dict[str, int], max_parallelism: dict[str, int]
+) -> list[tuple[Any, ...]]:
+    """What RestoreWindowsJob printed, as expected_fired gives it; each line's key group and
+    subtask checked against ours."""
+    out = []
+    for line in lines:
+        uid, subtask, kg, what, key_text, ns_text, value = line.split("\t")
+        key_type = model()[uid].key_type
+        key: Any = unescape(key_text) if key_type == "STRING" else int(key_text)
+        assert int(kg) == assign_to_key_group(key, max_parallelism[uid], getattr(Types, key_type)())
+        assert int(subtask) == compute_operator_index_for_key_group(
+            max_parallelism[uid], parallelism[uid], int(kg)
+        )
+        ns: Any = None
+        if ns_text == "GlobalWindow":
+            ns = ns_text
+        elif ns_text != "-":
+            ns = tuple(int(b) for b in ns_text.split(","))
+        out.append((uid, what, key, ns, int(value)))
+    return out
