@@ -9,7 +9,18 @@ from typing import Any
 
 import pytest
 from flink_model import FIXTURES
-from window_model import build_checkpoint, model, namespace_of, rows, timers
+from window_model import (
+    FLINK_UIDS,
+    WINDOWS_WRITTEN,
+    build_checkpoint,
+    expected_fired,
+    flink_spec,
+    model,
+    namespace_of,
+    parse_fired,
+    rows,
+    timers,
+)
 from write_model import canonical
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
@@ -24,11 +35,13 @@ def window_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CompletedChec
     return build_checkpoint(str(tmp_path_factory.mktemp("windows") / "checkpoint"))
 
 
-def read_rows(sp: FlinkSavepoint, max_parallelism: int) -> set[tuple[Any, ...]]:
-    """Every keyed state row our reader finds in ``sp``, as window_model.rows gives them; each
-    row's key group checked."""
+def read_rows(sp: FlinkSavepoint, max_parallelism: int, uids: Any = None) -> set[tuple[Any, ...]]:
+    """Every keyed state row our reader finds in ``sp`` (of ``uids``, default all), as
+    window_model.rows gives them; each row's key group checked."""
     out = set()
     for uid, op in model().items():
+        if uids is not None and uid not in uids:
+            continue
         key_type = getattr(Types, op.key_type)()
         for name, s in op.states.items():
             for r in sp.keyed_state(uid, name).to_pylist():
@@ -42,9 +55,11 @@ def read_rows(sp: FlinkSavepoint, max_parallelism: int) -> set[tuple[Any, ...]]:
     return out
 
 
-def read_timers(sp: FlinkSavepoint, max_parallelism: int) -> set[tuple[Any, ...]]:
+def read_timers(sp: FlinkSavepoint, max_parallelism: Any, uids: Any = None) -> set[tuple[Any, ...]]:
     out = set()
     for uid, op in model().items():
+        if uids is not None and uid not in uids:
+            continue
         key_type = getattr(Types, op.key_type)()
         for queue in op.timers:
             for found in sp.decode_timers(uid, queue):
@@ -131,3 +146,37 @@ def test_void_namespace_in_window_state_refused_before_any_file(tmp_path: Path) 
     with pytest.raises(SerializationError, match=r"namespace None is not a time window"):
         write_savepoint(ck, str(tmp_path / "sp"))
     assert not (tmp_path / "sp").exists()
+
+
+COMMITTED = FIXTURES / "written" / "windows"
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_writer_still_writes_the_committed_savepoint(
+    window_checkpoint: CompletedCheckpoint, tmp_path: Path
+) -> None:
+    write_savepoint(window_checkpoint, str(tmp_path / "sp"), **WINDOWS_WRITTEN)
+    assert _files(tmp_path / "sp") == _files(COMMITTED / "savepoint")
+
+
+def test_committed_savepoint_reads_back_and_writes_back(tmp_path: Path) -> None:
+    sp = read_savepoint(str(COMMITTED / "savepoint"))
+    for uid in FLINK_UIDS:
+        max_p = WINDOWS_WRITTEN["max_parallelism"][uid]
+        assert read_rows(sp, max_p, [uid]) == rows([uid])
+        assert read_timers(sp, max_p, [uid]) == timers([uid])
+    write_savepoint(sp, str(tmp_path / "sp"), inline_threshold=WINDOWS_WRITTEN["inline_threshold"])
+    assert _files(tmp_path / "sp") == _files(COMMITTED / "savepoint")
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_what_flink_fired(backend: str) -> None:
+    """What Flink 2.3 fired after restoring the committed savepoint: every window and timer."""
+    parallelism, max_parallelism = WINDOWS_WRITTEN["parallelism"], WINDOWS_WRITTEN["max_parallelism"]
+    assert (COMMITTED / "spec.tsv").read_text(encoding="utf-8") == flink_spec(parallelism, max_parallelism)
+    lines = (COMMITTED / f"restored-{backend}.tsv").read_text(encoding="utf-8").splitlines()
+    fired = parse_fired(lines, parallelism, max_parallelism)
+    assert len(fired) == len(set(fired)) and set(fired) == expected_fired()

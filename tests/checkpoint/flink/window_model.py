@@ -42,6 +42,14 @@ EVENT_WINDOW_TIMERS = "_timer_state/event_window-timers"
 SOURCE_PARALLELISM = 2
 #: The operators a real Flink restores (RestoreWindowsJob.java): the others only our reader.
 FLINK_UIDS = ("tumbling", "global", "timers")
+#: write_savepoint's arguments for the savepoint of FLINK_UIDS Flink restores (committed in
+#: tests/fixtures/flink/written/windows): rescaled, streams over 1 KiB in files.
+WINDOWS_WRITTEN: dict[str, Any] = {
+    "operators": FLINK_UIDS,
+    "parallelism": {"tumbling": 3, "global": 2, "timers": 2},
+    "max_parallelism": {"tumbling": 256, "global": 128, "timers": 64},
+    "inline_threshold": 1024,
+}
 
 
 @dataclass(frozen=True)
