@@ -103,7 +103,9 @@ def test_meta_info_names_flinks_serializers(window_checkpoint: CompletedCheckpoi
             assert (key.snapshot_class, ns.snapshot_class) == (header.key.snapshot_class, ns_class)
 
 
-@pytest.mark.parametrize("fixture", ["heap_canonical", "rocksdb_canonical", "heap_checkpoint"])
+@pytest.mark.parametrize(
+    "fixture", ["heap_canonical", "rocksdb_canonical", "heap_checkpoint", "rocksdb_native", "heap_snappy"]
+)
 def test_flinks_window_savepoint_written_back(tmp_path: Path, fixture: str) -> None:
     """A window operator Flink 2.3 wrote (TimeWindow reducing state and its timers), written back:
     the same contents and timers, and a keyed state header of Flink's very bytes."""
@@ -124,7 +126,7 @@ def test_flinks_window_savepoint_written_back(tmp_path: Path, fixture: str) -> N
 
     assert contents(sp) == contents(source) and len(contents(sp)) > 10
     assert timer_set(sp) == timer_set(source) and len(timer_set(sp)) > 10
-    if fixture != "heap_checkpoint":  # a canonical savepoint: the header is Flink's bytes
+    if fixture in ("heap_canonical", "rocksdb_canonical"):  # uncompressed canonical: Flink's header bytes
         ours, theirs = (
             next(st.managed_keyed for st in s.operator("window-sum").subtasks if st.managed_keyed)
             for s in (sp, source)
