@@ -4,6 +4,7 @@ written back keep their bytes and values."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,14 @@ from window_model import (
 from write_model import canonical
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
-from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint, write_savepoint
-from flinkstate.checkpoint.flink.snapshots import _GLOBAL_WINDOW, _VOID, _WINDOW
+from flinkstate.checkpoint.flink import (
+    FlinkSavepoint,
+    UnsupportedFlinkWriteError,
+    read_savepoint,
+    write_savepoint,
+)
+from flinkstate.checkpoint.flink.snapshots import _GLOBAL_WINDOW, _VOID, _WINDOW, FlinkType
+from flinkstate.checkpoint.flink.write_namespaces import Namespace, flink_namespace
 from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor, assign_to_key_group
 from flinkstate.state.errors import SerializationError
 
@@ -182,3 +189,29 @@ def test_what_flink_fired(backend: str) -> None:
     lines = (COMMITTED / f"restored-{backend}.tsv").read_text(encoding="utf-8").splitlines()
     fired = parse_fired(lines, parallelism, max_parallelism)
     assert len(fired) == len(set(fired)) and set(fired) == expected_fired()
+
+
+def test_written_savepoint_read_and_written_again(
+    window_checkpoint: CompletedCheckpoint, tmp_path: Path
+) -> None:
+    """Every kind of state in window namespaces, with and without TTL, and the timers, read from a
+    Flink savepoint and written again: the same files; rescaled, the same rows and timers."""
+    first = write_savepoint(window_checkpoint, str(tmp_path / "first"), inline_threshold=256)
+    write_savepoint(first, str(tmp_path / "again"), inline_threshold=256)
+    assert _files(tmp_path / "again") == _files(tmp_path / "first")
+    rescaled = write_savepoint(first, str(tmp_path / "rescaled"), parallelism=3, max_parallelism=1024)
+    assert read_rows(rescaled, 1024) == rows()
+    assert read_timers(rescaled, 1024) == timers()
+
+
+def test_unknown_namespace_serializer_refused() -> None:
+    custom = FlinkType("com.example.MyWindow$Serializer$Snapshot", None, None)
+    with pytest.raises(
+        UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\] op: namespace serializer com"
+    ):
+        flink_namespace(custom, "op")
+    with pytest.raises(SerializationError, match=r"not the global window 'GlobalWindow'"):
+        Namespace.GLOBAL_WINDOW.encode("other")
+    with pytest.raises(SerializationError, match=r"not a time window"):
+        Namespace.TIME_WINDOW.encode((1, 2, 3))
+    assert Namespace.TIME_WINDOW.encode((-1, 2)) == struct.pack(">qq", -1, 2)
