@@ -38,11 +38,13 @@ def flink_lib(venv: str | None = None) -> Path | None:
     return Path(found[0]) if found else None
 
 
-def compile_job(lib: Path, classes: Path, job: Path = JOB) -> str:
-    """Compile the restore job ``job`` into ``classes``; the class path to run it with."""
+def compile_job(lib: Path, classes: Path, *more: Path) -> str:
+    """Compile the restore job (and the jobs ``more`` beside it) into ``classes``; the class
+    path to run them with."""
     classpath = os.pathsep.join(sorted(glob.glob(str(lib / "*.jar"))))
     classes.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(job)], check=True)
+    sources = [str(JOB), *map(str, more)]
+    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), *sources], check=True)
     return f"{classes}{os.pathsep}{classpath}"
 
 

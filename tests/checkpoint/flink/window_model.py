@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flink_restore import _parse as parse_value
 from flink_restore import _unescape as unescape
-from write_model import EXPIRED_TS, LIVE_TS, OUR_TTL, Last, canonical
+from write_model import EXPIRED_TS, FLINK_TTL_MS, LIVE_TS, OUR_TTL, Last, canonical
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.state import (
@@ -76,6 +77,35 @@ def _window(start_hour: int) -> tuple[int, int]:
     return (start_hour * HOUR, (start_hour + 1) * HOUR)
 
 
+def _per_window(scopes: list[tuple[Any, Any]]) -> dict[str, WindowState]:
+    """States a window's ProcessWindowFunction keeps per window (Flink's ``windowState()``):
+    every kind, with TTL and without, in the scopes of ``scopes``."""
+    at = {s: i for i, s in enumerate(scopes)}
+    return {
+        "w_value": WindowState("VALUE", "STRING", {s: f"v{i}\t" for s, i in at.items()}),
+        "w_list": WindowState("LIST", "LONG", {s: [i, -i, LONG_MAX] for s, i in at.items() if i % 3}),
+        "w_map": WindowState("MAP", "LONG", {s: {"a": i, "n": None} for s, i in at.items()}, "STRING"),
+        "w_reduce": WindowState("REDUCING", "INT", {s: -i for s, i in at.items()}),
+        "w_agg": WindowState("AGGREGATING", "STRING", {s: f"acc{i}" for s, i in at.items() if i % 2}),
+        "w_ttl_value": WindowState(
+            "VALUE",
+            "STRING",
+            {s: (f"t{i}", LIVE_TS if i % 2 else EXPIRED_TS) for s, i in at.items()},
+            ttl=True,
+        ),
+        "w_ttl_list": WindowState(
+            "LIST", "LONG", {s: [(i, EXPIRED_TS), (i + 1, LIVE_TS)] for s, i in at.items()}, ttl=True
+        ),
+        "w_ttl_map": WindowState(
+            "MAP",
+            "INT",
+            {s: {"old": (i, EXPIRED_TS), "new": (-i, LIVE_TS)} for s, i in at.items()},
+            "STRING",
+            True,
+        ),
+    }
+
+
 def model() -> dict[str, WindowOperator]:
     names = ["a", "b\u00f6", "tab\there", "\U0001f600", *(f"user-{i}" for i in range(6))]
     tumbling = {(k, _window(h)): 100 * i + h for i, k in enumerate(names) for h in range(i % 3 + 1)}
@@ -105,12 +135,12 @@ def model() -> dict[str, WindowOperator]:
     return {
         "tumbling": WindowOperator(
             "STRING",
-            {"window-contents": WindowState("REDUCING", "LONG", tumbling)},
+            {"window-contents": WindowState("REDUCING", "LONG", tumbling), **_per_window(sorted(tumbling))},
             {EVENT_WINDOW_TIMERS: {(k, ns, ns[1] - 1) for k, ns in tumbling}},
         ),
         "global": WindowOperator(
             "LONG",
-            {"window-contents": WindowState("REDUCING", "LONG", glob)},
+            {"window-contents": WindowState("REDUCING", "LONG", glob), **_per_window(sorted(glob))},
             {EVENT_WINDOW_TIMERS: {(k, ns, LONG_MAX) for k, ns in glob}},
         ),
         "timers": WindowOperator(
@@ -232,10 +262,13 @@ def rows(uids: Any = None, live_only: bool = False) -> set[Row]:
                     items = list(value.items())
                 else:
                     items = [(None, value)]
+                position = 0
                 for extra, v in items:
                     v, ts = v if s.ttl else (v, None)
                     if live_only and ts not in (None, LIVE_TS):
                         continue
+                    if s.kind == "LIST":  # as Flink shows it: live elements only, renumbered
+                        extra, position = position, position + 1
                     out.add(
                         (uid, name, key, ns, extra, canonical(v, s.value_type) if v is not None else None, ts)
                     )
@@ -258,12 +291,17 @@ WINDOWS_JOB = Path(__file__).resolve().parents[2] / "fixtures" / "flink" / "Rest
 
 
 def flink_spec(parallelism: dict[str, int], max_parallelism: dict[str, int]) -> str:
-    """RestoreWindowsJob's spec of the operators of FLINK_UIDS."""
-    ops = model()
-    return "".join(
-        f"{uid}\t{uid}\t{ops[uid].key_type}\t{parallelism[uid]}\t{max_parallelism[uid]}\n"
-        for uid in FLINK_UIDS
-    )
+    """RestoreWindowsJob's spec of the operators of FLINK_UIDS and their per-window states (TTL
+    ones with FLINK_TTL_MS)."""
+    lines = []
+    for uid in FLINK_UIDS:
+        op = model()[uid]
+        lines.append(f"{uid}\t{uid}\t{op.key_type}\t{parallelism[uid]}\t{max_parallelism[uid]}")
+        for name, s in op.states.items():
+            if name != "window-contents":
+                ttl = FLINK_TTL_MS if s.ttl else 0
+                lines.append(f"state\t{name}\t{s.kind}\t{s.value_type}\t{s.user_key_type}\t{ttl}")
+    return "\n".join(lines) + "\n"
 
 
 def expected_fired() -> set[tuple[Any, ...]]:
@@ -272,10 +310,13 @@ def expected_fired() -> set[tuple[Any, ...]]:
     out: set[tuple[Any, ...]] = set()
     for uid in ("tumbling", "global"):
         for (key, ns), value in ops[uid].states["window-contents"].entries.items():
-            out.add((uid, "window", key, ns, value))
+            out.add((uid, "window", key, ns, None, value))
+    for uid, name, key, ns, extra, value, _ in rows(["tumbling", "global"], live_only=True):
+        if name != "window-contents":
+            out.add((uid, f"state:{name}", key, ns, extra, value))
     for name, found in ops["timers"].timers.items():
         domain = "EVENT_TIME" if name.startswith("_timer_state/event_") else "PROCESSING_TIME"
-        out |= {("timers", domain, key, ns, ts) for key, ns, ts in found}
+        out |= {("timers", domain, key, ns, None, ts) for key, ns, ts in found}
     return out
 
 
@@ -285,9 +326,10 @@ def parse_fired(
     """What RestoreWindowsJob printed, as expected_fired gives it; each line's key group and
     subtask checked against ours."""
     out = []
+    ops = model()
     for line in lines:
-        uid, subtask, kg, what, key_text, ns_text, value = line.split("\t")
-        key_type = model()[uid].key_type
+        uid, subtask, kg, what, key_text, ns_text, extra_text, value_text = line.split("\t")
+        key_type = ops[uid].key_type
         key: Any = unescape(key_text) if key_type == "STRING" else int(key_text)
         assert int(kg) == assign_to_key_group(key, max_parallelism[uid], getattr(Types, key_type)())
         assert int(subtask) == compute_operator_index_for_key_group(
@@ -298,5 +340,15 @@ def parse_fired(
             ns = ns_text
         elif ns_text != "-":
             ns = tuple(int(b) for b in ns_text.split(","))
-        out.append((uid, what, key, ns, int(value)))
+        extra: Any = None
+        if what.startswith("state:"):
+            s = ops[uid].states[what[len("state:") :]]
+            if s.kind == "LIST":
+                extra = int(extra_text)
+            elif s.kind == "MAP":
+                extra = parse_value(extra_text, s.user_key_type)
+            value = parse_value(value_text, s.value_type)
+        else:
+            value = int(value_text)
+        out.append((uid, what, key, ns, extra, value))
     return out
