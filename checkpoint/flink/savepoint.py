@@ -252,8 +252,7 @@ class FlinkSavepoint:
     def _decode(
         self, operator: str, state: str, wanted: set[int] | None, timers: bool = False
     ) -> list[tuple[StateRows, KeyedHeader]]:
-        """The rows of a keyed state (``timers``: of a timer queue) per subtask holding it and
-        wanted key groups (only those decoded)."""
+        """The rows of a keyed state (or timer queue) per subtask holding it and wanted key groups."""
         op = self.operator(operator)
         known = self._header(op)
         if known is None or not any(s.name == state and s.is_timer == timers for s in known.states):
@@ -329,8 +328,7 @@ class FlinkSavepoint:
         return merged
 
     def decode_timers(self, operator: str, queue: str) -> list[StateRows]:
-        """The timers of timer queue ``queue`` (a priority-queue state) per subtask: rows of
-        key group, key, namespace and timestamp (``value``)."""
+        """Each subtask's timers of timer queue ``queue`` (the timestamp is the ``value``)."""
         return [rows for rows, _ in self._decode(operator, queue, None, timers=True)]
 
     def keyed_header(self, operator: str) -> KeyedHeader | None:
