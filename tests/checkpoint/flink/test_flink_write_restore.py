@@ -118,6 +118,6 @@ def test_flinks_own_window_savepoint_written_back(
         (r["key"], f"{r['namespace']['start']},{r['namespace']['end']}", str(r["value"])) for r in contents
     }
     assert len(fired) == len(expected) > 10
-    assert {(f[4], f[5], f[6]) for f in fired} == expected
+    assert {(f[4], f[5], f[7]) for f in fired} == expected
     assert all(f[3] == "window" for f in fired)
     assert all(int(f[1]) == compute_operator_index_for_key_group(128, 3, int(f[2])) for f in fired)
