@@ -7,7 +7,10 @@ by a short, 0xFFFF ending the group or else the next state id. Key bytes are the
 prefix, the key, the namespace (each followed by its length's bytes when both key and
 namespace are variable-length) and, for MapState, the user key. Heap-backend checkpoints
 write, per key group, ``int key group`` then per state ``short id`` and either ``int n``
-(namespace, key, value) triples or ``int n`` timers.
+(namespace, key, value) triples or ``int n`` timers. A timer (a priority-queue state's
+element; in canonical savepoints its key bytes after the key-group prefix, with an empty
+value) is Flink's ``TimerSerializer`` layout: the timestamp with its sign bit flipped (so
+bytes sort as numbers), the key, the namespace; its rows hold the timestamp as the value.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .operator import snappy_block
 
 _END_OF_GROUP = 0xFFFF
 _LIST_DELIMITER = 0x2C
+_SIGN = 1 << 63
 
 
 @dataclass
@@ -92,10 +96,13 @@ class KeyGroupDecoder:
             raise c.fail(f"unknown state id {state_id}", at)
         return self.rows.get(state_id)
 
-    def _split_key(self, raw: bytes, rows: StateRows, kg: int, where: str) -> tuple[Any, Any, bytes]:
+    def _check_prefix(self, raw: bytes, kg: int) -> None:
         got = int.from_bytes(raw[: self.prefix], "big") & ~(0x80 << (8 * (self.prefix - 1)))
         if got != kg:
             raise SerializationError(f"key-group prefix {got} in key group {kg}")
+
+    def _split_key(self, raw: bytes, rows: StateRows, kg: int, where: str) -> tuple[Any, Any, bytes]:
+        self._check_prefix(raw, kg)
         info = rows.info
         ns_type = info.namespace
         ambiguous = not self.key_fixed and ns_type is not None and not ns_type.fixed_width
@@ -118,8 +125,33 @@ class KeyGroupDecoder:
             raise SerializationError(f"no decoder for {info.value.describe()}")
         return serializer.from_bytes(raw)
 
+    def _timer(self, info: StateInfo, buf: bytes, pos: int) -> tuple[Any, Any, int, int]:
+        """(key, namespace, timestamp, end) of the timer at ``buf[pos]``."""
+        children = info.value.children
+        if len(children) != 2:
+            raise SerializationError(f"timer state {info.name} has no key/namespace serializers")
+        if len(buf) < pos + 8:
+            raise SerializationError("truncated timer timestamp")
+        flipped = int.from_bytes(buf[pos : pos + 8], "big") ^ _SIGN
+        key, pos = self.key_serializer.read(buf, pos + 8)
+        ns_type = children[1]
+        if ns_type.void:
+            ns, pos = None, pos + 1
+        else:
+            if ns_type.serializer is None:
+                raise SerializationError(f"no decoder for the timer namespace {ns_type.describe()}")
+            ns, pos = ns_type.serializer.read(buf, pos)
+        return key, ns, flipped - (flipped >> 63 << 64), pos
+
     def _add(self, rows: StateRows, kg: int, key_raw: bytes, value_raw: bytes) -> None:
         info = rows.info
+        if info.is_timer:
+            self._check_prefix(key_raw, kg)
+            key, ns, timestamp, end = self._timer(info, key_raw, self.prefix)
+            if end != len(key_raw) or value_raw:
+                raise SerializationError("trailing timer bytes")
+            rows.add(kg, key, ns, None, timestamp)
+            return
         key, ns, rest = self._split_key(key_raw, rows, kg, self.where)
         if info.kind == "MAP":
             assert info.user_key is not None and info.user_key.serializer is not None
@@ -175,7 +207,7 @@ class KeyGroupDecoder:
             if not key_raw:
                 raise c.fail("empty key")
             flagged = key_raw[0] & 0x80
-            if rows is not None and not rows.info.is_timer:
+            if rows is not None:
                 self.entry(rows, kg, key_raw, value_raw, f"entry ending at byte offset {c.pos}")
             if flagged:
                 at = c.pos
@@ -210,7 +242,7 @@ class KeyGroupDecoder:
                 )
             try:
                 if info.is_timer:
-                    self._skip_timers(c, info)
+                    self._heap_timers(c, info, rows, kg)
                 else:
                     for _ in range(c.count(f"entry count of state {info.name}")):
                         self._heap_entry(c, info, rows, kg)
@@ -249,17 +281,11 @@ class KeyGroupDecoder:
             if rows is not None:
                 rows.add(kg, key, ns, None, value)
 
-    def _skip_timers(self, c: Cursor, info: StateInfo) -> None:
-        children = info.value.children
-        if len(children) != 2:
-            raise SerializationError(f"timer state {info.name} has no key/namespace serializers")
+    def _heap_timers(self, c: Cursor, info: StateInfo, rows: StateRows | None, kg: int) -> None:
         for _ in range(c.count("timer count", 8)):
-            c.i64("timer timestamp")
-            self._read(c, children[0].serializer, "timer key")
-            if children[1].void:
-                c.u8("void namespace")
-            else:
-                self._read(c, children[1].serializer, "timer namespace")
+            key, ns, timestamp, c.pos = self._timer(info, c.buf, c.pos)
+            if rows is not None:
+                rows.add(kg, key, ns, None, timestamp)
 
 
 def decode_groups(

@@ -250,12 +250,12 @@ class FlinkSavepoint:
         return operator_table([], [], [], info.value).schema
 
     def _decode(
-        self, operator: str, state: str, wanted: set[int] | None
+        self, operator: str, state: str, wanted: set[int] | None, timers: bool = False
     ) -> list[tuple[StateRows, KeyedHeader]]:
-        """The rows of a keyed state per subtask holding it and wanted key groups (only those decoded)."""
+        """The rows of a keyed state (or timer queue) per subtask holding it and wanted key groups."""
         op = self.operator(operator)
         known = self._header(op)
-        if known is None or not any(s.name == state and not s.is_timer for s in known.states):
+        if known is None or not any(s.name == state and s.is_timer == timers for s in known.states):
             raise CheckpointNotFoundError(f"operator {operator!r} has no keyed state {state!r}")
         out = []
         for sub in op.subtasks:
@@ -265,7 +265,7 @@ class FlinkSavepoint:
             if wanted is not None and not wanted.intersection(handle.key_groups):
                 continue
             data, header = self._keyed_stream(op, handle)
-            info = next((s for s in header.states if s.name == state and not s.is_timer), None)
+            info = next((s for s in header.states if s.name == state and s.is_timer == timers), None)
             if info is None:  # a state this subtask never registered
                 continue
             where = f"{self.directory}: operator {operator}, state {state}, file {handle.stream.name}"
@@ -326,6 +326,10 @@ class FlinkSavepoint:
             for name in ("key_group", "key", "namespace", "extra", "value", "ttl", "chunks"):
                 getattr(merged, name).extend(getattr(rows, name))
         return merged
+
+    def decode_timers(self, operator: str, queue: str) -> list[StateRows]:
+        """Each subtask's timers of timer queue ``queue`` (the timestamp is the ``value``)."""
+        return [rows for rows, _ in self._decode(operator, queue, None, timers=True)]
 
     def keyed_header(self, operator: str) -> KeyedHeader | None:
         return self._header(self.operator(operator))

@@ -2,7 +2,8 @@
 
 :func:`write_savepoint` turns each operator's keyed Value, List, Map, Reducing and
 Aggregating states (void namespace, keys and values of Flink's built-in atomic types, with
-or without processing-time TTL) and its operator list, union and broadcast states into a
+or without processing-time TTL), its window-namespaced states and timers
+(:mod:`.write_namespaces`) and its operator list, union and broadcast states into a
 directory Flink 2.3 restores with ``flink run -s`` on either state backend: per subtask one
 keyed state stream (:mod:`.write_keyed`) and one operator state stream
 (:mod:`.write_operator`), inline in ``_metadata`` when small (as Flink inlines state under
@@ -95,8 +96,9 @@ def _columns(plan: _Plan) -> dict[int, list[StateColumns | None]]:
                 slot = out.setdefault(new, [None] * n)
                 target = slot[i]
                 if target is None:
-                    target = slot[i] = StateColumns([], None, [], [] if cols.timestamps is not None else None)
+                    target = slot[i] = StateColumns([], [], [], [] if cols.timestamps is not None else None)
                 target.keys.append(e.key)
+                target.namespaces.append(e.namespace)  # type: ignore[union-attr]
                 target.values.append(e.value)
                 if target.timestamps is not None:
                     target.timestamps.append(e.timestamp)

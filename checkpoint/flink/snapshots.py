@@ -19,7 +19,7 @@ from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
 from .binary import Cursor
 from .errors import UnsupportedSerializerError
 from .rowdata import ROWDATA, read_rowdata_snapshot
-from .values import PojoSerializer, RawSerializer, TtlValueSerializer
+from .values import GlobalWindowSerializer, PojoSerializer, RawSerializer, TtlValueSerializer
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
 _COMPOSITE_MAGIC = 911108
@@ -49,6 +49,9 @@ _BYTE_WRAPPER = (
 _VOID = "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot"
 _WINDOW = (
     "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
+)
+_GLOBAL_WINDOW = (
+    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot"
 )
 _LIST = f"{_BASE}ListSerializerSnapshot"
 _MAP = f"{_BASE}MapSerializerSnapshot"
@@ -123,6 +126,8 @@ def read_snapshot(c: Cursor, what: str) -> FlinkType:
     if name == _WINDOW:
         t = RowTypeInfo((_basic("LONG"), _basic("LONG")), ("start", "end"), "TUPLE")
         return FlinkType(name, t, serializer_for(t), fixed_width=True)
+    if name == _GLOBAL_WINDOW:  # the one global window, as the string "GlobalWindow"
+        return FlinkType(name, _basic("STRING"), GlobalWindowSerializer(), fixed_width=True)
     if name in _COMPOSITES:
         return _composite(c, name, what)
     if name == _POJO:

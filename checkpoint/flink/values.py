@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .snapshots import FlinkType
 
 _LONG = struct.Struct(">q")
+GLOBAL_WINDOW = "GlobalWindow"
 _POJO_NULL = 1
 _POJO_NO_SUBCLASS = 2
 
@@ -72,3 +73,13 @@ class TtlValueSerializer(_ReadOnly):
         (ts,) = _LONG.unpack_from(buf, pos)
         value, pos = self._inner.read(buf, pos + 8)
         return (value, ts), pos
+
+
+class GlobalWindowSerializer(_ReadOnly):
+    """Flink's ``GlobalWindow.Serializer``: one 0 byte for the one global window, read as the
+    string ``"GlobalWindow"`` (its Java ``toString``)."""
+
+    def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        if buf[pos] != 0:
+            raise SerializationError(f"global window byte {buf[pos]}, not 0")
+        return GLOBAL_WINDOW, pos + 1

@@ -7,8 +7,9 @@ short n`` state meta infos), then one block per key group holding entries, at th
 then ``int length, key bytes, int length, value bytes`` pairs sorted by key bytes (RocksDB's
 order); the last key of a state has bit 0x80 of its first byte set and is followed by the
 next state's id or 0xFFFF, which ends the group. Key bytes: the key-group prefix (one byte
-up to max parallelism 128, else two), the key, the void namespace (one 0 byte) and, for
-MapState, the user key. Values: the value (Value, Reducing state) or accumulator
+up to max parallelism 128, else two), the key, the namespace (:mod:`.write_namespaces`: the
+void one is one 0 byte) and, for MapState, the user key; a timer queue's entries are timers
+with empty values. Values: the value (Value, Reducing state) or accumulator
 (AggregatingState), the elements joined by ``,``
 (ListState), or per map entry a null flag byte and the value (MapState); with TTL each value
 or element is preceded by its last-access timestamp (a long).
@@ -31,12 +32,14 @@ from flinkstate.state.types.mapping import TypeInformation
 from .body import _END_OF_GROUP, _LIST_DELIMITER
 from .header import _BACKEND_TYPES, SUPPORTED_VERSIONS
 from .output import Output
-from .write_snapshots import VOID, Snapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
+from .write_namespaces import Namespace, timer_bytes, timer_snapshot
+from .write_snapshots import Snapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
 
 HEADER_VERSION = max(SUPPORTED_VERSIONS)
 _KEY_VALUE = _BACKEND_TYPES.index("KEY_VALUE")
+_PRIORITY_QUEUE = _BACKEND_TYPES.index("PRIORITY_QUEUE")
 _META_FLAG = 0x80
-_VOID_NAMESPACE = b"\x00"
+_VOID_NAMESPACE = Namespace.VOID.encode(None)
 _LONG = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
@@ -44,13 +47,18 @@ _I32 = struct.Struct(">i")
 @dataclass(frozen=True)
 class KeyedStateSpec:
     """A keyed state to write: ``value`` is the value (also of reducing state), list element,
-    map value or accumulator type."""
+    map value or accumulator type; a timer queue (kind PRIORITY_QUEUE) holds timestamps."""
 
     name: str
-    kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING
+    kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING | PRIORITY_QUEUE
     value: TypeInformation
     user_key: TypeInformation | None = None
     ttl: bool = False
+    namespace: Namespace = Namespace.VOID
+
+    @property
+    def is_timer(self) -> bool:
+        return self.kind == "PRIORITY_QUEUE"
 
     def value_snapshot(self, what: str = "") -> Snapshot:
         """The VALUE_SERIALIZER snapshot Flink registers for this state (``what`` names it in errors)."""
@@ -73,6 +81,13 @@ def write_header(out: Output, key: Snapshot, states: Sequence[KeyedStateSpec]) -
     out.i16(len(states), "state count")
     for s in states:
         out.utf(s.name, "state name")
+        if s.is_timer:
+            out.i32(_PRIORITY_QUEUE, "backend state type")
+            out.i32(0, "option count")
+            out.i32(1, "serializer count")
+            out.utf("VALUE_SERIALIZER", "serializer key")
+            timer_snapshot(key, s.namespace).write_top_level(out)
+            continue
         out.i32(_KEY_VALUE, "backend state type")
         out.i32(1, "option count")
         out.utf("KEYED_STATE_TYPE", "option key")
@@ -81,7 +96,7 @@ def write_header(out: Output, key: Snapshot, states: Sequence[KeyedStateSpec]) -
         out.utf("VALUE_SERIALIZER", "serializer key")
         s.value_snapshot().write_top_level(out)
         out.utf("NAMESPACE_SERIALIZER", "serializer key")
-        VOID.write_top_level(out)
+        s.namespace.snapshot.write_top_level(out)
 
 
 class EntryEncoder:
@@ -95,9 +110,10 @@ class EntryEncoder:
         self.user_key: TypeSerializer | None = (
             serializer_for(spec.user_key) if spec.user_key is not None else None
         )
+        self.ns = spec.namespace.encode
         key_kind, value_kind = batch_kind(self.key), batch_kind(self.value)
         self._batch: tuple[int, int] | None = None
-        if spec.kind not in ("LIST", "MAP") and key_kind is not None and value_kind is not None:
+        if spec.kind in ("VALUE", "REDUCING", "AGGREGATING") and key_kind is not None and value_kind is not None:
             self._batch = (key_kind, value_kind)
 
     def _value(self, value: Any, timestamp: Any) -> bytes:
@@ -108,9 +124,13 @@ class EntryEncoder:
             raise SerializationError("a TTL value without its last-access timestamp")
         return _LONG.pack(timestamp) + data
 
-    def _entries(self, kg: int, key: Any, value: Any, ts: Any) -> Iterator[tuple[bytes, bytes]]:
-        base = kg.to_bytes(self.prefix, "big") + self.key.to_bytes(key) + _VOID_NAMESPACE
+    def _entries(self, kg: int, key: Any, ns: Any, value: Any, ts: Any) -> Iterator[tuple[bytes, bytes]]:
+        head, key_bytes, ns_bytes = kg.to_bytes(self.prefix, "big"), self.key.to_bytes(key), self.ns(ns)
         kind = self.spec.kind
+        if kind == "PRIORITY_QUEUE":  # the value is the timer's timestamp
+            yield head + timer_bytes(value, key_bytes, ns_bytes), b""
+            return
+        base = head + key_bytes + ns_bytes
         if kind == "LIST":
             stamps = ts if self.spec.ttl else [None] * len(value)
             parts = [self._value(v, t) for v, t in zip(value, stamps, strict=True)]
@@ -128,9 +148,13 @@ class EntryEncoder:
     def encode(self, kg: int, columns: StateColumns) -> bytes:
         """The state's entries of key group ``kg`` as framed, sorted records, the last key
         flagged (empty without entries)."""
-        if columns.namespaces is not None and any(ns is not None for ns in columns.namespaces):
-            raise SerializationError(f"state {self.spec.name} holds namespaces other than the void one")
-        if self._batch is not None:
+        namespaces = columns.namespaces
+        void = namespaces is None or all(ns is None for ns in namespaces)
+        if void and self.spec.namespace is not Namespace.VOID and columns.keys:
+            raise SerializationError(
+                f"state {self.spec.name} holds void namespaces, not {self.spec.namespace.name}"
+            )
+        if void and self._batch is not None:
             stamps = columns.timestamps if self.spec.ttl else None
             head = kg.to_bytes(self.prefix, "big")
             keys, values = columns.keys, columns.values
@@ -141,15 +165,18 @@ class EntryEncoder:
 
     def pairs(self, kg: int, columns: StateColumns) -> list[tuple[bytes, bytes]]:
         """The per-value path of :meth:`encode`: sorted (key, value) bytes."""
+        namespaces = columns.namespaces
         out: list[tuple[bytes, bytes]] = []
-        stamps = columns.timestamps if columns.timestamps is not None else [None] * len(columns.keys)
-        for k, v, ts in zip(columns.keys, columns.values, stamps, strict=True):
+        n = len(columns.keys)
+        stamps = columns.timestamps if columns.timestamps is not None else [None] * n
+        for k, ns, v, ts in zip(columns.keys, namespaces or [None] * n, columns.values, stamps, strict=True):
             try:
-                out.extend(self._entries(kg, k, v, ts))
+                out.extend(self._entries(kg, k, ns, v, ts))
             except (SerializationError, TypeError, ValueError, OverflowError, struct.error) as exc:
+                scope = f"key {k!r}" if ns is None else f"key {k!r}, namespace {ns!r}"
                 raise SerializationError(
-                    f"state {self.spec.name}, key {k!r} (key group {kg}): cannot write {v!r} as "
-                    f"Flink's {self.spec.kind} of {self.spec.value}: {exc}"
+                    f"state {self.spec.name}, {scope} (key group {kg}): cannot write "
+                    f"{v!r} as Flink's {self.spec.kind} of {self.spec.value}: {exc}"
                 ) from exc
         out.sort()
         return out

@@ -30,6 +30,7 @@ from .snapshots import (
     _MAP,
     _NESTED_MAGIC,
     _ROW,
+    _TIMER,
     _TTL,
     _TUPLE,
     _VOID,
@@ -40,7 +41,7 @@ TOP_LEVEL_VERSION = 2
 SIMPLE_VERSION = 3  # SimpleTypeSerializerSnapshot
 COMPOSITE_VERSION = 3  # CompositeTypeSerializerSnapshot
 NESTED_VERSION = 1
-_OUTER_VERSIONS = {_LIST: 1, _MAP: 1, _TTL: 2, _TUPLE: 2, _ROW: 4}
+_OUTER_VERSIONS = {_LIST: 1, _MAP: 1, _TTL: 2, _TUPLE: 2, _ROW: 4, _TIMER: 2}
 _TUPLE_CLASS = "org.apache.flink.api.java.tuple.Tuple{}"
 _MAX_TUPLE_ARITY = 25
 #: Our atomic type name -> Flink's snapshot class (the reader also accepts ``IntegerSerializer``,

@@ -4,6 +4,11 @@ Each source operator gives its id, layout, key type, keyed states (with what Fli
 serializers must be) and, on demand, each keyed state's entries by key group and each
 subtask's operator states. Everything that cannot be written is refused here, before any
 state is read: ``[FLINK_UNSUPPORTED]`` naming the operator and state.
+
+Timers are written as Flink's timer queues: of a Flink savepoint, its priority-queue states;
+of our checkpoints, the map states named as Flink names its timer queues
+(``_timer_state/event_<service>``, ``_timer_state/processing_<service>``, as the process
+runner's timers are) from LONG timestamps, each in the namespace of its timers.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.ttl.config import TtlTimeCharacteristic
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state.types.mapping import BasicTypeInfo, TypeInformation
 
 from ..manifest import OperatorEntry
 from ..reading.merge import merge_keyed
@@ -28,8 +33,32 @@ from .operator_id import operator_id
 from .savepoint import FlinkSavepoint
 from .snapshots import _TUPLE, FlinkType
 from .write_keyed import KeyedStateSpec
+from .write_namespaces import flink_namespace, namespace_of
 from .write_operator import check_types
 from .write_snapshots import Snapshot, key_snapshot
+
+_TIMER_QUEUES = ("_timer_state/event_", "_timer_state/processing_")
+_TIMESTAMP = BasicTypeInfo("LONG")
+
+
+def is_timer_queue(meta: StateMetaInfo) -> bool:
+    """Whether a state of our checkpoints holds timers: a map of LONG timestamps named as
+    Flink names its timer queues."""
+    return (
+        meta.name.startswith(_TIMER_QUEUES) and meta.kind.name == "MAP" and meta.user_key_type == _TIMESTAMP
+    )
+
+
+def timer_columns(columns: StateColumns) -> StateColumns:
+    """A timer map state's entries (per key and namespace, a dict of timestamps) as timers:
+    one entry per timer, its timestamp the value."""
+    keys, namespaces, stamps = [], [], []
+    for entry in columns.entries():
+        for timestamp in entry.value:
+            keys.append(entry.key)
+            namespaces.append(entry.namespace)
+            stamps.append(timestamp)
+    return StateColumns(keys, namespaces, stamps)
 
 
 class OperatorSource(ABC):
@@ -75,8 +104,9 @@ class CheckpointOperator(OperatorSource):
 
     def _spec(self, meta: StateMetaInfo) -> KeyedStateSpec:
         what = f"operator {self.name!r}, state {meta.name!r}"
-        if meta.namespace_type is not None:
-            raise UnsupportedFlinkWriteError(f"{what}: only the void namespace can be written yet")
+        namespace = namespace_of(meta.namespace_type, what)
+        if is_timer_queue(meta):
+            return KeyedStateSpec(meta.name, "PRIORITY_QUEUE", _TIMESTAMP, namespace=namespace)
         config = meta.ttl
         ttl = config is not None and config.is_enabled()
         if (
@@ -85,15 +115,17 @@ class CheckpointOperator(OperatorSource):
             and config.time_characteristic is not TtlTimeCharacteristic.ProcessingTime
         ):
             raise UnsupportedFlinkWriteError(f"{what}: event-time TTL has no Flink equivalent")
-        spec = KeyedStateSpec(meta.name, meta.kind.name, meta.value_type, meta.user_key_type, ttl)
+        spec = KeyedStateSpec(meta.name, meta.kind.name, meta.value_type, meta.user_key_type, ttl, namespace)
         spec.value_snapshot(what)  # refuses types Flink's built-in serializers do not cover
         return spec
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         meta, key_type = self.op.keyed_states[index], self.key_type
         assert key_type is not None
+        timers = self.states[index].is_timer
         for kg, tables in self.source.read_keyed(self.op.uid, meta.name):
-            yield kg, merge_keyed(tables, meta, key_type, self.source.allow_pickle)
+            columns = merge_keyed(tables, meta, key_type, self.source.allow_pickle)
+            yield kg, timer_columns(columns) if timers else columns
 
     def operator_states(self) -> list[list[OperatorStateData]]:
         return self.source.operator_states(self.op.uid)
@@ -149,38 +181,66 @@ class FlinkOperator(OperatorSource):
     def _spec(self, info: StateInfo) -> KeyedStateSpec:
         what = f"state {info.name!r}"
         if info.is_timer:
-            raise self.refuse(f"{what}: timers cannot be written to a Flink savepoint yet")
-        if info.namespace is None or not info.namespace.void:
-            raise self.refuse(f"{what}: only the void namespace can be written yet")
+            key_ns = info.value.children
+            if len(key_ns) != 2:
+                raise self.refuse(f"{what}: a timer queue without key and namespace serializers")
+            self._same(key_ns[0], f"{what} (timer key)", key=True)
+            namespace = flink_namespace(key_ns[1], f"operator {self.name!r}, {what}")
+            return KeyedStateSpec(info.name, "PRIORITY_QUEUE", _TIMESTAMP, namespace=namespace)
+        if info.namespace is None:
+            raise self.refuse(f"{what}: a keyed state without a namespace serializer")
+        namespace = flink_namespace(info.namespace, f"operator {self.name!r}, {what}")
         value = info.value.inner if info.value.inner is not None else info.value
         value_type = self._same(value, what)
         user_key = None if info.user_key is None else self._same(info.user_key, f"{what} (map key)", True)
-        return KeyedStateSpec(info.name, info.kind, value_type, user_key, info.ttl)
+        return KeyedStateSpec(info.name, info.kind, value_type, user_key, info.ttl, namespace)
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         spec = self.states[index]
+        if spec.is_timer:
+            yield from self._timers(spec.name)
+            return
         rows = self.source.decode_keyed(self.op.operator_id, spec.name)
-        groups: dict[int, dict[Any, list[Any]]] = {}  # key group -> key -> [value, timestamp]
-        for kg, key, extra, value, ts in zip(
-            rows.key_group, rows.key, rows.extra, rows.value, rows.ttl or [None] * len(rows.key), strict=True
+        groups: dict[int, dict[Any, list[Any]]] = {}  # key group -> (key, namespace) -> [value, ts]
+        for kg, key, ns, extra, value, ts in zip(
+            rows.key_group,
+            rows.key,
+            rows.namespace,
+            rows.extra,
+            rows.value,
+            rows.ttl or [None] * len(rows.key),
+            strict=True,
         ):
             by_key = groups.setdefault(kg, {})
+            scope = (key, ns)
             if spec.kind == "LIST":
-                entry = by_key.setdefault(key, [[], []])
+                entry = by_key.setdefault(scope, [[], []])
                 entry[0].append(value)
                 entry[1].append(ts)
             elif spec.kind == "MAP":
-                entry = by_key.setdefault(key, [{}, {}])
+                entry = by_key.setdefault(scope, [{}, {}])
                 entry[0][extra] = value
                 entry[1][extra] = ts
             else:
-                by_key[key] = [value, ts]
-        for kg, keys, values in rows.chunks:
-            for key, value in zip(keys.tolist(), values.to_pylist(), strict=True):
-                groups.setdefault(kg, {})[key] = [value, None]
-        for kg, by_key in sorted(groups.items()):
-            stamps = [e[1] for e in by_key.values()] if spec.ttl else None
-            yield kg, StateColumns(list(by_key), None, [e[0] for e in by_key.values()], stamps)
+                by_key[scope] = [value, ts]
+        for kg, chunk_keys, values in rows.chunks:  # void namespace only
+            for key, value in zip(chunk_keys.tolist(), values.to_pylist(), strict=True):
+                groups.setdefault(kg, {})[(key, None)] = [value, None]
+        for kg, by_scope in sorted(groups.items()):
+            stamps = [e[1] for e in by_scope.values()] if spec.ttl else None
+            keys, namespaces = [k for k, _ in by_scope], [ns for _, ns in by_scope]
+            yield kg, StateColumns(keys, namespaces, [e[0] for e in by_scope.values()], stamps)
+
+    def _timers(self, queue: str) -> Iterator[tuple[int, StateColumns]]:
+        groups: dict[int, StateColumns] = {}
+        for rows in self.source.decode_timers(self.op.operator_id, queue):
+            timers = zip(rows.key_group, rows.key, rows.namespace, rows.value, strict=True)
+            for kg, key, ns, timestamp in timers:
+                found = groups.setdefault(kg, StateColumns([], [], []))
+                found.keys.append(key)
+                found.namespaces.append(ns)  # type: ignore[union-attr]
+                found.values.append(timestamp)
+        yield from sorted(groups.items())
 
     def operator_states(self) -> list[list[OperatorStateData]]:
         out: list[list[OperatorStateData]] = [[] for _ in range(self.parallelism)]

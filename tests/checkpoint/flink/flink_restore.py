@@ -38,11 +38,13 @@ def flink_lib(venv: str | None = None) -> Path | None:
     return Path(found[0]) if found else None
 
 
-def compile_job(lib: Path, classes: Path) -> str:
-    """Compile the restore job into ``classes``; the class path to run it with."""
+def compile_job(lib: Path, classes: Path, *more: Path) -> str:
+    """Compile the restore job (and the jobs ``more`` beside it) into ``classes``; the class
+    path to run them with."""
     classpath = os.pathsep.join(sorted(glob.glob(str(lib / "*.jar"))))
     classes.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(JOB)], check=True)
+    sources = [str(JOB), *map(str, more)]
+    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), *sources], check=True)
     return f"{classes}{os.pathsep}{classpath}"
 
 
@@ -64,8 +66,10 @@ def spec_text(
     return "\n".join(lines) + "\n"
 
 
-def restore(classpath: str, backend: str, savepoint: Path, spec: str, work: Path) -> list[str]:
-    """Run the restore job on ``backend`` from ``savepoint``: the lines it wrote, sorted."""
+def restore(
+    classpath: str, backend: str, savepoint: Path, spec: str, work: Path, main: str = "RestoreJob"
+) -> list[str]:
+    """Run the restore job (class ``main``) on ``backend`` from ``savepoint``: the lines it wrote, sorted."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "spec.tsv").write_text(spec, encoding="utf-8")
     out = work / f"restored-{backend}.tsv"
@@ -73,7 +77,7 @@ def restore(classpath: str, backend: str, savepoint: Path, spec: str, work: Path
         "java",
         "-cp",
         classpath,
-        "RestoreJob",
+        main,
         backend,
         str(savepoint.resolve()),
         str(work / "spec.tsv"),

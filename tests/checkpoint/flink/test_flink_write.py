@@ -241,7 +241,7 @@ def _event_time_ttl() -> Any:
     ("case", "message"),
     [
         ("event-time TTL", "event-time TTL"),
-        ("namespace", "void namespace"),
+        ("namespace", r"state 'n': namespace type LONG has no Flink window"),
         ("decimal value", r"operator 'op', state 'dec': type BIG_DEC cannot be written"),
         ("row key", r"the key: type ROW.*as a key"),
         ("raw state", "raw state"),
