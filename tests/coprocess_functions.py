@@ -109,9 +109,7 @@ def harness_run(
     the Spark runner's does), and with ``end_of_input`` every timer fires."""
     outputs = []
     largest: int | None = None
-    with KeyedCoProcessFunctionHarness(
-        OrderPayments(), *keys, watermark_delay=watermark_delay
-    ) as h:
+    with KeyedCoProcessFunctionHarness(OrderPayments(), *keys, watermark_delay=watermark_delay) as h:
         for elements in runs:
             for side, row, ts in elements:
                 (h.process_element1 if side == 1 else h.process_element2)(row, ts)
@@ -122,3 +120,12 @@ def harness_run(
                 h.end_input()
             outputs.append(h.extract_output())
     return outputs
+
+
+class FailingOrders(OrderPayments):
+    """:class:`OrderPayments` that raises on an order of key "boom"."""
+
+    def process_element1(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> Iterator[Any]:
+        if ctx.get_current_key() == "boom":
+            raise ValueError("boom is not an order")
+        yield from super().process_element1(value, ctx)

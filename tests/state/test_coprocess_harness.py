@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from coprocess_functions import TIMEOUT, OrderPayments, order_payments_model
 
 from flinkstate.state import (
     InvalidArgumentError,
@@ -23,7 +24,6 @@ from flinkstate.state import (
 )
 from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
-from coprocess_functions import TIMEOUT, OrderPayments, order_payments_model
 from process_functions import WordCount
 
 Order = namedtuple("Order", "id amount")
@@ -151,11 +151,13 @@ def test_bad_use_is_a_typed_error() -> None:
         KeyedCoProcessFunctionHarness(WordCount(), lambda v: v, lambda v: v)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="key_selector2 must be callable"):
         KeyedCoProcessFunctionHarness(OrderPayments(), lambda v: v, "id")  # type: ignore[arg-type]
-    with KeyedCoProcessFunctionHarness(OrderPayments(), lambda o: o.id, lambda p: p.id) as h, pytest.raises(
-        InvalidArgumentError, match=r"INVALID_FUNCTION.*input 1 or 2"
+    with (
+        KeyedCoProcessFunctionHarness(OrderPayments(), lambda o: o.id, lambda p: p.id) as h,
+        pytest.raises(InvalidArgumentError, match=r"INVALID_FUNCTION.*input 1 or 2"),
     ):
         h.process_element(Order("a", 1))
-    with KeyedProcessFunctionHarness(OrderPayments(), lambda o: o.id) as h1, pytest.raises(
-        InvalidArgumentError, match="INVALID_FUNCTION"
+    with (
+        KeyedProcessFunctionHarness(OrderPayments(), lambda o: o.id) as h1,
+        pytest.raises(InvalidArgumentError, match="INVALID_FUNCTION"),
     ):
         h1.process_element(Order("a", 1))
