@@ -129,3 +129,36 @@ class FailingOrders(OrderPayments):
         if ctx.get_current_key() == "boom":
             raise ValueError("boom is not an order")
         yield from super().process_element1(value, ctx)
+
+
+class FailFirstAttemptPayments(OrderPayments):
+    """:class:`OrderPayments` whose first task attempt fails at a payment of key "k3"
+    (``marker`` records that it did), after processing part of its range."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def process_element2(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> Iterator[Any]:
+        import os
+
+        if ctx.get_current_key() == "k3" and not os.path.exists(self.marker):
+            with open(self.marker, "w") as f:
+                f.write(str(os.getpid()))
+            raise RuntimeError("injected failure of the first attempt")
+        yield from super().process_element2(value, ctx)
+
+
+def stored_seen(root: Any, uid: str) -> dict[Any, int]:
+    """The ``seen`` state of operator ``uid`` in the latest checkpoint under ``root``."""
+    from flinkstate.checkpoint import open_checkpoint
+
+    checkpoint = open_checkpoint(str(root))
+    p = checkpoint.operator(uid).parallelism
+    out = {}
+    for i in range(p):
+        backend = checkpoint.keyed_backend(uid, i, p)
+        state = backend.get_state(ValueStateDescriptor("seen", Types.LONG()))
+        for key in list(backend.get_keys("seen")):
+            backend.set_current_key(key)
+            out[key] = state.value()
+    return out
