@@ -91,6 +91,16 @@ def test_multi_column_keys_named_apart_without_event_time(spark: Any, tmp_path: 
     assert any(r[1] == "paid" for r in model)
 
 
+def test_at_equal_event_times_input_1_comes_first(spark: Any, tmp_path: Path) -> None:
+    o = spark.createDataFrame([("t", 10, 5), ("e", 10, 5)], "id string, amount bigint, ts bigint")
+    p = spark.createDataFrame(
+        [("t", 10, 5), ("t", 10, 5), ("e", 7, 4), ("e", 3, 6)], "id string, paid bigint, ts bigint"
+    )
+    out = coprocess(o, p, "id", "id", OrderPayments(), OUT_SCHEMA, str(tmp_path / "c"), "op", event_time="ts")
+    # t: the order, then a payment covers it (the second finds no order); e: by event time
+    assert sorted(map(tuple, out.collect())) == [("e", "paid", 10, 10, 3, 6), ("t", "paid", 10, 10, 2, 5)]
+
+
 @pytest.mark.connect
 def test_a_failing_run_commits_nothing_and_a_null_key_fails(spark: Any, tmp_path: Path) -> None:
     chk = str(tmp_path / "c")
