@@ -86,9 +86,8 @@ def parse_job(
         )
     if SEQ in columns or ROUTE in columns:
         raise ProcessError(f"input columns {SEQ!r} and {ROUTE!r} are reserved", code="UNKNOWN_COLUMN")
-    if two_inputs != isinstance(function, KeyedCoProcessFunction) or not isinstance(
-        function, KeyedProcessFunction | KeyedBroadcastProcessFunction | KeyedCoProcessFunction
-    ):
+    one: tuple[type, ...] = (KeyedProcessFunction, KeyedBroadcastProcessFunction)
+    if not isinstance(function, (KeyedCoProcessFunction,) if two_inputs else one):
         wanted = (
             "a KeyedCoProcessFunction"
             if two_inputs
