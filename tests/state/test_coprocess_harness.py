@@ -161,3 +161,17 @@ def test_bad_use_is_a_typed_error() -> None:
         pytest.raises(InvalidArgumentError, match="INVALID_FUNCTION"),
     ):
         h1.process_element(Order("a", 1))
+
+
+def test_float_keys_are_the_same_across_inputs_by_their_bits() -> None:
+    import struct
+
+    other_nan = struct.unpack(">d", b"\x7f\xf8\x00\x00\x00\x00\x00\x01")[0]  # another payload
+    with KeyedCoProcessFunctionHarness(OrderPayments(), lambda o: o.id, lambda p: p.id) as h:
+        h.process_element1(Order(float("nan"), 10))
+        h.process_element1(Order(-0.0, 10))
+        h.process_element2(Payment(0.0, 10))  # 0.0 is not -0.0: no order of its own
+        assert h.extract_output() == []
+        h.process_element2(Payment(-other_nan, 10))  # every NaN is one key
+        h.process_element2(Payment(-0.0, 10))
+        assert h.extract_output() == [("nan", "paid", 10, 10, 2, None), ("-0.0", "paid", 10, 10, 2, None)]
