@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from .coprocess import coprocess
 from .errors import ChangeFeedError, OptionError, ProcessError
 from .process import foreach_batch, process
 from .source import FlinkStateDataSource
@@ -48,6 +49,7 @@ __all__ = [
     "OptionError",
     "ProcessError",
     "PushdownReuseWarning",
+    "coprocess",
     "foreach_batch",
     "process",
     "register",

@@ -40,9 +40,9 @@ from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
 from flinkstate.state.ttl.time import LONG_MIN
 
 from .errors import ProcessError
+from .inputs import Inputs, OneInput
 from .process_options import Job, parse_job
-from .process_task import OUTPUT_STATE, RESULT_SCHEMA, ROUTE, SEQ, TaskPlan, output_uid, run_subtask
-from .routing import key_type_of, route_column, route_values
+from .process_task import OUTPUT_STATE, RESULT_SCHEMA, TaskPlan, output_uid, run_subtask
 from .shipping import ship
 from .stream import BATCH_ID
 
@@ -77,7 +77,7 @@ def process(
     ``retain`` later runs have retired that checkpoint.
     """
     job = parse_job(df, key, function, output_schema, checkpoint, uid, options)
-    return _run(job, df, options.get("broadcast"), None)
+    return _run(job, OneInput(df), options.get("broadcast"), None)
 
 
 def foreach_batch(
@@ -103,7 +103,7 @@ def foreach_batch(
 
     def run(batch_df: Any, batch_id: int) -> None:
         job = parse_job(batch_df, key, function, output_schema, checkpoint, uid, options)
-        out = _run(job, batch_df, options.get("broadcast"), int(batch_id))
+        out = _run(job, OneInput(batch_df), options.get("broadcast"), int(batch_id))
         if sink is not None:
             sink(out, int(batch_id))
 
@@ -143,13 +143,9 @@ def _check_base(seed: CompletedCheckpoint | None, job: Job, key_type: Any, own: 
     return op
 
 
-def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
+def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Any:
     """One run (a micro-batch when ``batch_id`` is given); returns its committed output."""
-    from pyspark.sql import functions as F  # noqa: N812
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
-
-    spark = df.sparkSession
+    spark = inputs.spark
     storage = CheckpointStorage(
         job.checkpoint, job.storage_options, retain=job.retain, incremental=job.incremental
     )
@@ -179,9 +175,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
                 code="UNSUPPORTED_FORMAT",
             )
         seed = opened
-    keys = StructType([df.schema[k] for k in job.key_columns])
-    arrow = to_arrow_schema(keys, timezone="UTC")
-    key_type = key_type_of(list(arrow.types), job.key_columns)
+    key_type = inputs.key_type(job)
     op = _check_base(seed, job, key_type, own=seed is base)
     p = job.parallelism or (op.parallelism if op is not None else default_parallelism(spark))
     if not 1 <= p <= job.max_parallelism:
@@ -189,9 +183,8 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
     ship(spark, job.function)  # before any task: a module the executors lack travels by value
     watermark = int(props.get(WATERMARK, LONG_MIN))
     max_seen = int(props.get(MAX_EVENT_TIME, LONG_MIN))
-    if job.event_time is not None:
-        run_max = df.agg(F.max(job.event_time)).first()[0]
-        max_seen = max_seen if run_max is None else max(max_seen, int(run_max))
+    run_max = inputs.max_event_time(job)
+    max_seen = max_seen if run_max is None else max(max_seen, run_max)
     # as Flink's bounded-out-of-orderness generator emits, and as elements move it in a run:
     # an element at the largest event time may still come, so a timer there must not fire yet
     end_watermark = watermark if max_seen == LONG_MIN else max(watermark, max_seen - job.watermark_delay - 1)
@@ -216,7 +209,7 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         job.backend,
         job.key_columns,
         key_type,
-        tuple(df.columns),
+        inputs.value_columns,
         job.event_time,
         p,
         job.max_parallelism,
@@ -233,12 +226,9 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
         elements,
         job.output,
         job.job_parameters,
+        inputs.second,
     )
-    route = route_column(job.key_columns, key_type, p, job.max_parallelism)
-    routed = df.select("*", F.monotonically_increasing_id().alias(SEQ), route.alias(ROUTE))
-    routed = routed.unionByName(_markers(spark, df.schema, p))
-    order = [job.event_time, SEQ] if job.event_time is not None else [SEQ]
-    ranges = routed.repartition(p, ROUTE).sortWithinPartitions(*order)
+    ranges = inputs.ranges(job, key_type, p)
     try:
         rows = ranges.mapInArrow(partial(run_subtask, plan), RESULT_SCHEMA.to_string()).collect()
         results = [pickle.loads(row[0]) for row in rows]
@@ -305,31 +295,6 @@ def _digest(schema: Any, elements: Sequence[Any]) -> str:
     """What identifies broadcast elements: their schema and values, in order."""
     text = repr((schema.simpleString(), [tuple(e) for e in elements]))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-_MARKERS: dict[tuple[int, str, int], tuple[Any, Any]] = {}
-"""Marker frames already built: (session id, input schema, parallelism) -> (session, frame)."""
-
-
-def _markers(spark: Any, schema: Any, parallelism: int) -> Any:
-    """One marker row per subtask (sequence -1), so every range runs even without rows;
-    built once per session, input schema and parallelism (each micro-batch reuses it)."""
-    from pyspark.sql import functions as F  # noqa: N812
-
-    key = (id(spark), schema.json(), parallelism)
-    cached = _MARKERS.get(key)
-    if cached is not None and cached[0] is spark:
-        return cached[1]
-    routes = F.array(*[F.lit(v) for v in route_values(parallelism)])
-    frame = spark.range(0, parallelism, 1, 1).select(
-        *[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields],
-        F.lit(-1).cast("bigint").alias(SEQ),
-        F.element_at(routes, (F.col("id") + 1).cast("int")).alias(ROUTE),
-    )
-    if len(_MARKERS) >= 16:
-        _MARKERS.clear()
-    _MARKERS[key] = (spark, frame)
-    return frame
 
 
 _OUR_ERROR = re.compile(r"(\w+Error): \[([A-Z_]+)\] ([^\n]*)")

@@ -8,7 +8,11 @@ from typing import Any
 
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.factory import check_backend
-from flinkstate.state.process.functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
+from flinkstate.state.process.functions import (
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+    KeyedProcessFunction,
+)
 
 from .errors import ProcessError
 from .output import OutputSchema
@@ -48,7 +52,10 @@ def parse_job(
     checkpoint: str,
     uid: str,
     options: Mapping[str, Any],
+    two_inputs: bool = False,
 ) -> Job:
+    """``two_inputs``: the arguments of one input of :func:`.coprocess.coprocess` (a
+    ``KeyedCoProcessFunction``, no ``broadcast``)."""
     from pyspark.sql.types import StructType
 
     known = {
@@ -65,6 +72,8 @@ def parse_job(
         "incremental",
         "job_parameters",
     }
+    if two_inputs:
+        known.discard("broadcast")
     unknown = sorted(set(options) - known)
     if unknown:
         raise ProcessError(f"unknown option(s) {unknown}; valid: {sorted(known)}")
@@ -77,11 +86,19 @@ def parse_job(
         )
     if SEQ in columns or ROUTE in columns:
         raise ProcessError(f"input columns {SEQ!r} and {ROUTE!r} are reserved", code="UNKNOWN_COLUMN")
-    if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
-        raise ProcessError(
-            f"function must be a KeyedProcessFunction or KeyedBroadcastProcessFunction, got {function!r}",
-            code="INVALID_FUNCTION",
+    one: tuple[type, ...] = (KeyedProcessFunction, KeyedBroadcastProcessFunction)
+    if not isinstance(function, (KeyedCoProcessFunction,) if two_inputs else one):
+        wanted = (
+            "a KeyedCoProcessFunction"
+            if two_inputs
+            else "a KeyedProcessFunction or KeyedBroadcastProcessFunction"
         )
+        hint = (
+            " (two keyed inputs: run it with coprocess)"
+            if isinstance(function, KeyedCoProcessFunction)
+            else ""
+        )
+        raise ProcessError(f"function must be {wanted}, got {function!r}{hint}", code="INVALID_FUNCTION")
     if isinstance(output_schema, str):
         output_schema = parse_schema(df.sparkSession, output_schema)
     if not isinstance(output_schema, StructType):

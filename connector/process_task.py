@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,6 +40,9 @@ from flinkstate.state.types.mapping import TypeInformation
 from .errors import ProcessError
 from .output import OutputSchema
 from .routing import route_values
+
+if TYPE_CHECKING:
+    from .coprocess_task import SecondInput
 
 OUTPUT_STATE = "output"
 SEQ, ROUTE = "__flinkstate_seq", "__flinkstate_route"
@@ -78,6 +81,8 @@ class TaskPlan:
     broadcast: tuple[Any, ...]
     output: OutputSchema
     job_parameters: Mapping[str, str]
+    second: SecondInput | None = None
+    """The second input of a ``KeyedCoProcessFunction`` (see :mod:`.coprocess`), else None."""
 
 
 @dataclass
@@ -160,36 +165,50 @@ def _feed(
     sink: list[Any],
 ) -> int:
     """Feed the range's rows to ``operator``; return how many."""
-    from pyspark.sql import Row
-
-    # a Row class per input schema: rows are built as tuples of it (no per-row setattr)
-    row_class: type[Row] = type("Row", (Row,), {"__fields__": list(plan.value_columns)})
+    row_class = row_class_of(plan.value_columns)
     route = route_values(plan.parallelism)[subtask]
     rows = 0
     for batch in batches:
-        seq = batch.column(SEQ)
-        if batch.num_rows and pc.min(seq).as_py() < 0:  # the range's marker row
-            batch = batch.filter(pc.greater_equal(seq, 0))
+        batch = range_rows(batch, route, subtask)
         if batch.num_rows == 0:
             continue
-        routes = batch.column(ROUTE)
-        if routes.null_count or pc.min_max(routes).as_py() != {"min": route, "max": route}:
-            raise ProcessError(
-                f"task {subtask} got rows of another subtask: Spark did not keep the "
-                "hash partitioning the runner asked for",
-                code="ROUTING_FAILED",
-            )
         columns = [batch.column(name).to_pylist() for name in plan.value_columns]
         values = element_rows(row_class, columns)  # built as consumed: rows die young
-        if len(plan.key_columns) == 1:
-            keys = columns[plan.value_columns.index(plan.key_columns[0])]
-        else:
-            keys = list(zip(*(columns[plan.value_columns.index(k)] for k in plan.key_columns), strict=True))
+        keys = keys_of(columns, plan.value_columns, plan.key_columns)
         stamps = None if plan.event_time is None else batch.column(plan.event_time).to_pylist()
         operator.process_elements(keys, values, stamps)
         rows += batch.num_rows
         sink.extend(operator.drain())
     return rows
+
+
+def row_class_of(value_columns: tuple[str, ...]) -> type[Any]:
+    """A ``Row`` class per input schema: rows are built as tuples of it (no per-row setattr)."""
+    from pyspark.sql import Row
+
+    return type("Row", (Row,), {"__fields__": list(value_columns)})
+
+
+def range_rows(batch: pa.RecordBatch, route: int, subtask: int) -> pa.RecordBatch:
+    """``batch`` without the range's marker row, checked to hold only ``subtask``'s rows."""
+    seq = batch.column(SEQ)
+    if batch.num_rows and pc.min(seq).as_py() < 0:  # the range's marker row
+        batch = batch.filter(pc.greater_equal(seq, 0))
+    routes = batch.column(ROUTE)
+    if batch.num_rows and (routes.null_count or pc.min_max(routes).as_py() != {"min": route, "max": route}):
+        raise ProcessError(
+            f"task {subtask} got rows of another subtask: Spark did not keep the "
+            "hash partitioning the runner asked for",
+            code="ROUTING_FAILED",
+        )
+    return batch
+
+
+def keys_of(columns: list[list[Any]], names: tuple[str, ...], key_columns: tuple[str, ...]) -> list[Any]:
+    """Each row's key: the key column's value, or a tuple of the key columns' values."""
+    if len(key_columns) == 1:
+        return columns[names.index(key_columns[0])]
+    return list(zip(*(columns[names.index(k)] for k in key_columns), strict=True))
 
 
 def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -205,7 +224,8 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         operator.open()
         for element in plan.broadcast:
             operator.process_broadcast_element(element)
-        rows = _feed(plan, operator, subtask, batches, out)
+        feed = _feed if plan.second is None else plan.second.feed
+        rows = feed(plan, operator, subtask, batches, out)
         if plan.end_watermark > operator.current_watermark:
             operator.advance_watermark(plan.end_watermark)
         operator.advance_processing_time()

@@ -1,10 +1,12 @@
 """Keyed process functions (PyFlink's API), timers as keyed state, and a test harness."""
 
+from .coharness import KeyedCoProcessFunctionHarness
 from .functions import (
     BroadcastContext,
     BroadcastOnTimerContext,
     Context,
     KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeyedStateStore,
     OnTimerContext,
@@ -34,6 +36,8 @@ __all__ = [
     "HarnessSnapshot",
     "KeyedBroadcastProcessFunction",
     "KeyedBroadcastProcessFunctionHarness",
+    "KeyedCoProcessFunction",
+    "KeyedCoProcessFunctionHarness",
     "KeyedProcessFunction",
     "KeyedProcessFunctionHarness",
     "KeyedProcessOperator",

@@ -1,7 +1,9 @@
 """The user-facing function API, with PyFlink's names: ``KeyedProcessFunction``,
-``KeyedBroadcastProcessFunction`` and the contexts they are called with.
+``KeyedBroadcastProcessFunction``, ``KeyedCoProcessFunction`` and the contexts they are
+called with.
 
-``process_element``, ``process_broadcast_element`` and ``on_timer`` are generators of
+``process_element`` (``process_element1``/``2``), ``process_broadcast_element`` and
+``on_timer`` are generators of
 output rows (``yield`` each row; returning ``None`` or an iterable works too).
 """
 
@@ -225,4 +227,24 @@ class KeyedBroadcastProcessFunction(Function):
         return None
 
 
-ProcessFunction = KeyedProcessFunction | KeyedBroadcastProcessFunction
+class KeyedCoProcessFunction(Function):
+    """Processes the elements of two keyed streams connected by the same key: both inputs
+    share the function's keyed state and timers (PyFlink's ``KeyedCoProcessFunction``)."""
+
+    Context: TypeAlias = Context
+    OnTimerContext: TypeAlias = OnTimerContext
+
+    @abstractmethod
+    def process_element1(self, value: Any, ctx: Context) -> Iterable[Any] | None:
+        """Handle one element of the first input; yield output rows."""
+
+    @abstractmethod
+    def process_element2(self, value: Any, ctx: Context) -> Iterable[Any] | None:
+        """Handle one element of the second input; yield output rows."""
+
+    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
+        """A timer of the current key fired; yield output rows."""
+        return None
+
+
+ProcessFunction = KeyedProcessFunction | KeyedBroadcastProcessFunction | KeyedCoProcessFunction

@@ -17,7 +17,7 @@ from ..keygroups.assignment import KeyGroupRange, compute_key_group_range_for_op
 from ..operator import OperatorStateBackend, OperatorStateData, repartition
 from ..ttl.time import LONG_MIN, ManualTimeProvider
 from ..types.mapping import TypeInformation
-from .functions import KeyedBroadcastProcessFunction, KeyedProcessFunction
+from .functions import ProcessFunction
 from .operator import KeyedProcessOperator
 from .timers import TimeDomain
 
@@ -88,7 +88,7 @@ class KeyedProcessFunctionHarness:
 
     def __init__(
         self,
-        function: KeyedProcessFunction | KeyedBroadcastProcessFunction,
+        function: ProcessFunction,
         key_selector: Callable[[Any], Any],
         *,
         key_type: Any = None,

@@ -28,7 +28,7 @@ from ..ttl.time import LONG_MIN, TtlTimeProvider, WallClockTimeProvider
 from .contexts import BroadcastElementContext, ElementContext, Runtime
 from .functions import (
     KeyedBroadcastProcessFunction,
-    KeyedProcessFunction,
+    KeyedCoProcessFunction,
     ProcessFunction,
     RuntimeContext,
 )
@@ -95,9 +95,10 @@ class KeyedProcessOperator:
         job_parameters: Mapping[str, str] | None,
     ) -> None:
         """Take one run's settings (a fresh metric group with them)."""
-        if not isinstance(function, KeyedProcessFunction | KeyedBroadcastProcessFunction):
+        if not isinstance(function, ProcessFunction):
             raise InvalidArgumentError(
-                f"expected a KeyedProcessFunction or KeyedBroadcastProcessFunction, got {function!r}",
+                "expected a KeyedProcessFunction, KeyedBroadcastProcessFunction or KeyedCoProcessFunction, "
+                f"got {function!r}",
                 code="INVALID_FUNCTION",
             )
         self.function = function
@@ -153,18 +154,37 @@ class KeyedProcessOperator:
         except Exception as exc:
             raise self._fail("open", exc, keyed=False) from exc
 
-    def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:
+    def process_element(self, key: Any, value: Any, timestamp: int | None = None, input: int = 0) -> None:
         """One keyed element; output rows are appended to ``output``."""
-        self.process_elements((key,), (value,), (timestamp,))
+        self.process_elements((key,), (value,), (timestamp,), input)
+
+    def _element_method(self, input: int) -> str:
+        """The function's method for elements of ``input`` (0: the one keyed input; 1 or 2:
+        an input of a :class:`KeyedCoProcessFunction`)."""
+        two = isinstance(self.function, KeyedCoProcessFunction)
+        if two != (input in (1, 2)) or input not in (0, 1, 2):
+            raise InvalidArgumentError(
+                f"{type(self.function).__name__} takes elements of "
+                f"{'input 1 or 2 (process_element1/2)' if two else 'one input'}, not of input {input!r}",
+                code="INVALID_FUNCTION",
+            )
+        return f"process_element{input or ''}"
 
     def process_elements(
-        self, keys: Sequence[Any], values: Iterable[Any], timestamps: Iterable[int | None] | None = None
+        self,
+        keys: Sequence[Any],
+        values: Iterable[Any],
+        timestamps: Iterable[int | None] | None = None,
+        input: int = 0,
     ) -> None:
         """:meth:`process_element` of ``(keys[i], values[i], timestamps[i])`` for every ``i``,
         in order: the per-record loop, with the per-call lookups hoisted out of it. ``values``
         may be an iterator: elements built as they are consumed die young (no GC cost).
+        ``input`` is 1 or 2 for the inputs of a :class:`KeyedCoProcessFunction` (its
+        ``process_element1``/``2``), else 0.
         The C accelerator runs the same loop (its key setter per the backend's
         ``key_setter_spec``); this Python loop is its model and its fallback."""
+        method = self._element_method(input)
         backend = self.backend
         spec = backend.key_setter_spec
         if _process_keyed is not None and spec is not None:
@@ -174,17 +194,17 @@ class KeyedProcessOperator:
                 keys,
                 values,
                 timestamps,
-                self.function.process_element,
+                getattr(self.function, method),
                 self._ctx,
                 self.output,
-                partial(self._fail, "process_element"),
+                partial(self._fail, method),
                 self._watermark_delay,
                 backend.current_watermark,
                 self._advance_for,
             )
             return
         set_key = backend.set_current_key
-        function = self.function.process_element
+        function = getattr(self.function, method)
         ctx = self._ctx
         output = self.output  # the list timers fired on the way append to as well
         delay = self._watermark_delay
@@ -203,7 +223,7 @@ class KeyedProcessOperator:
                 if result is not None:
                     output.extend(result)
             except Exception as exc:
-                raise self._fail("process_element", exc) from exc
+                raise self._fail(method, exc) from exc
 
     def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
         """One broadcast element (the function must be a KeyedBroadcastProcessFunction)."""

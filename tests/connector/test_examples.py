@@ -33,7 +33,13 @@ def example() -> Iterator[Callable[[str], ModuleType]]:
 
 
 def test_each_process_example_has_a_test() -> None:
-    tested = {"process_word_count", "process_sessions", "process_broadcast_rules", "process_harness"}
+    tested = {
+        "process_word_count",
+        "process_sessions",
+        "process_broadcast_rules",
+        "process_harness",
+        "process_orders_payments",
+    }
     assert {p.stem for p in EXAMPLES.glob("process_*.py")} == tested
 
 
@@ -86,3 +92,10 @@ def test_harness(example: Callable[[str], ModuleType]) -> None:
     hour = 3_600_000
     reminders = steps["subtask 0 at one hour"] + steps["subtask 1 at one hour"]
     assert sorted(reminders) == [("reminder", "ann", hour), ("reminder", "bob", hour)]
+
+
+def test_orders_payments(spark: Any, tmp_path: Path, example: Callable[[str], ModuleType]) -> None:
+    result = example("process_orders_payments").main(str(tmp_path), spark)
+    assert result["run 1"] == [("o1", "paid", 30, 30)]  # o2 and o3 are still within their time
+    # o2's late payment covers it; o4's order moves event time past o3's timeout
+    assert result["run 2"] == [("o2", "paid", 50, 50), ("o3", "unpaid", 20, 5), ("o4", "paid", 10, 10)]

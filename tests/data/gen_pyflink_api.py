@@ -34,6 +34,7 @@ SELECTION: dict[str, tuple[str, list[str] | None]] = {
             "KeyedProcessFunction",
             "BaseBroadcastProcessFunction",
             "KeyedBroadcastProcessFunction",
+            "KeyedCoProcessFunction",
         ],
     ),
     "pyflink.datastream.timerservice": ("datastream/timerservice.py", ["TimerService"]),
