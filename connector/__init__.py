@@ -7,6 +7,7 @@ from typing import Any
 
 from .errors import ChangeFeedError, OptionError, ProcessError
 from .process import foreach_batch, process
+from .side_outputs import read_side_output
 from .source import FlinkStateDataSource
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -50,5 +51,6 @@ __all__ = [
     "PushdownReuseWarning",
     "foreach_batch",
     "process",
+    "read_side_output",
     "register",
 ]

@@ -13,6 +13,7 @@ from flinkstate.state.process.functions import KeyedBroadcastProcessFunction, Ke
 from .errors import ProcessError
 from .output import OutputSchema
 from .process_task import ROUTE, SEQ
+from .side_outputs import SideOutput, parse_side_outputs
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
@@ -38,6 +39,7 @@ class Job:
     retain: int
     incremental: bool
     job_parameters: Mapping[str, str]
+    side_outputs: tuple[SideOutput, ...] = ()
 
 
 def parse_job(
@@ -64,6 +66,7 @@ def parse_job(
         "retain",
         "incremental",
         "job_parameters",
+        "side_outputs",
     }
     unknown = sorted(set(options) - known)
     if unknown:
@@ -137,6 +140,7 @@ def parse_job(
         ints["retain"],
         incremental,
         dict(job_parameters),
+        parse_side_outputs(df.sparkSession, options.get("side_outputs")),
     )
 
 
