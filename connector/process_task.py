@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint import CheckpointTarget, CompletedCheckpoint, Manifest, Storage, SubtaskResult
-from flinkstate.state.errors import SerializationError
+from flinkstate.state.errors import InvalidArgumentError, SerializationError
 from flinkstate.state.factory import make_keyed_backend, needs_directory
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
@@ -95,7 +95,13 @@ class _Outputs:
         """Collect the operator's output (split only where the run declares side outputs:
         an undeclared tag among the main rows is reported when they are checked)."""
         rows = operator.drain()
-        self.main.extend(split_side_outputs(rows, self.side, self._known) if self._known else rows)
+        if not self._known:
+            self.main.extend(rows)
+            return
+        try:
+            self.main.extend(split_side_outputs(rows, self.side, self._known))
+        except InvalidArgumentError as exc:
+            raise ProcessError(exc.detail, code=exc.code) from exc
 
 
 @dataclass

@@ -3,7 +3,8 @@
 A run declares its side outputs (``side_outputs=``): a list of ``OutputTag``s, each with
 the schema of its ``type_info`` (a row type gives its fields; any other type one column
 ``value``, which takes the values as they are), or a dict of tag to a declared schema
-(a ``StructType`` or DDL; values are rows then). Each task writes a side output's rows as
+(a ``StructType`` or DDL: values are rows then, but for a tag of a type other than a row,
+whose one column the schema names). Each task writes a side output's rows as
 the list state ``side_output.<tag id>`` of the operator ``<uid>/output``, in the same
 subtask files as the main output, so they commit in the same checkpoint, exactly once
 as the main output is. :func:`read_side_output` reads one back as a DataFrame.
@@ -111,7 +112,15 @@ def parse_side_outputs(spark: Any, spec: Any) -> tuple[SideOutput, ...]:
             raise ProcessError(
                 f"the schema of side output {tag_id!r} must be a StructType or DDL, got {schema!r}"
             )
-        out[tag_id] = SideOutput(tag_id, _side_schema(tag_id, struct), False)
+        info = tag.type_info if isinstance(tag, OutputTag) else None
+        atomic = info is not None and not info.is_pickled and not isinstance(info, RowTypeInfo)
+        if atomic and len(struct.fields) != 1:
+            raise ProcessError(
+                f"side output {tag_id!r} holds single values ({info}): its schema has one column, "
+                f"not {len(struct.fields)}",
+                code="SIDE_OUTPUT_INVALID",
+            )
+        out[tag_id] = SideOutput(tag_id, _side_schema(tag_id, struct), atomic)
     return tuple(out.values())
 
 
