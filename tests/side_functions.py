@@ -30,7 +30,7 @@ class Milestones(KeyedProcessFunction):
         if len(word) > 4:
             yield LONG_WORDS, word
         if n % 2 == 0:
-            yield MILESTONES, (word, n, None if n % 4 else f"{word} ×{n}")
+            yield MILESTONES, (word, n, None if n % 4 else f"{word} → {n}")
 
 
 def milestones_model(
@@ -47,7 +47,7 @@ def milestones_model(
         if len(w) > 4:
             side[LONG_WORDS.tag_id].append(w)
         if n % 2 == 0:
-            side[MILESTONES.tag_id].append((w, n, None if n % 4 else f"{w} ×{n}"))
+            side[MILESTONES.tag_id].append((w, n, None if n % 4 else f"{w} → {n}"))
     return main, side
 
 

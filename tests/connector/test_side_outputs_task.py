@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from flinkstate.connector import ProcessError
-from flinkstate.connector.process_task import OUTPUT_STATE, _KEPT, output_uid
-from flinkstate.connector.side_outputs import parse_side_outputs, side_state
-from flinkstate.state import OutputTag, Types
-
 from side_functions import LONG_WORDS, MILESTONES, Milestones, YieldsTo, milestones_model
 from test_process_task import _commit, _plan, _run
+
+from flinkstate.connector import ProcessError
+from flinkstate.connector.process_task import _KEPT, OUTPUT_STATE, output_uid
+from flinkstate.connector.side_outputs import parse_side_outputs, side_state
+from flinkstate.state import OutputTag, Types
 
 WORDS = ["straße", "ok", "日本語テキスト", "ok", "straße", "ok", "ok", "straße", "straße"]
 
