@@ -33,7 +33,13 @@ def example() -> Iterator[Callable[[str], ModuleType]]:
 
 
 def test_each_process_example_has_a_test() -> None:
-    tested = {"process_word_count", "process_sessions", "process_broadcast_rules", "process_harness"}
+    tested = {
+        "process_word_count",
+        "process_sessions",
+        "process_broadcast_rules",
+        "process_harness",
+        "process_side_outputs",
+    }
     assert {p.stem for p in EXAMPLES.glob("process_*.py")} == tested
 
 
@@ -86,3 +92,14 @@ def test_harness(example: Callable[[str], ModuleType]) -> None:
     hour = 3_600_000
     reminders = steps["subtask 0 at one hour"] + steps["subtask 1 at one hour"]
     assert sorted(reminders) == [("reminder", "ann", hour), ("reminder", "bob", hour)]
+
+
+def test_side_outputs(spark: Any, tmp_path: Path, example: Callable[[str], ModuleType]) -> None:
+    result = example("process_side_outputs").main(str(tmp_path / "c"), spark)
+    harness, on_spark = result["harness"], result["spark"]
+    assert harness["late"] == [("s2", 2000, 6.0)]  # the second run's reading behind the watermark
+    assert harness["jumps"] == ["s1: 21.0 -> 35.5", "s2: 4.0 -> 30.0"]
+    # Spark's second run committed what the harness emitted after the first run's five
+    assert sorted(on_spark["output"]) == sorted(harness["output"][5:])
+    assert on_spark["late"] == harness["late"]
+    assert on_spark["jumps"] == harness["jumps"][1:]
