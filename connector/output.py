@@ -41,8 +41,8 @@ class OutputSchema:
     arrow: pa.Schema
     what: str = "output"
     """What the rows are, in messages ("output", "side output 'late'")."""
-    code: str = "OUTPUT_SCHEMA_MISMATCH"
-    """The code of a mismatch."""
+    code: str | None = None
+    """The code of a mismatch (``None``: the main output's, ``OUTPUT_SCHEMA_MISMATCH``)."""
 
     @staticmethod
     def of(schema: Any) -> OutputSchema:
@@ -80,6 +80,8 @@ class OutputSchema:
         return out
 
     def _mismatch(self, message: str) -> ProcessError:
+        if self.code is None:
+            return ProcessError(message, code="OUTPUT_SCHEMA_MISMATCH")
         return ProcessError(message, code=self.code)
 
     def _one(self, row: Any, names: list[str]) -> tuple[Any, ...]:
