@@ -5,9 +5,10 @@ A run routes rows by key group to ``parallelism`` key-group ranges (one Spark ta
 see :mod:`.routing`), orders each range by event time (ties in input order), runs the
 function on a live backend per range (:mod:`.process_task`) and collects what the tasks
 wrote. The driver then commits ONE checkpoint holding the state of every range and the
-run's output (the list state ``output`` of the operator ``<uid>/output``), through the
-checkpoint layer's commit; a run that fails anywhere commits nothing and leaves the
-previous checkpoint as it was. The returned DataFrame reads the committed output.
+run's output (the list state ``output`` of the operator ``<uid>/output``, and each
+declared side output beside it, see :mod:`.side_outputs`), through the checkpoint layer's
+commit; a run that fails anywhere commits nothing and leaves the previous checkpoint as it
+was. The returned DataFrame reads the committed output.
 
 Checkpoint properties carry what the next run continues from: the watermark, the largest
 event time seen, the attempt that wrote each subtask (whose live backend a worker may

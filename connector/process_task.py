@@ -4,13 +4,13 @@ The task restores its subtask's live backend from the checkpoint being continued
 parallelism: a rescale), or reuses the one its Python worker kept from the attempt whose
 results that checkpoint committed; feeds it the range's rows (already in event-time
 order), moves the watermark, fires timers, snapshots (an increment when the backend is
-reused, see :class:`flinkstate.checkpoint.CheckpointTarget`), and writes the state and the output as
-uniquely named files. It hands back only small results: the driver commits them, all
-ranges together, or nothing, and records which attempt's results it committed for each
-subtask. A worker keeps a backend only after its attempt succeeded, named by a token
-unique to the attempt, so state is never carried over from an attempt that did not
-commit (a failed one, or the losing copy of a speculative or retried task).
-"""
+reused, see :class:`flinkstate.checkpoint.CheckpointTarget`), and writes the state and the
+output (main and side outputs) as uniquely named files. It hands back only small results:
+the driver commits them, all ranges together, or nothing, and records which attempt's
+results it committed for each subtask. A worker keeps a backend only after its attempt
+succeeded, named by a token unique to the attempt, so state is never carried over from an
+attempt that did not commit (a failed one, or the losing copy of a speculative or retried
+task)."""
 
 from __future__ import annotations
 
