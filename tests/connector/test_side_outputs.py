@@ -140,3 +140,17 @@ def test_bad_side_outputs_commit_nothing(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(ProcessError, match=r"\[SIDE_OUTPUT_NO_SCHEMA\].*'raw'"):
         process(df, "word", Milestones(), WC, chk, "ms", side_outputs=[OutputTag("raw")])
     assert CheckpointStorage(chk).completed_ids() == []
+
+
+def test_side_outputs_on_s3_read_through_the_data_source(spark: Any, s3_options: dict[str, Any]) -> None:
+    root, options = f"s3://{s3_options['bucket']}/jobs/ms", s3_options["options"]
+    tags = [LONG_WORDS, MILESTONES]
+    df = _words(spark, FIRST)
+    out = process(
+        df, "word", Milestones(), WC, root, "ms", parallelism=2, side_outputs=tags, storage_options=options
+    )
+    main, side = _expected(FIRST)
+    assert _rows(out) == main
+    for tag in tags:
+        got = read_side_output(spark, root, "ms", tag, storage_options=options)
+        assert _rows(got) == side[tag.tag_id]
