@@ -8,6 +8,7 @@ from typing import Any
 from .coprocess import coprocess
 from .errors import ChangeFeedError, OptionError, ProcessError
 from .process import foreach_batch, process
+from .side_outputs import read_side_output
 from .source import FlinkStateDataSource
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -52,5 +53,6 @@ __all__ = [
     "coprocess",
     "foreach_batch",
     "process",
+    "read_side_output",
     "register",
 ]

@@ -23,7 +23,7 @@ from flinkstate.state.types.mapping import TypeInformation
 from .coprocess_task import IN1, IN2, INPUT, TIME, SecondInput
 from .errors import ProcessError
 from .inputs import key_type_for, markers
-from .process import _run
+from .process import _output_frame, _run
 from .process_options import Job, parse_job
 from .process_task import ROUTE, SEQ
 from .routing import _quote, route_column
@@ -59,7 +59,7 @@ def coprocess(
     other = {} if time2 is None else {"event_time": time2}
     second = parse_job(df2, key2, function, output_schema, checkpoint, uid, other, two_inputs=True)
     inputs = TwoInputs(df1, df2, SecondInput(tuple(df2.columns), second.key_columns), second.event_time)
-    return _run(job, inputs, None, None)
+    return _output_frame(df1.sparkSession, _run(job, inputs, None, None), job)
 
 
 @dataclass(frozen=True)

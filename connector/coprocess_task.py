@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +23,7 @@ from .process_task import keys_of, range_rows, row_class_of
 from .routing import route_values
 
 if TYPE_CHECKING:
-    from .process_task import TaskPlan
+    from .process_task import Outputs, TaskPlan
 
 IN1, IN2 = "__flinkstate_in1", "__flinkstate_in2"
 INPUT, TIME = "__flinkstate_input", "__flinkstate_time"
@@ -42,7 +42,7 @@ class SecondInput:
         operator: KeyedProcessOperator,
         subtask: int,
         batches: Iterator[pa.RecordBatch],
-        sink: list[Any],
+        sink: Outputs,
     ) -> int:
         """Feed the range's rows of both inputs to ``operator``, in order; return how many."""
         sides = {
@@ -65,6 +65,6 @@ class SecondInput:
                 stamps = None if plan.event_time is None else part.column(TIME).to_pylist()
                 keys = keys_of(columns, names, key_columns)
                 operator.process_elements(keys, element_rows(row_class, columns), stamps, side)
-                sink.extend(operator.drain())
+                sink.take(operator)
             rows += batch.num_rows
         return rows

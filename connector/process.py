@@ -5,9 +5,10 @@ A run routes rows by key group to ``parallelism`` key-group ranges (one Spark ta
 see :mod:`.routing`), orders each range by event time (ties in input order), runs the
 function on a live backend per range (:mod:`.process_task`) and collects what the tasks
 wrote. The driver then commits ONE checkpoint holding the state of every range and the
-run's output (the list state ``output`` of the operator ``<uid>/output``), through the
-checkpoint layer's commit; a run that fails anywhere commits nothing and leaves the
-previous checkpoint as it was. The returned DataFrame reads the committed output.
+run's output (the list state ``output`` of the operator ``<uid>/output``, and each
+declared side output beside it, see :mod:`.side_outputs`), through the checkpoint layer's
+commit; a run that fails anywhere commits nothing and leaves the previous checkpoint as it
+was. The returned DataFrame reads the committed output.
 
 Checkpoint properties carry what the next run continues from: the watermark, the largest
 event time seen, the attempt that wrote each subtask (whose live backend a worker may
@@ -37,6 +38,7 @@ from flinkstate.checkpoint import (
 )
 from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
 from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
+from flinkstate.state.process.side_outputs import tag_id_of
 from flinkstate.state.ttl.time import LONG_MIN
 
 from .errors import ProcessError
@@ -44,6 +46,7 @@ from .inputs import Inputs, OneInput
 from .process_options import Job, parse_job
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, TaskPlan, output_uid, run_subtask
 from .shipping import ship
+from .side_outputs import committed_frame, side_frame
 from .stream import BATCH_ID
 
 WATERMARK = "flinkstate.process.watermark"
@@ -71,13 +74,15 @@ def process(
     ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
     ``incremental`` (True: a worker that kept its live backend writes only what changed
     since the last checkpoint; a restored one writes in full), ``job_parameters`` (a dict
-    of str to str: what ``RuntimeContext.get_job_parameter`` reads). Each call applies every
+    of str to str: what ``RuntimeContext.get_job_parameter`` reads), ``side_outputs`` (the
+    ``OutputTag``s the function yields to, or a dict of tag to schema; each is committed with
+    the output, read it with :func:`read_side_output`). Each call applies every
     broadcast element before its rows (a bounded run of both streams).
     The output DataFrame reads files of the committed checkpoint: consume it before
     ``retain`` later runs have retired that checkpoint.
     """
     job = parse_job(df, key, function, output_schema, checkpoint, uid, options)
-    return _run(job, OneInput(df), options.get("broadcast"), None)
+    return _output_frame(df.sparkSession, _run(job, OneInput(df), options.get("broadcast"), None), job)
 
 
 def foreach_batch(
@@ -87,6 +92,7 @@ def foreach_batch(
     checkpoint: str,
     uid: str,
     sink: Callable[[Any, int], None] | None = None,
+    side_sinks: Mapping[Any, Callable[[Any, int], None]] | None = None,
     **options: Any,
 ) -> Callable[[Any, int], None]:
     """A ``foreachBatch`` function: each micro-batch is one run recording Spark's batch id.
@@ -99,13 +105,28 @@ def foreach_batch(
     ``broadcast`` are applied once per query, as Flink processes each element of a broadcast
     stream once: with the first micro-batch, and again (all of them) only when they differ
     from those last applied (a digest kept in the checkpoint, so across restarts too).
+    ``side_sinks`` maps a declared side output's tag (or id) to a function that gets its
+    committed rows as ``sink`` gets the output (after ``sink``; on a replay too).
     """
+    sides = dict(side_sinks or {})
 
     def run(batch_df: Any, batch_id: int) -> None:
         job = parse_job(batch_df, key, function, output_schema, checkpoint, uid, options)
-        out = _run(job, OneInput(batch_df), options.get("broadcast"), int(batch_id))
+        declared = {s.tag_id for s in job.side_outputs}
+        unknown = sorted(tag_id_of(tag) for tag in sides if tag_id_of(tag) not in declared)
+        if unknown:
+            raise ProcessError(
+                f"side_sinks name side outputs {unknown} that side_outputs= does not declare "
+                f"({sorted(declared)})",
+                code="SIDE_OUTPUT_UNKNOWN_TAG",
+            )
+        spark = batch_df.sparkSession
+        committed = _run(job, OneInput(batch_df), options.get("broadcast"), int(batch_id))
         if sink is not None:
-            sink(out, int(batch_id))
+            sink(_output_frame(spark, committed, job), int(batch_id))
+        for tag, side_sink in sides.items():
+            frame = side_frame(spark, committed, job.uid, tag, job.checkpoint, job.storage_options)
+            side_sink(frame, int(batch_id))
 
     return run
 
@@ -143,8 +164,9 @@ def _check_base(seed: CompletedCheckpoint | None, job: Job, key_type: Any, own: 
     return op
 
 
-def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Any:
-    """One run (a micro-batch when ``batch_id`` is given); returns its committed output."""
+def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> CompletedCheckpoint:
+    """One run (a micro-batch when ``batch_id`` is given); returns the checkpoint it committed
+    (a replayed batch: the one committed before)."""
     spark = inputs.spark
     storage = CheckpointStorage(
         job.checkpoint, job.storage_options, retain=job.retain, incremental=job.incremental
@@ -164,7 +186,7 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Any:
                 code="BATCH_ID_BEHIND",
             )
         if batch_id == done:
-            return _output_frame(spark, base, job)
+            return base
     seed = base
     if seed is None and job.initial_state is not None:
         opened = open_checkpoint(job.initial_state, job.storage_options, allow_pickle=True)
@@ -227,6 +249,7 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Any:
         job.output,
         job.job_parameters,
         inputs.second,
+        job.side_outputs,
     )
     ranges = inputs.ranges(job, key_type, p)
     try:
@@ -262,7 +285,7 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Any:
         committed = pending.commit(properties)
     except CheckpointExistsError as exc:  # another run committed in between (our files are gone)
         raise _concurrent(job, latest, storage.latest_id()) from exc
-    return _output_frame(spark, committed, job)
+    return committed
 
 
 def default_parallelism(spark: Any) -> int:
@@ -315,34 +338,5 @@ def _task_error(exc: Exception) -> Exception:
 
 def _output_frame(spark: Any, checkpoint: CompletedCheckpoint, job: Job) -> Any:
     """The committed output of ``checkpoint`` as a DataFrame of the output schema."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    op = checkpoint.operator(output_uid(job.uid))
-    refs = [f for st in op.subtasks for f in st.operator.get(OUTPUT_STATE, ())]
-    directory = checkpoint.directory
-    if not refs:
-        return spark.createDataFrame([], job.output_struct)
-    if directory.is_local:
-        stored = StructType([StructField("position", LongType()), StructField("value", job.output_struct)])
-        paths = ["file://" + directory.path(r.path) for r in refs]
-        return spark.read.schema(stored).parquet(*paths).select("value.*")
-    reader = (
-        spark.read.format("flinkstate").option("operator", output_uid(job.uid)).option("state", OUTPUT_STATE)
-    )
-    reader = reader.option("checkpointId", str(checkpoint.checkpoint_id))
-    for name, value in _fs_options(job.storage_options).items():
-        reader = reader.option(name, value)
-    return reader.load(job.checkpoint).select("value.*")
-
-
-def _fs_options(options: Mapping[str, Any], prefix: str = "fs.") -> dict[str, str]:
-    """Storage options as the data source's ``fs.*`` options (nested dicts flattened)."""
-    import json
-
-    out: dict[str, str] = {}
-    for name, value in options.items():
-        if isinstance(value, Mapping):
-            out.update(_fs_options(value, f"{prefix}{name}."))
-        else:
-            out[prefix + name] = value if isinstance(value, str) else json.dumps(value)
-    return out
+    uid, struct = output_uid(job.uid), job.output_struct
+    return committed_frame(spark, checkpoint, uid, OUTPUT_STATE, struct, job.checkpoint, job.storage_options)

@@ -17,6 +17,7 @@ from flinkstate.state.process.functions import (
 from .errors import ProcessError
 from .output import OutputSchema
 from .process_task import ROUTE, SEQ
+from .side_outputs import SideOutput, parse_side_outputs
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
@@ -42,6 +43,7 @@ class Job:
     retain: int
     incremental: bool
     job_parameters: Mapping[str, str]
+    side_outputs: tuple[SideOutput, ...] = ()
 
 
 def parse_job(
@@ -71,6 +73,7 @@ def parse_job(
         "retain",
         "incremental",
         "job_parameters",
+        "side_outputs",
     }
     if two_inputs:
         known.discard("broadcast")
@@ -154,6 +157,7 @@ def parse_job(
         ints["retain"],
         incremental,
         dict(job_parameters),
+        parse_side_outputs(df.sparkSession, options.get("side_outputs")),
     )
 
 

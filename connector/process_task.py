@@ -4,13 +4,13 @@ The task restores its subtask's live backend from the checkpoint being continued
 parallelism: a rescale), or reuses the one its Python worker kept from the attempt whose
 results that checkpoint committed; feeds it the range's rows (already in event-time
 order), moves the watermark, fires timers, snapshots (an increment when the backend is
-reused, see :class:`flinkstate.checkpoint.CheckpointTarget`), and writes the state and the output as
-uniquely named files. It hands back only small results: the driver commits them, all
-ranges together, or nothing, and records which attempt's results it committed for each
-subtask. A worker keeps a backend only after its attempt succeeded, named by a token
-unique to the attempt, so state is never carried over from an attempt that did not
-commit (a failed one, or the losing copy of a speculative or retried task).
-"""
+reused, see :class:`flinkstate.checkpoint.CheckpointTarget`), and writes the state and the
+output (main and side outputs) as uniquely named files. It hands back only small results:
+the driver commits them, all ranges together, or nothing, and records which attempt's
+results it committed for each subtask. A worker keeps a backend only after its attempt
+succeeded, named by a token unique to the attempt, so state is never carried over from an
+attempt that did not commit (a failed one, or the losing copy of a speculative or retried
+task)."""
 
 from __future__ import annotations
 
@@ -27,19 +27,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint import CheckpointTarget, CompletedCheckpoint, Manifest, Storage, SubtaskResult
-from flinkstate.state.errors import SerializationError
+from flinkstate.state.errors import InvalidArgumentError, SerializationError
 from flinkstate.state.factory import make_keyed_backend, needs_directory
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
 from flinkstate.state.process import KeyedProcessOperator, element_rows
 from flinkstate.state.process.functions import ProcessFunction
+from flinkstate.state.process.side_outputs import split_side_outputs
 from flinkstate.state.ttl.time import LONG_MIN
 from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import ProcessError
 from .output import OutputSchema
 from .routing import route_values
+from .side_outputs import SideOutput, side_state
 
 if TYPE_CHECKING:
     from .coprocess_task import SecondInput
@@ -83,6 +85,28 @@ class TaskPlan:
     job_parameters: Mapping[str, str]
     second: SecondInput | None = None
     """The second input of a ``KeyedCoProcessFunction`` (see :mod:`.coprocess`), else None."""
+    side_outputs: tuple[SideOutput, ...] = ()
+
+
+class Outputs:
+    """What a subtask yielded: main rows, and each declared side output's values."""
+
+    def __init__(self, plan: TaskPlan) -> None:
+        self.main: list[Any] = []
+        self.side: dict[str, list[Any]] = {}
+        self._known = frozenset(s.tag_id for s in plan.side_outputs)
+
+    def take(self, operator: KeyedProcessOperator) -> None:
+        """Collect the operator's output (split only where the run declares side outputs:
+        an undeclared tag among the main rows is reported when they are checked)."""
+        rows = operator.drain()
+        if not self._known:
+            self.main.extend(rows)
+            return
+        try:
+            self.main.extend(split_side_outputs(rows, self.side, self._known))
+        except InvalidArgumentError as exc:
+            raise ProcessError(exc.detail, code=exc.code) from exc
 
 
 @dataclass
@@ -162,7 +186,7 @@ def _feed(
     operator: KeyedProcessOperator,
     subtask: int,
     batches: Iterator[pa.RecordBatch],
-    sink: list[Any],
+    sink: Outputs,
 ) -> int:
     """Feed the range's rows to ``operator``; return how many."""
     row_class = row_class_of(plan.value_columns)
@@ -178,7 +202,7 @@ def _feed(
         stamps = None if plan.event_time is None else batch.column(plan.event_time).to_pylist()
         operator.process_elements(keys, values, stamps)
         rows += batch.num_rows
-        sink.extend(operator.drain())
+        sink.take(operator)
     return rows
 
 
@@ -220,7 +244,7 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     attempt_number = context.attemptNumber() if context is not None else 0
     operator, directory, reused = _acquire(plan, subtask, attempt_number)
     try:
-        out: list[Any] = []
+        out = Outputs(plan)
         operator.open()
         for element in plan.broadcast:
             operator.process_broadcast_element(element)
@@ -231,7 +255,7 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         operator.advance_processing_time()
         if plan.end_of_input:
             operator.end_of_input()
-        out.extend(operator.drain())
+        out.take(operator)
         operator.close()
         results = _write(plan, operator, subtask, out)
     except BaseException:
@@ -243,26 +267,36 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     _KEPT[(plan.root_url, plan.uid, subtask)] = _Kept(attempt, plan.backend, operator, directory)
     while len(_KEPT) > MAX_KEPT:
         _discard(_KEPT.pop(next(iter(_KEPT))))
-    stats = {"rows": rows, "output": len(out), "reused": int(reused), "attempt": attempt}
+    side = {tag_id: len(values) for tag_id, values in out.side.items()}
+    stats = {
+        "rows": rows,
+        "output": len(out.main),
+        "side_output": side,
+        "reused": int(reused),
+        "attempt": attempt,
+    }
     yield pa.RecordBatch.from_arrays(
         [pa.array([pickle.dumps((results, stats))], pa.binary())], schema=RESULT_SCHEMA
     )
 
 
-def _write(
-    plan: TaskPlan, operator: KeyedProcessOperator, subtask: int, out: list[Any]
-) -> list[SubtaskResult]:
-    """Write the subtask's state and output; return both results."""
+def _write(plan: TaskPlan, operator: KeyedProcessOperator, subtask: int, out: Outputs) -> list[SubtaskResult]:
+    """Write the subtask's state and its output (main and side outputs, one operator's
+    states, so they commit together); return both results."""
     p, max_p, target = plan.parallelism, plan.max_parallelism, plan.target
     # the state with its changes (an increment when the backend was reused)
     result = target.write_keyed(plan.uid, operator.backend, subtask, p, operator.operator_state)
-    rows = plan.output.normalize(out)
-    data = OperatorStateData(OUTPUT_STATE, OperatorStateMode.SPLIT_DISTRIBUTE, plan.output.type_info, rows)
+    outputs = [(OUTPUT_STATE, plan.output, plan.output.normalize(out.main))]
+    for side in plan.side_outputs:
+        outputs.append((side_state(side.tag_id), side.schema, side.rows(out.side.get(side.tag_id, []))))
+    mode = OperatorStateMode.SPLIT_DISTRIBUTE
+    states = [OperatorStateData(name, mode, schema.type_info, rows) for name, schema, rows in outputs]
     writer = target.writer(output_uid(plan.uid), subtask, p, max_p)
     try:
-        output = writer.write(operator=[data])
+        output = writer.write(operator=states)
     except SerializationError as exc:
         writer.abort()
         target.discard(result)
-        raise plan.output.diagnose(rows, exc) from exc
+        found = (schema.mismatch(rows) for _, schema, rows in outputs)
+        raise next((e for e in found if e is not None), plan.output.diagnose(outputs[0][2], exc)) from exc
     return [result, output]

@@ -113,7 +113,8 @@ class EntryEncoder:
         self.ns = spec.namespace.encode
         key_kind, value_kind = batch_kind(self.key), batch_kind(self.value)
         self._batch: tuple[int, int] | None = None
-        if spec.kind in ("VALUE", "REDUCING", "AGGREGATING") and key_kind is not None and value_kind is not None:
+        single = spec.kind in ("VALUE", "REDUCING", "AGGREGATING")
+        if single and key_kind is not None and value_kind is not None:
             self._batch = (key_kind, value_kind)
 
     def _value(self, value: Any, timestamp: Any) -> bytes:

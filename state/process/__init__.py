@@ -24,6 +24,7 @@ from .harness import (
 )
 from .metrics import Counter, Distribution, Meter, Metric, MetricGroup
 from .operator import KeyedProcessOperator, element_rows
+from .side_outputs import OutputTag
 from .timers import TIMER_STATES, TimeDomain, TimerQueue
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "Metric",
     "MetricGroup",
     "OnTimerContext",
+    "OutputTag",
     "ReadOnlyBroadcastState",
     "ReadOnlyContext",
     "RuntimeContext",

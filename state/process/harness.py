@@ -19,6 +19,7 @@ from ..ttl.time import LONG_MIN, ManualTimeProvider
 from ..types.mapping import TypeInformation
 from .functions import ProcessFunction
 from .operator import KeyedProcessOperator
+from .side_outputs import OutputTag, split_side_outputs, tag_id_of
 from .timers import TimeDomain
 
 BackendFactory = Callable[..., AbstractKeyedStateBackend]
@@ -83,7 +84,8 @@ class KeyedProcessFunctionHarness:
     ``processing_time`` and moves only with :meth:`set_processing_time`; processing-time
     TTL follows it. ``restore_from`` takes snapshots of any parallelism (a rescale).
     ``task_name`` (default: the function's class name), ``attempt_number`` and
-    ``job_parameters`` are what the runtime context reports.
+    ``job_parameters`` are what the runtime context reports. What the function yields as
+    ``(output_tag, value)`` goes to that side output (:meth:`get_side_output`), not the output.
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class KeyedProcessFunctionHarness:
             job_parameters=job_parameters,
         )
         self._output: list[Any] = []
+        self._side: dict[str, list[Any]] = {}
         self.operator.open()
 
     @property
@@ -135,7 +138,7 @@ class KeyedProcessFunctionHarness:
         return self.operator.backend
 
     def _collect(self) -> None:
-        self._output.extend(self.operator.drain())
+        self._output.extend(split_side_outputs(self.operator.drain(), self._side))
 
     def process_element(self, value: Any, timestamp: int | None = None) -> None:
         """Feed one element (``timestamp``: its event time)."""
@@ -166,6 +169,10 @@ class KeyedProcessFunctionHarness:
         """The rows emitted since the last call (and forget them)."""
         out, self._output = self._output, []
         return out
+
+    def get_side_output(self, tag: OutputTag | str) -> list[Any]:
+        """Every value yielded to the side output ``tag`` (a tag or its id) so far."""
+        return list(self._side.get(tag_id_of(tag), ()))
 
     def current_watermark(self) -> int:
         return self.operator.current_watermark

@@ -39,6 +39,7 @@ def test_each_process_example_has_a_test() -> None:
         "process_broadcast_rules",
         "process_harness",
         "process_orders_payments",
+        "process_side_outputs",
     }
     assert {p.stem for p in EXAMPLES.glob("process_*.py")} == tested
 
@@ -99,3 +100,14 @@ def test_orders_payments(spark: Any, tmp_path: Path, example: Callable[[str], Mo
     assert result["run 1"] == [("o1", "paid", 30, 30)]  # o2 and o3 are still within their time
     # o2's late payment covers it; o4's order moves event time past o3's timeout
     assert result["run 2"] == [("o2", "paid", 50, 50), ("o3", "unpaid", 20, 5), ("o4", "paid", 10, 10)]
+
+
+def test_side_outputs(spark: Any, tmp_path: Path, example: Callable[[str], ModuleType]) -> None:
+    result = example("process_side_outputs").main(str(tmp_path / "c"), spark)
+    harness, on_spark = result["harness"], result["spark"]
+    assert harness["late"] == [("s2", 2000, 6.0)]  # the second run's reading behind the watermark
+    assert harness["jumps"] == ["s1: 21.0 -> 35.5", "s2: 4.0 -> 30.0"]
+    # Spark's second run committed what the harness emitted after the first run's five
+    assert sorted(on_spark["output"]) == sorted(harness["output"][5:])
+    assert on_spark["late"] == harness["late"]
+    assert on_spark["jumps"] == harness["jumps"][1:]

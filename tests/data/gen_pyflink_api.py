@@ -39,6 +39,7 @@ SELECTION: dict[str, tuple[str, list[str] | None]] = {
     ),
     "pyflink.datastream.timerservice": ("datastream/timerservice.py", ["TimerService"]),
     "pyflink.datastream.time_domain": ("datastream/time_domain.py", ["TimeDomain"]),
+    "pyflink.datastream.output_tag": ("datastream/output_tag.py", ["OutputTag"]),
     "pyflink.common.typeinfo": ("common/typeinfo.py", ["TypeInformation", "Types"]),
     "pyflink.common.time": ("common/time.py", ["Duration", "Time"]),
     "pyflink.metrics.metricbase": (
