@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.keygroups.hashing import java_hashed
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.ttl.config import TtlTimeCharacteristic
 from flinkstate.state.types.mapping import TypeInformation
@@ -22,11 +23,12 @@ from ..reading.merge import merge_keyed
 from ..reading.restore import CompletedCheckpoint
 from .errors import UnsupportedFlinkWriteError
 from .header import StateInfo
+from .key_hash import check_key_type
 from .metadata import OperatorMeta
 from .operator import read_operator_header
 from .operator_id import operator_id
 from .savepoint import FlinkSavepoint
-from .snapshots import _TUPLE, FlinkType
+from .snapshots import _POJO, _TUPLE, FlinkType
 from .write_keyed import KeyedStateSpec
 from .write_operator import check_types
 from .write_snapshots import Snapshot, key_snapshot
@@ -42,6 +44,8 @@ class OperatorSource(ABC):
     max_parallelism: int
     key_type: TypeInformation | None  # None: no keyed state
     states: tuple[KeyedStateSpec, ...]
+    #: Whether keys sit in the key groups Flink gives them (else they are placed again).
+    flink_key_groups: bool
 
     @abstractmethod
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
@@ -65,8 +69,11 @@ class CheckpointOperator(OperatorSource):
         if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
             raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
         self.key_type = op.key_type if op.keyed_states else None
+        # Our key groups are Flink's for atomic keys only: Tuple, Row and POJO keys are placed again.
+        self.flink_key_groups = self.key_type is None or java_hashed(self.key_type)
         if self.key_type is not None:
             key_snapshot(self.key_type, f"operator {op.uid!r}: the key")
+            check_key_type(self.key_type, f"operator {op.uid!r}: the key")
         for info in op.operator_states:
             broadcast = info.mode is OperatorStateMode.BROADCAST
             what = f"operator {op.uid!r}, operator state {info.name!r}"
@@ -100,14 +107,14 @@ class CheckpointOperator(OperatorSource):
 
 
 def _classes(t: FlinkType) -> tuple[Any, ...]:
-    """The serializer snapshot classes of a Flink type, nested (and a Tuple's class)."""
-    tuple_class = t.java_class if t.snapshot_class == _TUPLE else ""
-    return (t.snapshot_class, tuple_class, tuple(_classes(c) for c in t.children))
+    """The serializer snapshot classes of a Flink type, nested (and a Tuple's or POJO's class)."""
+    java_class = t.java_class if t.snapshot_class in (_TUPLE, _POJO) else ""
+    return (t.snapshot_class, java_class, tuple(_classes(c) for c in t.children))
 
 
 def _snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
     """The same of a snapshot the writer writes."""
-    return (s.class_name, s.tuple_class, tuple(_snapshot_classes(n) for n in s.nested))
+    return (s.class_name, s.tuple_class or s.pojo_class, tuple(_snapshot_classes(n) for n in s.nested))
 
 
 class FlinkOperator(OperatorSource):
@@ -118,6 +125,7 @@ class FlinkOperator(OperatorSource):
         self.source, self.op = source, op
         self.name, self.operator_id = op.uid or op.operator_id, bytes.fromhex(op.operator_id)
         self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
+        self.flink_key_groups = True
         if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
             raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
         header = source.keyed_header(op.operator_id)
