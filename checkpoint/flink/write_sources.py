@@ -21,14 +21,15 @@ from flinkstate.state.types.mapping import TypeInformation
 from ..manifest import OperatorEntry
 from ..reading.merge import merge_keyed
 from ..reading.restore import CompletedCheckpoint
-from .errors import UnsupportedFlinkWriteError
+from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import StateInfo
 from .key_hash import check_key_type
 from .metadata import OperatorMeta
 from .operator import read_operator_header
 from .operator_id import operator_id
+from .rowdata import ROWDATA
 from .savepoint import FlinkSavepoint
-from .snapshots import _POJO, _TUPLE, FlinkType
+from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType
 from .write_keyed import KeyedStateSpec
 from .write_operator import check_types
 from .write_snapshots import Snapshot, key_snapshot
@@ -117,6 +118,25 @@ def _snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
     return (s.class_name, s.tuple_class or s.pojo_class, tuple(_snapshot_classes(n) for n in s.nested))
 
 
+def _unwritable(t: FlinkType) -> str | None:
+    """Why Flink's serializer ``t`` (or one nested in it) cannot be written (None: it can)."""
+    inner = t.inner if t.inner is not None else t
+    if inner.snapshot_class == _KRYO:
+        return (
+            f"the Kryo-serialized class {inner.java_class} cannot be written (Flink's Kryo bytes and "
+            "registrations are not produced)"
+        )
+    if inner.snapshot_class == ROWDATA:
+        return "SQL RowData cannot be written until its serializer snapshot can be produced"
+    for child in inner.children:
+        why = _unwritable(child)
+        if why is not None:
+            return why
+    if not inner.decodable or inner.type_info is None:
+        return f"{inner.describe()} cannot be written yet"
+    return None
+
+
 class FlinkOperator(OperatorSource):
     """An operator of a Flink savepoint read: each state is written with the serializers it
     had (a state whose serializer the writer would change is refused)."""
@@ -128,7 +148,10 @@ class FlinkOperator(OperatorSource):
         self.flink_key_groups = True
         if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
             raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
-        header = source.keyed_header(op.operator_id)
+        try:
+            header = source.keyed_header(op.operator_id)
+        except UnsupportedSerializerError as exc:  # Avro, custom serializers: not even read
+            raise self.refuse(f"{exc}; it cannot be written") from exc
         self.key_type = None if header is None else self._same(header.key, "the key", key=True)
         self.states = tuple(self._spec(s) for s in (header.states if header is not None else ()))
         self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
@@ -136,7 +159,11 @@ class FlinkOperator(OperatorSource):
             handle = sub.managed_operator
             if handle is not None and handle.stream is not None:
                 data = handle.stream.read(source.directory, source.storage)
-                self.infos.update(read_operator_header(data, f"{source.directory}: {handle.stream.name}")[1])
+                try:
+                    found = read_operator_header(data, f"{source.directory}: {handle.stream.name}")[1]
+                except UnsupportedSerializerError as exc:
+                    raise self.refuse(f"{exc}; it cannot be written") from exc
+                self.infos.update(found)
         for info in self.infos.values():
             self._same(info.value, f"operator state {info.name!r}")
             if info.user_key is not None:
@@ -144,8 +171,9 @@ class FlinkOperator(OperatorSource):
 
     def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         """``t``'s type, when the writer writes Flink's serializer ``t`` again."""
-        if not t.decodable or t.type_info is None:
-            raise self.refuse(f"{what}: {t.describe()} cannot be written yet")
+        why = _unwritable(t)
+        if why is not None or t.type_info is None:
+            raise self.refuse(f"{what}: {why or t.describe() + ' cannot be written yet'}")
         ours = key_snapshot(t.type_info, f"operator {self.name!r}, {what}") if key else None
         if ours is None:
             spec = KeyedStateSpec("", "VALUE", t.type_info)
