@@ -6,12 +6,12 @@ becomes in Flink, which ``murmurHash(hashCode) % max parallelism`` places.
 - ``Row`` (``RowUtils.deepHashCodeRow``, positional rows as Flink's RowSerializer reads them,
   whatever their field names): ``31 * kind + deep(fields)`` with kind INSERT (0), where
   ``deep(fields)`` starts at 1 and adds ``31 * h`` plus each field's deep hash: 0 for null,
-  ``31 + Arrays.hashCode(bytes)`` for a byte[], ``31 + hashCode()`` for anything else.
+  ``31 + hashCode()`` otherwise.
 - POJO: ``Objects.hash`` over the fields the type's ``hash_fields`` names (a POJO's
   ``hashCode()`` is the user's; without ``hash_fields`` it cannot be reproduced).
 
-A key component Flink hashes by identity (a byte[] in a Tuple or POJO) or that is no key type
-in Flink (List, Map) is refused, never placed in a group Flink would not look in.
+A component that is no key type in Flink (byte[], List, Map: ``keyBy`` refuses them) is
+refused, never placed in a group Flink would not look in.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from flinkstate.state.keygroups.hashing import java_hashed, key_group_assigner, 
 from flinkstate.state.serializers.base import as_sequence
 from flinkstate.state.types.mapping import (
     BasicTypeInfo,
-    ListTypeInfo,
     PojoTypeInfo,
     RowTypeInfo,
     TypeInformation,
@@ -41,21 +40,9 @@ def _int32(h: int) -> int:
     return h - (1 << 32) if h & 0x8000_0000 else h
 
 
-def _bytes_hash(value: Any) -> int:
-    """``Arrays.hashCode(byte[])``."""
-    if not isinstance(value, bytes | bytearray):
-        raise StateTypeError(f"a byte[] key field must be bytes, got {value!r}")
-    h = 1
-    for b in value:
-        h = (31 * h + (b - 256 if b > 127 else b)) & _M32
-    return _int32(h)
-
-
-def check_key_type(t: TypeInformation, what: str, in_row: bool = False) -> None:
+def check_key_type(t: TypeInformation, what: str) -> None:
     """Refuse a key type whose Java hash code :func:`java_hash_code` cannot give."""
     if isinstance(t, BasicTypeInfo) and java_hashed(t):
-        return
-    if isinstance(t, ListTypeInfo) and t.is_bytes and in_row:
         return
     if isinstance(t, PojoTypeInfo):
         if t.hash_fields is None:
@@ -68,11 +55,11 @@ def check_key_type(t: TypeInformation, what: str, in_row: bool = False) -> None:
         return
     if isinstance(t, RowTypeInfo):
         for name, field in zip(t.field_names, t.field_types, strict=True):
-            check_key_type(field, f"{what}, field {name}", in_row=t.kind == "ROW")
+            check_key_type(field, f"{what}, field {name}")
         return
     raise UnsupportedFlinkWriteError(
         f"{what}: type {t} is no key type Flink places by a reproducible hashCode() (keys are atomic, "
-        "Tuple, Row or POJO; byte[] only inside a Row)"
+        "Tuple, Row or POJO)"
     )
 
 
@@ -102,8 +89,6 @@ def java_hash_code(value: Any, t: TypeInformation) -> int:
         for v, ft in zip(fields, t.field_types, strict=True):
             h = 31 * h + (0 if v is None else 31 + java_hash_code(v, ft))
         return _int32(31 * _ROW_KIND_INSERT + h)
-    if isinstance(t, ListTypeInfo) and t.is_bytes:
-        return _bytes_hash(value)
     return key_hash_code(value, t)
 
 

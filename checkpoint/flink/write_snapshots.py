@@ -129,7 +129,7 @@ def atomic_name(t: TypeInformation) -> str | None:
 
 def key_snapshot(t: TypeInformation, what: str) -> Snapshot:
     """The snapshot of Flink's serializer for a key, map key or broadcast key: an atomic type,
-    or a Tuple, Row or POJO of keys (a byte[] only inside a Row, which hashes it by content)."""
+    or a Tuple, Row or POJO of keys (as Flink's ``keyBy``, no byte[], List or Map)."""
     return _snapshot(t, what, key=True)
 
 
@@ -140,11 +140,11 @@ def snapshot_of(t: TypeInformation, what: str) -> Snapshot:
     return _snapshot(t, what, key=False)
 
 
-def _snapshot(t: TypeInformation, what: str, key: bool, in_row: bool = False) -> Snapshot:
+def _snapshot(t: TypeInformation, what: str, key: bool) -> Snapshot:
     name = atomic_name(t)
     if name is not None:
         return Snapshot(ATOMIC_CLASSES[name])
-    if isinstance(t, ListTypeInfo) and t.is_bytes and (in_row or not key):
+    if isinstance(t, ListTypeInfo) and t.is_bytes and not key:
         return Snapshot(_BYTES)
     if isinstance(t, ListTypeInfo) and t.kind == "LIST" and not key:
         return list_of(_snapshot(t.element, what, key))
@@ -155,8 +155,8 @@ def _snapshot(t: TypeInformation, what: str, key: bool, in_row: bool = False) ->
         fields = tuple(_snapshot(f, f"{what}, field {n}", key) for n, f in named)
         return Snapshot(_POJO, fields, pojo_class=t.java_class, field_names=t.field_names)
     if isinstance(t, RowTypeInfo) and t.kind in ("TUPLE", "ROW"):
-        row, named = t.kind == "ROW", zip(t.field_names, t.field_types, strict=True)
-        fields = tuple(_snapshot(f, f"{what}, field {n}", key, row) for n, f in named)
+        named = zip(t.field_names, t.field_types, strict=True)
+        fields = tuple(_snapshot(f, f"{what}, field {n}", key) for n, f in named)
         if t.kind == "ROW":
             return Snapshot(_ROW, fields)
         if not 1 <= len(fields) <= _MAX_TUPLE_ARITY:
@@ -164,7 +164,7 @@ def _snapshot(t: TypeInformation, what: str, key: bool, in_row: bool = False) ->
         return Snapshot(_TUPLE, fields, _TUPLE_CLASS.format(len(fields)))
     atomic = ", ".join(sorted(ATOMIC_CLASSES))
     supported = (
-        f"{atomic}, and Tuple, Row and POJO of them (byte[] only in a Row)"
+        f"{atomic}, and Tuple, Row and POJO of them"
         if key
         else f"{atomic}, byte[], and List, Map, Tuple, Row and POJO of them"
     )

@@ -245,7 +245,7 @@ def _event_time_ttl() -> Any:
         ("namespace", "void namespace"),
         ("decimal value", r"operator 'op', state 'dec': type BIG_DEC cannot be written"),
         ("decimal in a row key", r"the key, field f1: type BIG_DEC .*as a key"),
-        ("bytes in a tuple key", r"the key, field f1: type PRIMITIVE_ARRAY<BYTE> .*as a key"),
+        ("bytes in a row key", r"the key, field f1: type PRIMITIVE_ARRAY<BYTE> .*as a key"),
         ("pojo key", r"the key: the POJO x.P hashes as its own hashCode\(\) says"),
         ("raw state", "raw state"),
         ("pickled operator state", r"operator state 'pickles'.*cannot be written"),
@@ -263,8 +263,8 @@ def test_refused_before_any_file(tmp_path: Path, case: str, message: str) -> Non
         key_type = Types.ROW([Types.LONG(), Types.BIG_DEC()])
         key = (1, decimal.Decimal("1.5"))
         ck = _one_state(path, ValueStateDescriptor("v", Types.LONG()), key=key, key_type=key_type)
-    elif case == "bytes in a tuple key":
-        key_type = Types.TUPLE([Types.LONG(), Types.PRIMITIVE_ARRAY(Types.BYTE())])
+    elif case == "bytes in a row key":
+        key_type = Types.ROW([Types.LONG(), Types.PRIMITIVE_ARRAY(Types.BYTE())])
         ck = _one_state(path, ValueStateDescriptor("v", Types.LONG()), key=(1, b"a"), key_type=key_type)
     elif case == "pojo key":
         key_type = Types.POJO("x.P", ["b", "a"], [Types.LONG(), Types.STRING()])

@@ -63,14 +63,14 @@ def types_model() -> dict[str, OperatorModel]:
             ttl=True,
         ),
     }
-    row_keys = [(k, None if k % 3 == 0 else f"r{k}", bytes(range(k % 4))) for k in keys]
+    row_keys = [(k, None if k % 3 == 0 else f"r{k}", None if k % 4 == 0 else k % 2 == 0) for k in keys]
     named_keys = [(k - 5, k * 1.5 if k != 7 else -0.0) for k in keys]
     points = [(k * 1000 - 3, None if k == 4 else f"p{k}", None if k % 2 else k / 2) for k in keys]
     nested = [((k, None if k % 2 else f"n{k}"), -(2**63) + k) for k in keys]
     return {
         "key-tuple": OperatorModel("TUPLE<LONG,STRING>", values),
         "key-row": OperatorModel(
-            "ROW<INT,STRING,BYTES>", {"v": StateModel("VALUE", "STRING", {k: repr(k) for k in row_keys})}
+            "ROW<INT,STRING,BOOLEAN>", {"v": StateModel("VALUE", "STRING", {k: repr(k) for k in row_keys})}
         ),
         "key-named-row": OperatorModel(
             "NROW<SHORT,DOUBLE>",
