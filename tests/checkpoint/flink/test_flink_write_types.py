@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from flink_model import FIXTURES
 from types_model import TYPED_WRITES, types_model
@@ -22,6 +23,8 @@ from flinkstate.checkpoint.flink import (
     read_savepoint,
     write_savepoint,
 )
+from flinkstate.checkpoint.flink.declared import parse_type
+from flinkstate.checkpoint.flink.errors import DeclaredTypeError
 from flinkstate.checkpoint.flink.key_hash import java_hash_code
 from flinkstate.checkpoint.flink.output import Output
 from flinkstate.checkpoint.flink.write_snapshots import key_snapshot, snapshot_of
@@ -271,3 +274,39 @@ def test_a_serializer_we_cannot_read_is_refused_naming_the_state(
     with pytest.raises(UnsupportedFlinkWriteError, match=message):
         write_savepoint(sp, str(tmp_path / "again"))
     assert not (tmp_path / "again").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("TUPLE<BIGINT, STRING>", Types.TUPLE([Types.LONG(), Types.STRING()])),
+        (
+            "POJO com.example.Point$Inner<name: STRING, id BIGINT NOT NULL> HASH(name, id)",
+            Types.POJO(
+                "com.example.Point$Inner", ["name", "id"], [Types.STRING(), Types.LONG()], ["name", "id"]
+            ),
+        ),
+        ("ARRAY<TUPLE<INT, DOUBLE>>", Types.LIST(Types.TUPLE([Types.INT(), Types.DOUBLE()]))),
+        ("MAP<STRING, POJO a.B<x: INT>>", Types.MAP(Types.STRING(), Types.POJO("a.B", ["x"], [Types.INT()]))),
+        (
+            "STRUCT<a: TUPLE<SMALLINT>, b: STRING>",
+            Types.ROW_NAMED(["a", "b"], [Types.TUPLE([Types.SHORT()]), Types.STRING()]),
+        ),
+        ("STRUCT<id: BIGINT NOT NULL>", pa.struct([pa.field("id", pa.int64(), False)])),  # Arrow as before
+    ],
+)
+def test_declared_flink_types(text: str, expected: Any) -> None:
+    assert parse_type(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("POJO a.B<x: INT> HASH(y)", "not among its fields"),
+        ("POJO a.B<x: INT> HASH(x", "ends early"),
+        ("TUPLE<>", "unknown type >"),
+    ],
+)
+def test_bad_declared_flink_types(text: str, message: str) -> None:
+    with pytest.raises(DeclaredTypeError, match=rf"\[INVALID_OPTION\].*{message}"):
+        parse_type(text)
