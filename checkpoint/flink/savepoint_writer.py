@@ -1,9 +1,11 @@
 """Writing a canonical-format Flink savepoint from one of our checkpoints or savepoints.
 
 :func:`write_savepoint` turns each operator's keyed Value, List, Map, Reducing and
-Aggregating states (void namespace, keys and values of Flink's built-in atomic types, with
-or without processing-time TTL) and its operator list, union and broadcast states into a
-directory Flink 2.3 restores with ``flink run -s`` on either state backend: per subtask one
+Aggregating states (void namespace; keys of Flink's atomic types, Tuples, Rows and POJOs, placed
+in the key groups Flink's ``hashCode()`` of them gives (:mod:`.key_hash`); values of those,
+byte[] and Lists and Maps of them; with or without processing-time TTL) and its operator list,
+union and broadcast states into a directory Flink 2.3 restores with ``flink run -s`` on either
+state backend: per subtask one
 keyed state stream (:mod:`.write_keyed`) and one operator state stream
 (:mod:`.write_operator`), inline in ``_metadata`` when small (as Flink inlines state under
 ``execution.checkpointing.data-inline-threshold``) or a file beside it, and ``_metadata`` of

@@ -167,10 +167,13 @@ def typed_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheck
     return build_checkpoint(str(tmp_path_factory.mktemp("typed") / "checkpoint"), types_model())
 
 
-def _read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:
-    """Every keyed row of ``sp`` in the model's terms, each key in the group Flink gives it."""
+def _read_rows(sp: FlinkSavepoint, uids: list[str] | None = None) -> set[tuple[Any, ...]]:
+    """Every keyed row of ``sp`` (of operators ``uids``) in the model's terms, each key in the
+    group Flink gives it."""
     out = set()
     for uid, op in types_model().items():
+        if uids is not None and uid not in uids:
+            continue
         max_p = sp.operator(uid).max_parallelism
         for name, s in op.states.items():
             for r in sp.keyed_state(uid, name).to_pylist():
@@ -220,7 +223,9 @@ def test_pojo_keys_of_a_flink_savepoint_are_not_placed_again(
     with pytest.raises(UnsupportedFlinkWriteError, match=rf"'{ref}': the key .*RestoreJob\$Point hashes as"):
         write_savepoint(sp, str(tmp_path / "bad"), max_parallelism=256)
     assert not (tmp_path / "bad").exists()
-    write_savepoint(sp, str(tmp_path / "ok"), operators=["key-tuple"], max_parallelism=256)
+    ok = write_savepoint(sp, str(tmp_path / "ok"), operators=["key-tuple"], max_parallelism=256)
+    assert ok.operator(operator_id_hex("key-tuple")).max_parallelism == 256
+    assert _read_rows(ok, ["key-tuple"]) == {r for r in rows(models=types_model()) if r[0] == "key-tuple"}
 
 
 @pytest.mark.parametrize(
