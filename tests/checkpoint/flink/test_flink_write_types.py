@@ -29,7 +29,7 @@ from flinkstate.checkpoint.flink.key_hash import java_hash_code
 from flinkstate.checkpoint.flink.output import Output
 from flinkstate.checkpoint.flink.write_snapshots import key_snapshot, snapshot_of
 from flinkstate.state import Types
-from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state.errors import InvalidArgumentError, SerializationError
 from flinkstate.state.keygroups.hashing import murmur_hash
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import type_from_json
@@ -315,3 +315,16 @@ def test_declared_flink_types(text: str, expected: Any) -> None:
 def test_bad_declared_flink_types(text: str, message: str) -> None:
     with pytest.raises(DeclaredTypeError, match=rf"\[INVALID_OPTION\].*{message}"):
         parse_type(text)
+
+
+def test_pojo_serializer_nulls_and_refusals() -> None:
+    ser = serializer_for(_POINT)
+    assert ser.to_bytes(None) == b"\x01"  # a null POJO: Flink's IS_NULL flag alone
+    assert ser.from_bytes(b"\x01") is None
+    assert ser.from_bytes(ser.to_bytes((0, None, None))) == (0, None, None)
+    with pytest.raises(SerializationError, match="subclass flags 4"):
+        ser.from_bytes(b"\x04")
+    with pytest.raises(SerializationError, match="expected 3 fields, got 2"):
+        ser.to_bytes((1, "a"))
+    with pytest.raises(SerializationError, match="expected a list or tuple"):
+        ser.to_bytes({"id": 1})
