@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from write_model import EXPIRED_TS, LIVE_TS, OperatorModel, StateModel
+from write_model import EXPIRED_TS, LIVE_TS, OperatorModel, OperatorStateModel, StateModel
 
 UIDS = ["key-tuple", "key-row", "key-named-row", "key-pojo", "key-nested"]
 #: write_savepoint's arguments: as the source (max parallelism 128), and rescaled.
@@ -81,6 +81,16 @@ def types_model() -> dict[str, OperatorModel]:
             {
                 "v": StateModel("VALUE", "POINT", {k: k for k in points}),
                 "l": StateModel("LIST", "LONG", {k: [k[0], 1] for k in points}),
+            },
+            {
+                "lines": OperatorStateModel("SPLIT_DISTRIBUTE", "LINE", [[_line(1), _line(5)], [_line(3)]]),
+                "tuples": OperatorStateModel("UNION", "TUPLE<LONG,STRING>", [[(1, "a")], [(2, "\t")]]),
+                "by_tuple": OperatorStateModel(
+                    "BROADCAST",
+                    "POINT",
+                    [{(1, "a"): points[4], (2, "b"): points[1]}] * 2,
+                    "TUPLE<INT,STRING>",
+                ),
             },
         ),
         "key-nested": OperatorModel(
