@@ -66,30 +66,28 @@ def check_key_type(t: TypeInformation, what: str) -> None:
 def java_hash_code(value: Any, t: TypeInformation) -> int:
     """The ``hashCode()`` of ``value`` as the Flink object of type ``t`` (checked by
     :func:`check_key_type`)."""
-    if isinstance(t, PojoTypeInfo):
-        fields = as_sequence(value, f"a POJO {t.java_class} key")
+    if not isinstance(t, RowTypeInfo):
+        return key_hash_code(value, t)
+    fields = as_sequence(value, f"a {t} key")
+    if len(fields) != len(t.field_types):
+        raise StateTypeError(f"a key of {t} has {len(t.field_types)} fields, got {value!r}")
+    if isinstance(t, PojoTypeInfo):  # Objects.hash(hash fields...)
         h = 1
         for name in t.hash_fields or ():
             i = t.field_names.index(name)
-            v = fields[i]
-            h = 31 * h + (0 if v is None else java_hash_code(v, t.field_types[i]))
+            h = 31 * h + (0 if fields[i] is None else java_hash_code(fields[i], t.field_types[i]))
         return _int32(h)
-    if isinstance(t, RowTypeInfo):
-        fields = as_sequence(value, f"a {t.kind} key")
-        if len(fields) != len(t.field_types):
-            raise StateTypeError(f"a {t.kind} key of {len(t.field_types)} fields, got {value!r}")
-        if t.kind == "TUPLE":
-            h = 0
-            for i, (v, ft) in enumerate(zip(fields, t.field_types, strict=True)):
-                if v is None:
-                    raise StateTypeError(f"a Tuple key field is None: {value!r}")
-                h = (31 * h if i else 0) + java_hash_code(v, ft)
-            return _int32(h)
-        h = 1
+    if t.kind == "TUPLE":
+        h = 0
         for v, ft in zip(fields, t.field_types, strict=True):
-            h = 31 * h + (0 if v is None else 31 + java_hash_code(v, ft))
-        return _int32(31 * _ROW_KIND_INSERT + h)
-    return key_hash_code(value, t)
+            if v is None:
+                raise StateTypeError(f"a Tuple key field is None: {value!r}")
+            h = 31 * h + java_hash_code(v, ft)
+        return _int32(h)
+    h = 1
+    for v, ft in zip(fields, t.field_types, strict=True):
+        h = 31 * h + (0 if v is None else 31 + java_hash_code(v, ft))
+    return _int32(31 * _ROW_KIND_INSERT + h)
 
 
 def flink_key_group_assigner(key_type: TypeInformation) -> Callable[[Any, int], int]:

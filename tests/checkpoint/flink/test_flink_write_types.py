@@ -29,7 +29,7 @@ from flinkstate.checkpoint.flink.key_hash import java_hash_code
 from flinkstate.checkpoint.flink.output import Output
 from flinkstate.checkpoint.flink.write_snapshots import key_snapshot, snapshot_of
 from flinkstate.state import Types
-from flinkstate.state.errors import InvalidArgumentError, SerializationError
+from flinkstate.state.errors import FlinkStateError, InvalidArgumentError, SerializationError
 from flinkstate.state.keygroups.hashing import murmur_hash
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import type_from_json
@@ -328,3 +328,12 @@ def test_pojo_serializer_nulls_and_refusals() -> None:
         ser.to_bytes((1, "a"))
     with pytest.raises(SerializationError, match="expected a list or tuple"):
         ser.to_bytes({"id": 1})
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [((1,), "has 2 fields"), ((None, "a"), "Tuple key field is None"), ("ab", "expected a list or tuple")],
+)
+def test_a_key_that_does_not_fit_is_a_typed_error(key: Any, message: str) -> None:
+    with pytest.raises(FlinkStateError, match=message):
+        java_hash_code(key, Types.TUPLE([Types.LONG(), Types.STRING()]))
