@@ -108,6 +108,16 @@ FLINK_BYTES = [
         ),
         "00000000000000050278",
     ),
+    (  # a Row's snapshot is the same with and without field names
+        Types.ROW([Types.LONG(), Types.STRING()]),
+        (5, "x"),
+        _composite(
+            f"{_RUNTIME}RowSerializer$RowSerializerSnapshot",
+            "0000000401",
+            [_atomic("Long"), _atomic("String")],
+        ),
+        "0000000000000000050278",
+    ),
     (
         Types.ROW_NAMED(["id", "name"], [Types.LONG(), Types.STRING()]),
         (5, None),
