@@ -2,8 +2,10 @@
 
 A declaration is a Spark DDL type string (``BIGINT``, ``STRING``, ``DECIMAL(10, 2)``,
 ``ARRAY<INT>``, ``MAP<STRING, BIGINT>``, ``STRUCT<id: BIGINT NOT NULL, name: STRING>``;
-``PICKLED`` for PyFlink's pickled values), a ``pyarrow.DataType`` or our
-``TypeInformation``. Kryo classes are declared as structs: ``NOT NULL`` fields are Java
+``PICKLED`` for PyFlink's pickled values; Flink's ``TUPLE<BIGINT, STRING>`` and
+``POJO com.example.Point<id: BIGINT, name: STRING> HASH(name, id)``, a POJO whose
+``hashCode()`` is ``Objects.hash(name, id)``; a STRUCT is a Flink Row), a ``pyarrow.DataType``
+or our ``TypeInformation``. Kryo classes are declared as structs: ``NOT NULL`` fields are Java
 primitives, nullable ones boxed or String. Declarations are keyed by state name (PyFlink
 Python state: its Python name); one for a state whose snapshot already gives its type is
 refused, never silently applied.
@@ -12,13 +14,14 @@ refused, never silently applied.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 
 import pyarrow as pa
 
-from flinkstate.state.types.mapping import PickledBytesTypeInfo, TypeInformation, to_type_info
+from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state.types.mapping import PickledBytesTypeInfo, TypeInformation, Types, to_type_info
 from flinkstate.state.types.typeinfo import ArrowTypeInfo
 
 from .errors import DeclaredTypeError
@@ -28,7 +31,7 @@ from .snapshots import _KRYO, FlinkType
 from .values import TtlValueSerializer
 
 Declared: TypeAlias = "pa.DataType | TypeInformation"
-_TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
+_TOKEN = re.compile(r"\s*([A-Za-z_$][A-Za-z0-9_$.]*|\d+|[<>(),:])")
 _SIMPLE: dict[str, pa.DataType] = {
     "BIGINT": pa.int64(), "LONG": pa.int64(), "INT": pa.int32(), "INTEGER": pa.int32(),
     "SMALLINT": pa.int16(), "SHORT": pa.int16(), "TINYINT": pa.int8(), "BYTE": pa.int8(),
@@ -86,7 +89,7 @@ class _Parser:
             raise self.fail(f"expected a number, got {token!r}")
         return int(token)
 
-    def type(self) -> pa.DataType:
+    def type(self) -> Declared:
         name = self.next().upper()
         if name in ("DECIMAL", "DEC", "NUMERIC"):
             precision, scale = 10, 0
@@ -100,18 +103,25 @@ class _Parser:
             if not 0 < precision <= 38 or scale > precision:
                 raise self.fail(f"DECIMAL({precision}, {scale}) is out of range")
             return pa.decimal128(precision, scale)
-        if name in ("ARRAY", "MAP", "STRUCT"):
+        if name in ("ARRAY", "MAP", "STRUCT", "TUPLE"):
             self.expect("<")
+            out: Declared
             if name == "ARRAY":
-                out: pa.DataType = pa.list_(self.type())
+                element = self.type()
+                out = pa.list_(element) if isinstance(element, pa.DataType) else Types.LIST(element)
             elif name == "MAP":
                 key = self.type()
                 self.expect(",")
-                out = pa.map_(key, self.type())
+                value = self.type()
+                out = _map(key, value)
+            elif name == "TUPLE":
+                out = self.flink(lambda: Types.TUPLE([_info(t) for t in self.types()]))
             else:
-                out = pa.struct(self.fields())
+                out = _struct(self.fields())
             self.expect(">")
             return out
+        if name == "POJO":
+            return self.pojo()
         if name in ("VARCHAR", "CHAR") and self.peek() == "(":
             self.next()
             self.number()
@@ -121,7 +131,8 @@ class _Parser:
             raise self.fail(f"unknown type {name}")
         return _SIMPLE[name]
 
-    def fields(self) -> list[pa.Field]:
+    def fields(self) -> list[tuple[str, Declared, bool]]:
+        """``name[:] type [NOT NULL]``, comma-separated: (name, type, nullable)."""
         out = []
         while True:
             name = self.next()
@@ -134,10 +145,58 @@ class _Parser:
                 if self.next().upper() != "NULL":
                     raise self.fail("expected NOT NULL")
                 nullable = False
-            out.append(pa.field(name, t, nullable))
+            out.append((name, t, nullable))
             if self.peek() != ",":
                 return out
             self.next()
+
+    def types(self) -> list[Declared]:
+        out = [self.type()]
+        while self.peek() == ",":
+            self.next()
+            out.append(self.type())
+        return out
+
+    def pojo(self) -> Declared:
+        """``POJO class<fields> [HASH(field, ...)]`` (NOT NULL: a primitive, serialized alike)."""
+        java_class = self.next()
+        self.expect("<")
+        fields = self.fields()
+        self.expect(">")
+        hash_fields: list[str] | None = None
+        if self.peek().upper() == "HASH":
+            self.next()
+            self.expect("(")
+            hash_fields = [self.next()]
+            while self.peek() == ",":
+                self.next()
+                hash_fields.append(self.next())
+            self.expect(")")
+        names, types = [n for n, _, _ in fields], [_info(t) for _, t, _ in fields]
+        return self.flink(lambda: Types.POJO(java_class, names, types, hash_fields))
+
+    def flink(self, build: Callable[[], TypeInformation]) -> TypeInformation:
+        try:
+            return build()
+        except InvalidArgumentError as exc:
+            raise self.fail(str(exc)) from exc
+
+
+def _info(t: Declared) -> TypeInformation:
+    return t if isinstance(t, TypeInformation) else to_type_info(t)
+
+
+def _map(key: Declared, value: Declared) -> Declared:
+    if isinstance(key, pa.DataType) and isinstance(value, pa.DataType):
+        return pa.map_(key, value)
+    return Types.MAP(_info(key), _info(value))
+
+
+def _struct(fields: list[tuple[str, Declared, bool]]) -> Declared:
+    """An Arrow struct, or a Row of named fields when one is a Flink type (nulls allowed)."""
+    if all(isinstance(t, pa.DataType) for _, t, _ in fields):
+        return pa.struct([pa.field(n, t, nullable) for n, t, nullable in fields])
+    return Types.ROW_NAMED([n for n, _, _ in fields], [_info(t) for _, t, _ in fields])
 
 
 def parse_type(text: str) -> Declared:

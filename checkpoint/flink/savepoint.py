@@ -15,11 +15,13 @@ from typing import Any
 
 import fsspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.types.mapping import TypeInformation
 
+from ..arrow_codec import from_arrow
 from ..errors import CheckpointNotFoundError
 from .body import KeyGroupDecoder, StateRows, decode_groups
 from .declared import StateDeclaration, apply_declarations, declarations
@@ -338,14 +340,16 @@ class FlinkSavepoint:
         return self._operator_infos(self.operator(operator))
 
     def operator_values(self, operator: str, state: str, subtask: int) -> Any:
-        """One subtask's elements (a list) or broadcast map (a dict) of an operator state."""
+        """One subtask's elements (a list) or broadcast map (a dict) of an operator state, as
+        our Python values (rows and POJOs as tuples)."""
         table = self.operator_state(operator, state)
-        rows = [
-            r for r in zip(*(table.column(i).to_pylist() for i in range(3)), strict=True) if r[0] == subtask
-        ]
-        if table.column_names[1] == "key":
-            return {k: v for _, k, v in rows}
-        return [v for _, _, v in rows]
+        table = table.filter(pc.equal(table.column(0), subtask))
+        info = next(i for i in self._operator_infos(self.operator(operator)) if i.name == state)
+        assert info.value.type_info is not None  # operator states have no void or timer types
+        values = from_arrow(table.column(2), info.value.type_info)
+        if info.user_key is not None and info.user_key.type_info is not None:
+            return dict(zip(from_arrow(table.column(1), info.user_key.type_info), values, strict=True))
+        return values
 
     def restore_keyed(
         self, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None

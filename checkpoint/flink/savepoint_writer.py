@@ -1,9 +1,10 @@
 """Writing a canonical-format Flink savepoint from one of our checkpoints or savepoints.
 
 :func:`write_savepoint` turns each operator's keyed Value, List, Map, Reducing and
-Aggregating states (void namespace, keys and values of Flink's built-in atomic types, with
-or without processing-time TTL), its window-namespaced states and timers
-(:mod:`.write_namespaces`) and its operator list, union and broadcast states into a
+Aggregating states (keys of Flink's atomic types, Tuples, Rows and POJOs, placed in the key
+groups Flink's ``hashCode()`` of them gives (:mod:`.key_hash`); values of those, byte[] and
+Lists and Maps of them; with or without processing-time TTL), its window-namespaced states and
+timers (:mod:`.write_namespaces`) and its operator list, union and broadcast states into a
 directory Flink 2.3 restores with ``flink run -s`` on either state backend: per subtask one
 keyed state stream (:mod:`.write_keyed`) and one operator state stream
 (:mod:`.write_operator`), inline in ``_metadata`` when small (as Flink inlines state under
@@ -25,7 +26,6 @@ from typing import Any
 
 from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.keygroups.assignment import (
-    assign_to_key_group,
     check_max_parallelism,
     compute_key_group_range_for_operator_index,
 )
@@ -35,6 +35,7 @@ from ..manifest import METADATA
 from ..reading.restore import CompletedCheckpoint
 from ..storage import Storage
 from .errors import UnsupportedFlinkWriteError
+from .key_hash import check_key_type, flink_key_group_assigner
 from .savepoint import FlinkSavepoint, read_savepoint
 from .write_keyed import keyed_stream
 from .write_metadata import KeyedOut, OperatorOut, OperatorStateOut, StreamOut, SubtaskOut, metadata_bytes
@@ -72,6 +73,8 @@ def _plan(
         max_p = check_max_parallelism(_choose(max_parallelism, op.name, op.max_parallelism))
         p = _choose(parallelism, op.name, min(op.parallelism, max_p))
         compute_key_group_range_for_operator_index(max_p, p, 0)  # checks the parallelism
+        if op.key_type is not None and not (max_p == op.max_parallelism and op.flink_key_groups):
+            check_key_type(op.key_type, f"operator {op.name!r}: the key (placed in new key groups)")
         plans.append(_Plan(op, p, max_p))
     if not plans:
         raise CheckpointError("no operator with keyed or operator state to write", code="NO_STATE")
@@ -83,16 +86,17 @@ def _columns(plan: _Plan) -> dict[int, list[StateColumns | None]]:
     out: dict[int, list[StateColumns | None]] = {}
     op = plan.op
     n = len(op.states)
-    same = plan.max_parallelism == op.max_parallelism
+    same = plan.max_parallelism == op.max_parallelism and op.flink_key_groups
     key_type = op.key_type
     assert key_type is not None
+    assign = flink_key_group_assigner(key_type)
     for i in range(n):
         for kg, cols in op.keyed_columns(i):
             if same:
                 out.setdefault(kg, [None] * n)[i] = cols
                 continue
             for e in cols.entries():
-                new = assign_to_key_group(e.key, plan.max_parallelism, key_type)
+                new = assign(e.key, plan.max_parallelism)
                 slot = out.setdefault(new, [None] * n)
                 target = slot[i]
                 if target is None:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.serializers.base import TypeSerializer
 from flinkstate.state.serializers.lookup import serializer_for
-from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
+from flinkstate.state.types.mapping import PojoTypeInfo, RowTypeInfo, TypeInformation, Types
 
 from .binary import Cursor
 from .errors import UnsupportedSerializerError
 from .rowdata import ROWDATA, read_rowdata_snapshot
-from .values import GlobalWindowSerializer, PojoSerializer, RawSerializer, TtlValueSerializer
+from .values import GlobalWindowSerializer, RawSerializer, TtlValueSerializer
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
 _COMPOSITE_MAGIC = 911108
@@ -222,7 +223,12 @@ def _pojo(c: Cursor, what: str) -> FlinkType:
         return FlinkType(
             _POJO, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
         )
-    types = tuple(f.type_info for _, f in fields if f.type_info is not None)
-    t = RowTypeInfo(types, tuple(n for n, _ in fields), "ROW")
-    serializers = tuple(f.serializer for _, f in fields if f.serializer is not None)
-    return FlinkType(_POJO, t, PojoSerializer(serializers, java_class), java_class=java_class)
+    types = [f.type_info for _, f in fields if f.type_info is not None]
+    try:
+        t = Types.POJO(java_class, [n for n, _ in fields], types)
+    except InvalidArgumentError as exc:
+        raise c.fail(f"{what}: POJO {java_class}: {exc}") from exc
+    if isinstance(t, PojoTypeInfo) and t.field_names != tuple(n for n, _ in fields):
+        raise c.fail(f"{what}: the fields of POJO {java_class} are not in Flink's order")
+    children = tuple(f for _, f in fields)
+    return FlinkType(_POJO, t, serializer_for(t), java_class=java_class, children=children)

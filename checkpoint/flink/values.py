@@ -1,5 +1,5 @@
-"""Decoders for Flink value layouts our own serializers do not write: POJOs, TTL wrappers
-and raw bytes (Kryo and unknown serializers). They only read."""
+"""Decoders for Flink value layouts our own serializers do not write: TTL wrappers and raw
+bytes (Kryo and unknown serializers). They only read."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 
 _LONG = struct.Struct(">q")
 GLOBAL_WINDOW = "GlobalWindow"
-_POJO_NULL = 1
-_POJO_NO_SUBCLASS = 2
 
 
 class _ReadOnly(TypeSerializer):
@@ -28,36 +26,6 @@ class RawSerializer(_ReadOnly):
 
     def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
         return bytes(buf[pos:]), len(buf)
-
-
-class PojoSerializer(_ReadOnly):
-    """Flink's PojoSerializer without subclasses: a flag byte, then per field a null flag
-    and the value, in the snapshot's field order. Reads a tuple of the field values."""
-
-    def __init__(self, fields: tuple[TypeSerializer, ...], java_class: str) -> None:
-        self._fields = fields
-        self._class = java_class
-
-    def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
-        flags = buf[pos]
-        pos += 1
-        if flags & _POJO_NULL:
-            return None, pos
-        if flags != _POJO_NO_SUBCLASS:
-            raise SerializationError(f"POJO {self._class}: subclass flag {flags} is not supported")
-        values: list[Any] = []
-        for field in self._fields:
-            is_null = buf[pos]
-            pos += 1
-            if is_null:
-                values.append(None)
-            else:
-                v, pos = field.read(buf, pos)
-                values.append(v)
-        return tuple(values), pos
-
-    def __repr__(self) -> str:
-        return f"PojoSerializer({self._class})"
 
 
 class TtlValueSerializer(_ReadOnly):

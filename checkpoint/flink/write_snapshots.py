@@ -4,8 +4,11 @@ A snapshot is ``UTF class name, int version, payload``. Flink's simple (atomic, 
 snapshots have version 3 and no payload; composite ones (List, Map, Tuple, Row, the TTL
 wrapper) have version 3 and a payload of ``int magic, int outer version``, the outer
 snapshot (a Tuple's class name, a Row's row-kind flag), then their nested snapshots
-(``int magic, int 1, int count``, each a snapshot). The class names and magic numbers are
-the reader's; the versions are those Flink 2.3 writes.
+(``int magic, int 1, int count``, each a snapshot). A POJO's (version 2) is its class name,
+then three "linked optional maps" (``long magic, int count``, per entry ``UTF name`` and two
+framed parts, each ``bool present, int length, bytes``): its fields (the declaring class and
+field name; the field's snapshot) and two empty maps of subclasses. The class names and magic
+numbers are the reader's; the versions are those Flink 2.3 writes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from flinkstate.state.types.mapping import (
     BasicTypeInfo,
     ListTypeInfo,
     MapTypeInfo,
+    PojoTypeInfo,
     RowTypeInfo,
     TypeInformation,
 )
@@ -29,6 +33,8 @@ from .snapshots import (
     _LIST,
     _MAP,
     _NESTED_MAGIC,
+    _OPTIONAL_MAP_HEADER,
+    _POJO,
     _ROW,
     _TIMER,
     _TTL,
@@ -41,6 +47,7 @@ TOP_LEVEL_VERSION = 2
 SIMPLE_VERSION = 3  # SimpleTypeSerializerSnapshot
 COMPOSITE_VERSION = 3  # CompositeTypeSerializerSnapshot
 NESTED_VERSION = 1
+POJO_VERSION = 2
 _OUTER_VERSIONS = {_LIST: 1, _MAP: 1, _TTL: 2, _TUPLE: 2, _ROW: 4, _TIMER: 2}
 _TUPLE_CLASS = "org.apache.flink.api.java.tuple.Tuple{}"
 _MAX_TUPLE_ARITY = 25
@@ -52,11 +59,14 @@ ATOMIC_CLASSES = {t: name for name, t in _ATOMIC.items() if "IntegerSerializer" 
 @dataclass(frozen=True)
 class Snapshot:
     """A serializer snapshot to write: its class and, for composites, the nested snapshots
-    and the outer snapshot (a Tuple's class name; a Row's "has row kind" flag)."""
+    and the outer snapshot (a Tuple's class name; a Row's "has row kind" flag); a POJO's
+    class, field names and (``nested``) field snapshots."""
 
     class_name: str
     nested: tuple[Snapshot, ...] = ()
     tuple_class: str = ""
+    pojo_class: str = ""
+    field_names: tuple[str, ...] = ()
 
     @property
     def composite(self) -> bool:
@@ -64,6 +74,9 @@ class Snapshot:
 
     def write(self, out: Output) -> None:
         out.utf(self.class_name, "snapshot class")
+        if self.class_name == _POJO:
+            self._write_pojo(out)
+            return
         if not self.composite:
             out.i32(SIMPLE_VERSION, "snapshot version")
             return
@@ -79,6 +92,25 @@ class Snapshot:
         out.i32(len(self.nested), "nested count")
         for n in self.nested:
             n.write(out)
+
+    def _write_pojo(self, out: Output) -> None:
+        out.i32(POJO_VERSION, "snapshot version")
+        out.utf(self.pojo_class, "POJO class")
+        out.i64(_OPTIONAL_MAP_HEADER, "optional map header")
+        out.i32(len(self.nested), "POJO field count")
+        for name, field in zip(self.field_names, self.nested, strict=True):
+            out.utf(name, "POJO field")
+            declared = Output(out.where)
+            declared.utf(self.pojo_class, "POJO field class")
+            declared.utf(name, "POJO field")
+            snapshot = Output(out.where)
+            field.write(snapshot)
+            for part in (declared, snapshot):
+                out.boolean(True)
+                out.sized(bytes(part.buf), "POJO field part")
+        for _ in range(2):  # no registered and no other subclasses
+            out.i64(_OPTIONAL_MAP_HEADER, "optional map header")
+            out.i32(0, "subclass count")
 
     def write_top_level(self, out: Output) -> None:
         out.i32(TOP_LEVEL_VERSION, "snapshot format version")
@@ -97,38 +129,49 @@ def atomic_name(t: TypeInformation) -> str | None:
 
 
 def key_snapshot(t: TypeInformation, what: str) -> Snapshot:
-    """The snapshot of Flink's serializer for a key, map key or broadcast key: an atomic type."""
-    name = atomic_name(t)
-    if name is None:
-        raise UnsupportedFlinkWriteError(
-            f"{what}: type {t} cannot be written to a Flink savepoint as a key yet (supported: "
-            f"{', '.join(sorted(ATOMIC_CLASSES))})"
-        )
-    return Snapshot(ATOMIC_CLASSES[name])
+    """The snapshot of Flink's serializer for a key, map key or broadcast key: an atomic type,
+    or a Tuple, Row or POJO of keys (as Flink's ``keyBy``, no byte[], List or Map)."""
+    return _snapshot(t, what, key=True)
 
 
 def snapshot_of(t: TypeInformation, what: str) -> Snapshot:
     """The snapshot of Flink's serializer for our value type ``t``: an atomic type, byte[],
-    or a List, Map, Tuple or Row (Flink's ListSerializer, MapSerializer, TupleSerializer,
-    RowSerializer) of such; ``what`` names the state."""
-    if atomic_name(t) is not None:
-        return key_snapshot(t, what)
-    if isinstance(t, ListTypeInfo) and t.is_bytes:
+    or a List, Map, Tuple, Row or POJO (Flink's ListSerializer, MapSerializer, TupleSerializer,
+    RowSerializer, PojoSerializer) of such; ``what`` names the state."""
+    return _snapshot(t, what, key=False)
+
+
+def _snapshot(t: TypeInformation, what: str, key: bool) -> Snapshot:
+    name = atomic_name(t)
+    if name is not None:
+        return Snapshot(ATOMIC_CLASSES[name])
+    if isinstance(t, ListTypeInfo) and t.is_bytes and not key:
         return Snapshot(_BYTES)
-    if isinstance(t, ListTypeInfo) and t.kind == "LIST":
-        return list_of(snapshot_of(t.element, what))
-    if isinstance(t, MapTypeInfo):
-        return map_of(key_snapshot(t.key, f"{what} (map key)"), snapshot_of(t.value, what))
+    if isinstance(t, ListTypeInfo) and t.kind == "LIST" and not key:
+        return list_of(_snapshot(t.element, what, key))
+    if isinstance(t, MapTypeInfo) and not key:
+        return map_of(_snapshot(t.key, f"{what} (map key)", True), _snapshot(t.value, what, key))
+    if isinstance(t, PojoTypeInfo):
+        named = zip(t.field_names, t.field_types, strict=True)
+        fields = tuple(_snapshot(f, f"{what}, field {n}", key) for n, f in named)
+        return Snapshot(_POJO, fields, pojo_class=t.java_class, field_names=t.field_names)
     if isinstance(t, RowTypeInfo) and t.kind in ("TUPLE", "ROW"):
-        fields = tuple(snapshot_of(f, what) for f in t.field_types)
+        named = zip(t.field_names, t.field_types, strict=True)
+        fields = tuple(_snapshot(f, f"{what}, field {n}", key) for n, f in named)
         if t.kind == "ROW":
             return Snapshot(_ROW, fields)
         if not 1 <= len(fields) <= _MAX_TUPLE_ARITY:
             raise UnsupportedFlinkWriteError(f"{what}: Flink has no Tuple of {len(fields)} fields")
         return Snapshot(_TUPLE, fields, _TUPLE_CLASS.format(len(fields)))
+    atomic = ", ".join(sorted(ATOMIC_CLASSES))
+    supported = (
+        f"{atomic}, and Tuple, Row and POJO of them"
+        if key
+        else f"{atomic}, byte[], and List, Map, Tuple, Row and POJO of them"
+    )
     raise UnsupportedFlinkWriteError(
-        f"{what}: type {t} cannot be written to a Flink savepoint yet (supported: "
-        f"{', '.join(sorted(ATOMIC_CLASSES))}, byte[], and List, Map, Tuple and Row of them)"
+        f"{what}: type {t} cannot be written to a Flink savepoint{' as a key' if key else ''} yet "
+        f"(supported: {supported})"
     )
 
 

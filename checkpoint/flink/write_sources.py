@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.keygroups.hashing import java_hashed
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.ttl.config import TtlTimeCharacteristic
 from flinkstate.state.types.mapping import BasicTypeInfo, TypeInformation
@@ -25,13 +26,15 @@ from flinkstate.state.types.mapping import BasicTypeInfo, TypeInformation
 from ..manifest import OperatorEntry
 from ..reading.merge import merge_keyed
 from ..reading.restore import CompletedCheckpoint
-from .errors import UnsupportedFlinkWriteError
+from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import StateInfo
+from .key_hash import check_key_type
 from .metadata import OperatorMeta
 from .operator import read_operator_header
 from .operator_id import operator_id
+from .rowdata import ROWDATA
 from .savepoint import FlinkSavepoint
-from .snapshots import _TUPLE, FlinkType
+from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType
 from .write_keyed import KeyedStateSpec
 from .write_namespaces import flink_namespace, namespace_of
 from .write_operator import check_types
@@ -71,6 +74,8 @@ class OperatorSource(ABC):
     max_parallelism: int
     key_type: TypeInformation | None  # None: no keyed state
     states: tuple[KeyedStateSpec, ...]
+    #: Whether keys sit in the key groups Flink gives them (else they are placed again).
+    flink_key_groups: bool
 
     @abstractmethod
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
@@ -94,8 +99,11 @@ class CheckpointOperator(OperatorSource):
         if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
             raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
         self.key_type = op.key_type if op.keyed_states else None
+        # Our key groups are Flink's for atomic keys only: Tuple, Row and POJO keys are placed again.
+        self.flink_key_groups = self.key_type is None or java_hashed(self.key_type)
         if self.key_type is not None:
             key_snapshot(self.key_type, f"operator {op.uid!r}: the key")
+            check_key_type(self.key_type, f"operator {op.uid!r}: the key")
         for info in op.operator_states:
             broadcast = info.mode is OperatorStateMode.BROADCAST
             what = f"operator {op.uid!r}, operator state {info.name!r}"
@@ -132,14 +140,33 @@ class CheckpointOperator(OperatorSource):
 
 
 def _classes(t: FlinkType) -> tuple[Any, ...]:
-    """The serializer snapshot classes of a Flink type, nested (and a Tuple's class)."""
-    tuple_class = t.java_class if t.snapshot_class == _TUPLE else ""
-    return (t.snapshot_class, tuple_class, tuple(_classes(c) for c in t.children))
+    """The serializer snapshot classes of a Flink type, nested (and a Tuple's or POJO's class)."""
+    java_class = t.java_class if t.snapshot_class in (_TUPLE, _POJO) else ""
+    return (t.snapshot_class, java_class, tuple(_classes(c) for c in t.children))
 
 
 def _snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
     """The same of a snapshot the writer writes."""
-    return (s.class_name, s.tuple_class, tuple(_snapshot_classes(n) for n in s.nested))
+    return (s.class_name, s.tuple_class or s.pojo_class, tuple(_snapshot_classes(n) for n in s.nested))
+
+
+def _unwritable(t: FlinkType) -> str | None:
+    """Why Flink's serializer ``t`` (or one nested in it) cannot be written (None: it can)."""
+    inner = t.inner if t.inner is not None else t
+    if inner.snapshot_class == _KRYO:
+        return (
+            f"the Kryo-serialized class {inner.java_class} cannot be written (Flink's Kryo bytes and "
+            "registrations are not produced)"
+        )
+    if inner.snapshot_class == ROWDATA:
+        return "SQL RowData cannot be written until its serializer snapshot can be produced"
+    for child in inner.children:
+        why = _unwritable(child)
+        if why is not None:
+            return why
+    if not inner.decodable or inner.type_info is None:
+        return f"{inner.describe()} cannot be written yet"
+    return None
 
 
 class FlinkOperator(OperatorSource):
@@ -150,9 +177,13 @@ class FlinkOperator(OperatorSource):
         self.source, self.op = source, op
         self.name, self.operator_id = op.uid or op.operator_id, bytes.fromhex(op.operator_id)
         self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
+        self.flink_key_groups = True
         if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
             raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
-        header = source.keyed_header(op.operator_id)
+        try:
+            header = source.keyed_header(op.operator_id)
+        except UnsupportedSerializerError as exc:  # Avro, custom serializers: not even read
+            raise self.refuse(f"{exc}; it cannot be written") from exc
         self.key_type = None if header is None else self._same(header.key, "the key", key=True)
         self.states = tuple(self._spec(s) for s in (header.states if header is not None else ()))
         self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
@@ -160,7 +191,11 @@ class FlinkOperator(OperatorSource):
             handle = sub.managed_operator
             if handle is not None and handle.stream is not None:
                 data = handle.stream.read(source.directory, source.storage)
-                self.infos.update(read_operator_header(data, f"{source.directory}: {handle.stream.name}")[1])
+                try:
+                    found = read_operator_header(data, f"{source.directory}: {handle.stream.name}")[1]
+                except UnsupportedSerializerError as exc:
+                    raise self.refuse(f"{exc}; it cannot be written") from exc
+                self.infos.update(found)
         for info in self.infos.values():
             self._same(info.value, f"operator state {info.name!r}")
             if info.user_key is not None:
@@ -168,8 +203,9 @@ class FlinkOperator(OperatorSource):
 
     def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         """``t``'s type, when the writer writes Flink's serializer ``t`` again."""
-        if not t.decodable or t.type_info is None:
-            raise self.refuse(f"{what}: {t.describe()} cannot be written yet")
+        why = _unwritable(t)
+        if why is not None or t.type_info is None:
+            raise self.refuse(f"{what}: {why or t.describe() + ' cannot be written yet'}")
         ours = key_snapshot(t.type_info, f"operator {self.name!r}, {what}") if key else None
         if ours is None:
             spec = KeyedStateSpec("", "VALUE", t.type_info)

@@ -151,6 +151,58 @@ class RowSerializer(TypeSerializer):
         return tuple(None if v is None else f.copy(v) for f, v in zip(self._fields, value, strict=False))
 
 
+class PojoSerializer(TypeSerializer):
+    """Flink's PojoSerializer of a POJO without subclasses: a flags byte (1: null, 2: exactly the
+    declared class), then per field a null flag byte and, unless null, the field."""
+
+    _NULL = 1
+    _EXACT_CLASS = 2
+
+    def __init__(self, fields: tuple[TypeSerializer, ...], java_class: str) -> None:
+        self._fields = fields
+        self._class = java_class
+        self.immutable = all(f.immutable for f in fields)
+
+    def write(self, value: Any, out: bytearray) -> None:
+        if value is None:
+            out.append(self._NULL)
+            return
+        value = as_sequence(value, f"a POJO {self._class}")
+        if len(value) != len(self._fields):
+            raise SerializationError(
+                f"POJO {self._class}: expected {len(self._fields)} fields, got {len(value)}"
+            )
+        out.append(self._EXACT_CLASS)
+        for field, v in zip(self._fields, value, strict=True):
+            out.append(1 if v is None else 0)
+            if v is not None:
+                field.write(v, out)
+
+    def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        flags, pos = take(buf, pos, 1, f"POJO {self._class} flags")
+        if flags[0] & self._NULL:
+            return None, pos
+        if flags[0] != self._EXACT_CLASS:
+            raise SerializationError(f"POJO {self._class}: subclass flags {flags[0]} are not supported")
+        values: list[Any] = []
+        for field in self._fields:
+            is_null, pos = take(buf, pos, 1, f"POJO {self._class} null flag")
+            if is_null[0]:
+                values.append(None)
+            else:
+                v, pos = field.read(buf, pos)
+                values.append(v)
+        return tuple(values), pos
+
+    def copy(self, value: Any) -> Any:
+        if self.immutable or value is None:
+            return value
+        return tuple(None if v is None else f.copy(v) for f, v in zip(self._fields, value, strict=False))
+
+    def __repr__(self) -> str:
+        return f"PojoSerializer({self._class})"
+
+
 class ArrowSerializer(BytesSerializer):
     """Any other Arrow type: a one-row Arrow IPC stream, framed as ``byte[]``."""
 

@@ -23,7 +23,7 @@ from .atomic import (
     TimeSerializer,
 )
 from .base import TypeSerializer
-from .composite import ArrowSerializer, ListSerializer, MapSerializer, RowSerializer
+from .composite import ArrowSerializer, ListSerializer, MapSerializer, PojoSerializer, RowSerializer
 
 __all__ = ["TypeSerializer", "serializer_for"]
 from ..types.mapping import (
@@ -32,6 +32,7 @@ from ..types.mapping import (
     ListTypeInfo,
     MapTypeInfo,
     PickledBytesTypeInfo,
+    PojoTypeInfo,
     RowTypeInfo,
     TypeInformation,
 )
@@ -71,6 +72,8 @@ def serializer_for(type_info: TypeInformation) -> TypeSerializer:
         return ListSerializer(serializer_for(type_info.element), "flag")
     if isinstance(type_info, MapTypeInfo):
         return MapSerializer(serializer_for(type_info.key), serializer_for(type_info.value))
+    if isinstance(type_info, PojoTypeInfo):
+        return PojoSerializer(tuple(serializer_for(t) for t in type_info.field_types), type_info.java_class)
     if isinstance(type_info, RowTypeInfo):
         fields = tuple(serializer_for(t) for t in type_info.field_types)
         return RowSerializer(fields, type_info.kind == "ROW")

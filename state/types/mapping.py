@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, StateTypeError
+from .pojo import PojoTypeInfo, pojo
 from .typeinfo import (
     _ARRAY_KINDS,
     _ATOMIC_ARROW,
@@ -31,6 +32,7 @@ __all__ = [
     "ListTypeInfo",
     "MapTypeInfo",
     "PickledBytesTypeInfo",
+    "PojoTypeInfo",
     "RowTypeInfo",
     "TypeInformation",
     "Types",
@@ -143,6 +145,14 @@ class Types:
         types = tuple(to_type_info(t) for t in field_types)
         return RowTypeInfo(types, tuple(f"f{i}" for i in range(len(types))), "TUPLE")
 
+    @staticmethod
+    def POJO(  # noqa: N802
+        java_class: str, field_names: list[str], field_types: list[Any], hash_fields: list[str] | None = None
+    ) -> TypeInformation:
+        """A Java POJO (:mod:`.pojo`): its class, fields (put in Flink's order, by name) and the
+        fields its ``hashCode()`` covers with ``Objects.hash``, in order (needed to key by it)."""
+        return pojo(java_class, field_names, [to_type_info(t) for t in field_types], hash_fields)
+
 
 _FROM_ARROW: dict[pa.DataType, str] = {
     pa.string(): "STRING",
@@ -200,6 +210,15 @@ def type_from_json(data: dict[str, Any]) -> TypeInformation:
             return ListTypeInfo(type_from_json(data["element"]), kind)
         if kind == "MAP":
             return MapTypeInfo(type_from_json(data["key"]), type_from_json(data["value"]))
+        if kind == "POJO":
+            fields = data["fields"]
+            return PojoTypeInfo(
+                tuple(type_from_json(f) for f in fields),
+                tuple(f["name"] for f in fields),
+                "ROW",
+                data["java_class"],
+                None if data.get("hash_fields") is None else tuple(data["hash_fields"]),
+            )
         if kind in ("ROW", "TUPLE"):
             fields = data["fields"]
             return RowTypeInfo(
@@ -227,6 +246,8 @@ def type_to_string(t: TypeInformation) -> str:
         inner = ", ".join(
             f"{n} {type_to_string(f)}" for n, f in zip(t.field_names, t.field_types, strict=False)
         )
+        if isinstance(t, PojoTypeInfo):
+            return f"POJO {t.java_class}<{inner}>"
         return f"{t.kind}<{inner}>"
     if isinstance(t, ArrowTypeInfo):
         return f"ARROW<{t.arrow_type}>"

@@ -10,6 +10,9 @@ import fsspec
 from conftest import MAX_P, Job, Run, model
 
 from flinkstate.checkpoint.flink import operator_id_hex, read_savepoint
+from flinkstate.checkpoint.flink.key_hash import java_hash_code
+from flinkstate.state import Types
+from flinkstate.state.keygroups.hashing import murmur_hash
 
 
 def test_convert_to_flink(job: Job, run: Run, tmp_path: Path) -> None:
@@ -46,11 +49,28 @@ def test_dry_run_writes_nothing(job: Job, run: Run, tmp_path: Path) -> None:
     assert not memory.find("/flinkstate-convert-dry-run"), "the dry run's copy in memory is dropped"
 
 
-def test_unsupported_state_refused_before_any_file(job: Job, run: Run, tmp_path: Path) -> None:
+def test_unsupported_state_refused_before_any_file(run: Run, tmp_path: Path) -> None:
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "heap_canonical"
     target = tmp_path / "flink"
-    result = run("convert", job.root, str(target), "--to", "flink", *job.args, code=3)
-    assert result.stderr.startswith("[FLINK_UNSUPPORTED]") and "'orders'" in result.stderr
+    result = run("convert", str(fixture), str(target), "--to", "flink", code=3)
+    assert result.stderr.startswith("[FLINK_UNSUPPORTED]") and "'keyed-states'" in result.stderr
+    assert "Kryo" in result.stderr
     assert not target.exists()
+
+
+def test_row_keys_converted_in_flinks_key_groups(job: Job, run: Run, tmp_path: Path) -> None:
+    """``orders`` is keyed by a named Row: each key lands in the group Flink's Row.hashCode() gives
+    (a Flink savepoint does not keep a Row's field names: read back, they are f0, f1)."""
+    target = tmp_path / "flink"
+    run("convert", job.root, str(target), "--to", "flink", "--operator", "orders", *job.args)
+    rows = read_savepoint(str(target)).keyed_state("orders", "amount").to_pylist()
+    key_type = Types.ROW_NAMED(["region", "id"], [Types.STRING(), Types.INT()])
+    found = {}
+    for r in rows:
+        key = tuple(r["key"].values())
+        assert r["key_group"] == murmur_hash(java_hash_code(key, key_type)) % MAX_P
+        found[key] = r["value"]
+    assert found == model(3)["amount"]
 
 
 def test_convert_a_flink_savepoint(run: Run, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from operator_views import expected_operator_states
 from write_model import (
     FLINK_TTL_MS,
+    RECORDS,
     OperatorModel,
     OperatorStateModel,
     canonical,
@@ -127,7 +128,7 @@ def _from_json(value: Any, type_name: str) -> Any:
         return tuple(_from_json(v, args[0]) for v in value)
     if outer == "MAP":
         return tuple(sorted((_atomic(k, args[0]), _from_json(v, args[1])) for k, v in value.items()))
-    if outer in ("TUPLE", "ROW"):
+    if outer in RECORDS:
         return tuple(_from_json(v, t) for v, t in zip(value, args, strict=True))
     if outer == "BYTES":
         return bytes.fromhex(value)
@@ -140,7 +141,7 @@ def _parse(text: str, type_name: str) -> Any:
     """A key or value as RestoreJob wrote it, canonical: atomic ones escaped, others as JSON."""
     if text == "\\N":
         return None
-    if split_type(type_name)[0] in ("BYTES", "LIST", "MAP", "TUPLE", "ROW"):
+    if split_type(type_name)[0] in ("BYTES", "LIST", "MAP", *RECORDS):
         return _from_json(json.loads(text), type_name)
     return _atomic(_unescape(text), type_name)
 

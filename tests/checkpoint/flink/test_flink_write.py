@@ -173,7 +173,7 @@ def test_uid_hash_matches_flink() -> None:
 def _spec(info: Any) -> KeyedStateSpec | None:
     """Our spec of a state Flink wrote, when its types are ones the writer covers."""
     value = info.value.inner if info.value.inner is not None else info.value
-    if not value.decodable or value.snapshot_class.endswith("PojoSerializerSnapshot"):  # Kryo, POJO
+    if not value.decodable:  # Kryo
         return None
     try:
         snapshot_of(value.type_info, "")
@@ -212,17 +212,25 @@ def test_meta_info_bytes_equal_flinks() -> None:
             header_len = len(out.buf) - (c.pos - start)
             assert bytes(out.buf[header_len:]) == stream[start : c.pos], info.name
             compared.append(info.name)
-    assert {"v_long", "v_string", "l_long", "m_int_string", "ttl_value", "ttl_list", "ttl_map"} <= set(
-        compared
-    )
+    assert {
+        "v_long",
+        "v_string",
+        "l_long",
+        "m_int_string",
+        "ttl_value",
+        "ttl_list",
+        "ttl_map",
+        "v_pojo",
+    } <= set(compared)
 
 
 def _one_state(
-    path: str, desc: Any, namespace: Any = None, value: Any = 3, key: Any = 1
+    path: str, desc: Any, namespace: Any = None, value: Any = 3, key: Any = 1, key_type: Any = None
 ) -> CompletedCheckpoint:
-    """A checkpoint of operator ``op`` holding ``value`` for ``key`` in state ``desc``."""
+    """A checkpoint of operator ``op`` holding ``value`` for ``key`` (of ``key_type``, default
+    LONG) in state ``desc``."""
     pending = CheckpointStorage(path).begin()
-    key_type = Types.LONG() if key == 1 else Types.ROW([Types.LONG(), Types.STRING()])
+    key_type = key_type or Types.LONG()
     backend = HeapKeyedStateBackend(key_type=key_type)
     backend.advance_watermark(100)
     backend.set_current_key(key)
@@ -243,7 +251,9 @@ def _event_time_ttl() -> Any:
         ("event-time TTL", "event-time TTL"),
         ("namespace", r"state 'n': namespace type LONG has no Flink window"),
         ("decimal value", r"operator 'op', state 'dec': type BIG_DEC cannot be written"),
-        ("row key", r"the key: type ROW.*as a key"),
+        ("decimal in a row key", r"the key, field f1: type BIG_DEC .*as a key"),
+        ("bytes in a row key", r"the key, field f1: type PRIMITIVE_ARRAY<BYTE> .*as a key"),
+        ("pojo key", r"the key: the POJO x.P hashes as its own hashCode\(\) says"),
         ("raw state", "raw state"),
         ("pickled operator state", r"operator state 'pickles'.*cannot be written"),
     ],
@@ -256,8 +266,16 @@ def test_refused_before_any_file(tmp_path: Path, case: str, message: str) -> Non
         ck = _one_state(path, ValueStateDescriptor("n", Types.LONG()), namespace=7)
     elif case == "decimal value":
         ck = _one_state(path, ValueStateDescriptor("dec", Types.BIG_DEC()), value=decimal.Decimal("1.5"))
-    elif case == "row key":
-        ck = _one_state(path, ValueStateDescriptor("v", Types.LONG()), key=(1, "a"))
+    elif case == "decimal in a row key":
+        key_type = Types.ROW([Types.LONG(), Types.BIG_DEC()])
+        key = (1, decimal.Decimal("1.5"))
+        ck = _one_state(path, ValueStateDescriptor("v", Types.LONG()), key=key, key_type=key_type)
+    elif case == "bytes in a row key":
+        key_type = Types.ROW([Types.LONG(), Types.PRIMITIVE_ARRAY(Types.BYTE())])
+        ck = _one_state(path, ValueStateDescriptor("v", Types.LONG()), key=(1, b"a"), key_type=key_type)
+    elif case == "pojo key":
+        key_type = Types.POJO("x.P", ["b", "a"], [Types.LONG(), Types.STRING()])
+        ck = _one_state(path, ValueStateDescriptor("v", Types.LONG()), key=("s", 1), key_type=key_type)
     elif case == "raw state":
         pending = CheckpointStorage(path).begin()
         pending.write_subtask("op", 0, 1, 128, raw_operator=[b"raw"]).result()

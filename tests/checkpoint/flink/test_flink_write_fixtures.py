@@ -82,8 +82,8 @@ def test_a_flink_savepoint_read_rescaled(tmp_path: Path) -> None:
 
 def test_flinks_own_savepoint_written_back(tmp_path: Path) -> None:
     """Operator list, union and broadcast state of a savepoint Flink wrote (metadata version 6),
-    written back with the operators' ids: every value equal; its keyed operator's Kryo and POJO
-    states are refused before any file is written."""
+    written back with the operators' ids: every value equal; its keyed operator's Kryo state is
+    refused before any file is written."""
     source = read_savepoint(str(FIXTURES / "heap_canonical"))
     with pytest.raises(UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\] operator 'keyed-states'"):
         write_savepoint(source, str(tmp_path / "all"))

@@ -202,9 +202,21 @@ def model() -> dict[str, OperatorModel]:
     return {"typed-values": typed, "by-name": by_name, "only-operator-state": only, **keyed_by}
 
 
+#: The POJO classes of RestoreJob.java by type name: Java class, fields in Flink's order (by
+#: name) with their types, and the fields its hashCode() hashes with Objects.hash, in order.
+POJOS: dict[str, tuple[str, list[tuple[str, str]], list[str]]] = {
+    "POINT": ("RestoreJob$Point", [("id", "LONG"), ("name", "STRING"), ("score", "DOUBLE")], ["name", "id"]),
+    "LINE": ("RestoreJob$Line", [("item", "STRING"), ("price", "DOUBLE"), ("qty", "INT")], ["item", "qty"]),
+}
+#: Type names whose values are tuples of fields: NROW is a Row with field names (n0, n1, ...).
+RECORDS = ("TUPLE", "ROW", "NROW", "POJO")
+
+
 def split_type(name: str) -> tuple[str, list[str]]:
     """``"MAP<STRING,LIST<LONG>>"`` -> ``("MAP", ["STRING", "LIST<LONG>"])``; atomic names have no
-    arguments."""
+    arguments; a POJO's are its field types (``("POJO", [...])``)."""
+    if name in POJOS:
+        return "POJO", [t for _, t in POJOS[name][1]]
     if "<" not in name:
         return name, []
     outer, inner = name[: name.index("<")], name[name.index("<") + 1 : -1]
@@ -219,8 +231,13 @@ def split_type(name: str) -> tuple[str, list[str]]:
 
 def _type(name: str) -> Any:
     """Our type of a type name of the model (and of RestoreJob.java): an atomic name, BYTES,
-    LIST<T>, MAP<K,V>, TUPLE<T1,...> or ROW<T1,...>."""
+    LIST<T>, MAP<K,V>, TUPLE<T1,...>, ROW<T1,...>, NROW<T1,...> or a name of POJOS."""
     outer, args = split_type(name)
+    if outer == "POJO":
+        java_class, fields, hash_fields = POJOS[name]
+        return Types.POJO(java_class, [n for n, _ in fields], [_type(t) for t in args], hash_fields)
+    if outer == "NROW":
+        return Types.ROW_NAMED([f"n{i}" for i in range(len(args))], [_type(a) for a in args])
     if outer == "BYTES":
         return Types.PRIMITIVE_ARRAY(Types.BYTE())
     if outer == "LIST":
@@ -306,10 +323,10 @@ def _operator_backend(op: OperatorModel, subtask: int) -> OperatorStateBackend:
     return backend
 
 
-def build_checkpoint(path: str) -> CompletedCheckpoint:
-    """Our checkpoint of :func:`model` at ``path`` (parallelism 2, max parallelism 128)."""
+def build_checkpoint(path: str, models: dict[str, OperatorModel] | None = None) -> CompletedCheckpoint:
+    """Our checkpoint of :func:`model` (or ``models``) at ``path`` (parallelism 2, max parallelism 128)."""
     pending = CheckpointStorage(path).begin()
-    for uid, op in model().items():
+    for uid, op in (models or model()).items():
         for i in range(SOURCE_PARALLELISM):
             rng = compute_key_group_range_for_operator_index(128, SOURCE_PARALLELISM, i)
             clock = ManualTimeProvider(LIVE_TS)
@@ -346,7 +363,7 @@ def canonical(value: Any, type_name: str) -> Any:
     if outer == "MAP":
         pairs = value.items() if isinstance(value, dict) else value
         return tuple(sorted((canonical(k, args[0]), canonical(v, args[1])) for k, v in pairs))
-    if outer in ("TUPLE", "ROW"):  # a tuple, or a dict of the fields (our reader's structs)
+    if outer in RECORDS:  # a tuple, or a dict of the fields (our reader's structs)
         fields = list(value.values()) if isinstance(value, dict) else list(value)
         return tuple(canonical(f, t) for f, t in zip(fields, args, strict=True))
     return value
