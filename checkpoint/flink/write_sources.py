@@ -74,8 +74,13 @@ class OperatorSource(ABC):
     max_parallelism: int
     key_type: TypeInformation | None  # None: no keyed state
     states: tuple[KeyedStateSpec, ...]
-    #: Whether keys sit in the key groups Flink gives them (else they are placed again).
-    flink_key_groups: bool
+
+    @property
+    def flink_key_groups(self) -> bool:
+        """Whether keys sit in the key groups Flink gives them (else they are placed again):
+        our key groups are Flink's for atomic keys only, so Tuple, Row and POJO keys of a
+        source placed by our hash are placed again."""
+        return self.key_type is None or java_hashed(self.key_type)
 
     @abstractmethod
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
@@ -99,8 +104,6 @@ class CheckpointOperator(OperatorSource):
         if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
             raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
         self.key_type = op.key_type if op.keyed_states else None
-        # Our key groups are Flink's for atomic keys only: Tuple, Row and POJO keys are placed again.
-        self.flink_key_groups = self.key_type is None or java_hashed(self.key_type)
         if self.key_type is not None:
             key_snapshot(self.key_type, f"operator {op.uid!r}: the key")
             check_key_type(self.key_type, f"operator {op.uid!r}: the key")
@@ -173,11 +176,15 @@ class FlinkOperator(OperatorSource):
     """An operator of a Flink savepoint read: each state is written with the serializers it
     had (a state whose serializer the writer would change is refused)."""
 
+    @property
+    def flink_key_groups(self) -> bool:
+        """A Flink savepoint's keys are where Flink put them."""
+        return True
+
     def __init__(self, source: FlinkSavepoint, op: OperatorMeta) -> None:
         self.source, self.op = source, op
         self.name, self.operator_id = op.uid or op.operator_id, bytes.fromhex(op.operator_id)
         self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
-        self.flink_key_groups = True
         if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
             raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
         try:
