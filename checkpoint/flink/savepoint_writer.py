@@ -22,7 +22,6 @@ from typing import Any
 
 from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.keygroups.assignment import (
-    assign_to_key_group,
     check_max_parallelism,
     compute_key_group_range_for_operator_index,
 )
@@ -89,7 +88,7 @@ def _columns(plan: _Plan) -> dict[int, list[StateColumns | None]]:
                 out.setdefault(kg, [None] * n)[i] = cols
                 continue
             for e in cols.entries():
-                new = assign_to_key_group(e.key, plan.max_parallelism, key_type)
+                new = op.key_group(e.key, plan.max_parallelism)
                 slot = out.setdefault(new, [None] * n)
                 target = slot[i]
                 if target is None:
@@ -118,7 +117,9 @@ def _encode(plan: _Plan, directory: Storage, inline_threshold: int) -> tuple[Ope
         if op.key_type is not None:
             rng = compute_key_group_range_for_operator_index(plan.max_parallelism, plan.parallelism, index)
             groups = range(rng.start, rng.end + 1)
-            data, offsets = keyed_stream(where, op.key_type, op.states, groups, plan.max_parallelism, columns)
+            key = op.key_serializer_snapshot()
+            max_p = plan.max_parallelism
+            data, offsets = keyed_stream(where, op.key_type, op.states, groups, max_p, columns, key)
             keyed = KeyedOut(
                 rng.start, tuple(offsets), _stream(f"keyed-{hex_id}-{index}", data, inline_threshold)
             )
@@ -144,6 +145,7 @@ def write_savepoint(
     operators: Iterable[str] | None = None,
     storage: Mapping[str, Any] | None = None,
     inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+    pyflink_mode: str | Mapping[str, str] | None = None,
 ) -> FlinkSavepoint:
     """Write ``source`` (``open_checkpoint(...)``: one of our checkpoints or savepoints, or a
     Flink savepoint read, operators keeping their ids) as a canonical Flink savepoint in the new
@@ -153,13 +155,16 @@ def write_savepoint(
     ``parallelism`` and ``max_parallelism``: one for all operators or a mapping by uid (by id
     for a Flink operator without one; default: the source's); ``storage``: fsspec options of
     ``target``; state streams of at most ``inline_threshold`` bytes go inline into
-    ``_metadata``, larger ones into files beside it.
+    ``_metadata``, larger ones into files beside it; ``pyflink_mode``: ``"process"`` or
+    ``"thread"``, one for all operators or a mapping by uid, writes an operator of one of our
+    checkpoints as PyFlink Python state that a PyFlink job in that execution mode restores
+    (:mod:`.write_pyflink`; a PyFlink operator of a Flink savepoint keeps its own).
     """
     if not isinstance(source, CompletedCheckpoint | FlinkSavepoint):
         raise UnsupportedFlinkWriteError(
             f"write_savepoint takes a checkpoint or savepoint (open_checkpoint), not {type(source).__name__}"
         )
-    plans = _plan(operators_of(source, operators), parallelism, max_parallelism)
+    plans = _plan(operators_of(source, operators, pyflink_mode), parallelism, max_parallelism)
     directory = Storage(target, storage)
     if directory.exists(METADATA):
         raise CheckpointError(f"{directory!r} already holds a savepoint", code="CHECKPOINT_EXISTS")

@@ -9,10 +9,11 @@ state is read: ``[FLINK_UNSUPPORTED]`` naming the operator and state.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.ttl.config import TtlTimeCharacteristic
 from flinkstate.state.types.mapping import TypeInformation
@@ -21,7 +22,7 @@ from ..manifest import OperatorEntry
 from ..reading.merge import merge_keyed
 from ..reading.restore import CompletedCheckpoint
 from .errors import UnsupportedFlinkWriteError
-from .header import StateInfo
+from .header import KeyedHeader, StateInfo
 from .metadata import OperatorMeta
 from .operator import read_operator_header
 from .operator_id import operator_id
@@ -51,6 +52,16 @@ class OperatorSource(ABC):
     def operator_states(self) -> list[list[OperatorStateData]]:
         """Each source subtask's operator states (empty for a subtask without)."""
 
+    def key_group(self, key: Any, max_parallelism: int) -> int:
+        """The key group Flink assigns ``key`` to at ``max_parallelism``."""
+        assert self.key_type is not None
+        return assign_to_key_group(key, max_parallelism, self.key_type)
+
+    def key_serializer_snapshot(self) -> Snapshot:
+        """The snapshot of Flink's key serializer."""
+        assert self.key_type is not None
+        return key_snapshot(self.key_type, f"operator {self.name!r}: the key")
+
     def refuse(self, message: str) -> UnsupportedFlinkWriteError:
         return UnsupportedFlinkWriteError(f"operator {self.name!r}: {message}")
 
@@ -75,6 +86,13 @@ class CheckpointOperator(OperatorSource):
 
     def _spec(self, meta: StateMetaInfo) -> KeyedStateSpec:
         what = f"operator {self.name!r}, state {meta.name!r}"
+        spec = KeyedStateSpec(meta.name, meta.kind.name, meta.value_type, meta.user_key_type, self._ttl(meta))
+        spec.value_snapshot(what)  # refuses types Flink's built-in serializers do not cover
+        return spec
+
+    def _ttl(self, meta: StateMetaInfo) -> bool:
+        """Whether ``meta`` has TTL; refuses what Flink cannot restore (namespaces, event time)."""
+        what = f"operator {self.name!r}, state {meta.name!r}"
         if meta.namespace_type is not None:
             raise UnsupportedFlinkWriteError(f"{what}: only the void namespace can be written yet")
         config = meta.ttl
@@ -85,12 +103,10 @@ class CheckpointOperator(OperatorSource):
             and config.time_characteristic is not TtlTimeCharacteristic.ProcessingTime
         ):
             raise UnsupportedFlinkWriteError(f"{what}: event-time TTL has no Flink equivalent")
-        spec = KeyedStateSpec(meta.name, meta.kind.name, meta.value_type, meta.user_key_type, ttl)
-        spec.value_snapshot(what)  # refuses types Flink's built-in serializers do not cover
-        return spec
+        return ttl
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
-        meta, key_type = self.op.keyed_states[index], self.key_type
+        meta, key_type = self.op.keyed_states[index], self.op.key_type
         assert key_type is not None
         for kg, tables in self.source.read_keyed(self.op.uid, meta.name):
             yield kg, merge_keyed(tables, meta, key_type, self.source.allow_pickle)
@@ -122,7 +138,7 @@ class FlinkOperator(OperatorSource):
             raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
         header = source.keyed_header(op.operator_id)
         self.key_type = None if header is None else self._same(header.key, "the key", key=True)
-        self.states = tuple(self._spec(s) for s in (header.states if header is not None else ()))
+        self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
         self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
         for sub in op.subtasks:
             handle = sub.managed_operator
@@ -133,6 +149,10 @@ class FlinkOperator(OperatorSource):
             self._same(info.value, f"operator state {info.name!r}")
             if info.user_key is not None:
                 self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
+
+    def _keyed_infos(self, header: KeyedHeader) -> list[StateInfo]:
+        """The keyed states (and timers) to write."""
+        return list(header.states)
 
     def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         """``t``'s type, when the writer writes Flink's serializer ``t`` again."""
@@ -200,15 +220,21 @@ class FlinkOperator(OperatorSource):
 
 
 def operators_of(
-    source: CompletedCheckpoint | FlinkSavepoint, refs: Iterable[str] | None
+    source: CompletedCheckpoint | FlinkSavepoint,
+    refs: Iterable[str] | None,
+    pyflink_mode: str | Mapping[str, str] | None = None,
 ) -> list[OperatorSource]:
     """The operators ``refs`` (uids; for a Flink savepoint also ids or names; default: all with
-    state) of ``source``, checked."""
+    state) of ``source``, checked; ``pyflink_mode`` (one for all or by uid): the operators whose
+    keyed state is written as PyFlink Python state (:mod:`.write_pyflink`)."""
+    from .write_pyflink import pyflink_operator  # it builds on this module
+
     if isinstance(source, CompletedCheckpoint):
         entries = [source.operator(r) for r in refs] if refs is not None else list(source.manifest.operators)
         held = [
             e for e in entries if e.keyed_states or e.operator_states or any(s.files() for s in e.subtasks)
         ]
-        return [CheckpointOperator(source, e) for e in held]
+        return [pyflink_operator(source, e, pyflink_mode) or CheckpointOperator(source, e) for e in held]
     metas = [source.operator(r) for r in refs] if refs is not None else list(source.operators)
-    return [FlinkOperator(source, m) for m in metas if m.subtasks]
+    held_metas = [m for m in metas if m.subtasks]
+    return [pyflink_operator(source, m, pyflink_mode) or FlinkOperator(source, m) for m in held_metas]
