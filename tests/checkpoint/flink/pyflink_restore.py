@@ -23,7 +23,9 @@ def restore_pyflink(
     (work / "spec.json").write_text(spec, encoding="utf-8")
     out = work / f"restored-{backend}-{mode}.txt"
     cmd = [str(python), str(JOB), str(savepoint.resolve()), str(work / "spec.json"), str(out), backend, mode]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    # Thread mode's embedded interpreter (pemja) sees the base Python's path only.
+    env["PYTHONPATH"] = os.pathsep.join([str(lib.parents[1]), str(JOB.parent)])
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False, env=env)
     if done.returncode != 0 or not out.exists():
         raise AssertionError(
