@@ -47,7 +47,7 @@ from .metadata import OperatorMeta
 from .operator import snappy_block
 from .pyflink import encoder
 from .savepoint import PYTHON_PREFIX, FlinkSavepoint
-from .snapshots import _BYTES, _ROW
+from .snapshots import _BYTES, _ROW, FlinkType
 from .write_keyed import KeyedStateSpec
 from .write_snapshots import Snapshot, atomic_name, key_snapshot, map_of, ttl
 from .write_sources import CheckpointOperator, FlinkOperator, OperatorSource
@@ -147,7 +147,7 @@ def _thread(meta: StateMetaInfo, ttl: bool, what: str) -> tuple[KeyedStateSpec, 
     value_type, value = _thread_type(meta.value_type, what)
     kind = meta.kind.name if meta.kind.name in ("LIST", "MAP") else "VALUE"
     if kind == "MAP":
-        if atomic_name(meta.user_key_type) is None:  # type: ignore[arg-type]
+        if meta.user_key_type is None or atomic_name(meta.user_key_type) is None:
             raise UnsupportedFlinkWriteError(f"{what}: map key type {meta.user_key_type} is not atomic")
         key_type, user_key = _thread_type(meta.user_key_type, f"{what} (map key)")
         spec = KeyedStateSpec(meta.name, kind, value_type, key_type, ttl)
@@ -258,7 +258,7 @@ class PyFlinkSavepointOperator(FlinkOperator):
         held = _held_states(self.source, self.op) if any(s.is_timer for s in header.states) else set()
         return [s for s in header.states if not s.is_timer or held is None or s.name in held]
 
-    def _same(self, t: Any, what: str, key: bool = False) -> TypeInformation:
+    def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         field = _row_key_field(t.type_info) if key and t.type_info is not None else None
         if field is not None and t.snapshot_class == _ROW and len(t.children) == 1:
             self.python_key = super()._same(t.children[0], what, key=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from flink_model import FIXTURES
-from pyflink_write_model import LAYOUT, build_checkpoint, expected_lines, read_back
+from pyflink_write_model import LAYOUT, build_checkpoint, expected_lines, read_back, spec
 
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.checkpoint.flink import read_savepoint, write_savepoint
@@ -131,3 +131,28 @@ def test_one_mode_per_operator(tmp_path: Path) -> None:
     names = {s.name for s in written.states()}
     assert {"python-state-v_len", "python-state-l_str", "v_long"} <= names
     assert not {"v_len", "python-state-v_long"} & names
+
+
+COMMITTED = FIXTURES / "written"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_writer_still_writes_the_committed_pyflink_savepoint(tmp_path: Path, mode: str) -> None:
+    """written/pyflink-<mode> (generate_written_pyflink.py): PyFlink 2.3 restored these files."""
+    source = build_checkpoint(str(tmp_path / "checkpoint"), mode)
+    layout = LAYOUT[mode]
+    write_savepoint(
+        source, str(tmp_path / "sp"), pyflink_mode=mode, parallelism=layout["parallelism"],
+        max_parallelism=layout["max_parallelism"],
+    )  # fmt: skip
+    committed = COMMITTED / f"pyflink-{mode}"
+    files = {p.name: p.read_bytes() for p in sorted((tmp_path / "sp").iterdir())}
+    assert files == {p.name: p.read_bytes() for p in sorted((committed / "savepoint").iterdir())}
+    assert (committed / "spec.json").read_text(encoding="utf-8") == spec(mode)
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("mode", MODES)
+def test_what_pyflink_restored(mode: str, backend: str) -> None:
+    printed = (COMMITTED / f"pyflink-{mode}" / f"restored-{backend}.txt").read_text(encoding="utf-8")
+    assert printed.splitlines() == expected_lines(mode)
