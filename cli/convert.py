@@ -36,6 +36,11 @@ class Target(str, Enum):
     flink = "flink"
 
 
+class PyFlinkMode(str, Enum):
+    process = "process"
+    thread = "thread"
+
+
 def _describe(sp: FlinkSavepoint) -> list[dict[str, Any]]:
     out = []
     for op in sp.meta.operators:
@@ -80,19 +85,35 @@ def convert(
             "--dry-run", help="Encode and check everything, show what would be written; write nothing."
         ),
     ] = False,
+    pyflink_mode: Annotated[
+        PyFlinkMode | None,
+        typer.Option(
+            "--pyflink-mode",
+            help="Write the keyed state as PyFlink Python state for a PyFlink job in this execution mode.",
+        ),
+    ] = None,
+    allow_pickle: Annotated[
+        bool,
+        typer.Option(
+            "--allow-pickle",
+            help="Load pickled values to write them (PyFlink's PICKLED_BYTE_ARRAY state). Loading a pickle "
+            "runs code: only for trusted checkpoints.",
+        ),
+    ] = False,
     checkpoint_id: CheckpointId = None,
     as_json: JsonFlag = False,
     storage_option: StorageOptions = None,
     target_option: TargetOptions = None,
 ) -> None:
     """Write a checkpoint or savepoint (ours, or a Flink savepoint read) as a canonical Flink
-    savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid.
+    savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid;
+    with ``--pyflink-mode``, our operators' keyed state as a PyFlink job keeps Python state.
 
     What cannot be written (see the README) is refused before any file is written. The
     source is not changed.
     """
     options = storage_options(storage_option)
-    checkpoint = open_checkpoint(source, options, checkpoint_id)
+    checkpoint = open_checkpoint(source, options, checkpoint_id, allow_pickle)
     target_options = storage_options(target_option) if target_option else options
     where, where_options = target, target_options
     if dry_run:  # written in memory, read back, dropped
@@ -101,6 +122,7 @@ def convert(
         sp = write_savepoint(
             checkpoint, where, parallelism=parallelism, max_parallelism=max_parallelism,
             operators=operator, storage=where_options, inline_threshold=inline_threshold,
+            pyflink_mode=pyflink_mode.value if pyflink_mode is not None else None,
         )  # fmt: skip
         operators = _describe(sp)
     finally:
