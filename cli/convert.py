@@ -12,7 +12,8 @@ from rich.console import Group
 from rich.text import Text
 
 from flinkstate.checkpoint import Storage, open_checkpoint
-from flinkstate.checkpoint.flink import FlinkSavepoint, operator_id_hex, write_savepoint
+from flinkstate.checkpoint.flink import PICKLED_KEY, FlinkSavepoint, operator_id_hex, write_savepoint
+from flinkstate.state.errors import InvalidArgumentError
 
 from .common import (
     CheckpointId,
@@ -39,6 +40,14 @@ class Target(str, Enum):
 class PyFlinkMode(str, Enum):
     process = "process"
     thread = "thread"
+
+
+def _pyflink_mode(mode: PyFlinkMode | None, pickled_keys: bool) -> str | None:
+    if mode is None:
+        if pickled_keys:
+            raise InvalidArgumentError("--pickled-keys needs --pyflink-mode")
+        return None
+    return f"{mode.value}{PICKLED_KEY if pickled_keys else ''}"
 
 
 def _describe(sp: FlinkSavepoint) -> list[dict[str, Any]]:
@@ -92,6 +101,12 @@ def convert(
             help="Write the keyed state as PyFlink Python state for a PyFlink job in this execution mode.",
         ),
     ] = None,
+    pickled_keys: Annotated[
+        bool,
+        typer.Option(
+            "--pickled-keys", help="With --pyflink-mode: the job's key_by has no key_type (keys are pickled)."
+        ),
+    ] = False,
     allow_pickle: Annotated[
         bool,
         typer.Option(
@@ -122,7 +137,7 @@ def convert(
         sp = write_savepoint(
             checkpoint, where, parallelism=parallelism, max_parallelism=max_parallelism,
             operators=operator, storage=where_options, inline_threshold=inline_threshold,
-            pyflink_mode=pyflink_mode.value if pyflink_mode is not None else None,
+            pyflink_mode=_pyflink_mode(pyflink_mode, pickled_keys),
         )  # fmt: skip
         operators = _describe(sp)
     finally:

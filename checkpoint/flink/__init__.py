@@ -17,8 +17,11 @@ from .operator_id import operator_id_hex
 from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
 from .savepoint_writer import write_savepoint
+from .write_pyflink import PICKLED_KEY, PYFLINK_MODES
 
 __all__ = [
+    "PICKLED_KEY",
+    "PYFLINK_MODES",
     "ROWDATA",
     "DeclaredTypeError",
     "FlinkFormatError",

@@ -156,8 +156,9 @@ def write_savepoint(
     for a Flink operator without one; default: the source's); ``storage``: fsspec options of
     ``target``; state streams of at most ``inline_threshold`` bytes go inline into
     ``_metadata``, larger ones into files beside it; ``pyflink_mode``: ``"process"`` or
-    ``"thread"``, one for all operators or a mapping by uid, writes an operator of one of our
-    checkpoints as PyFlink Python state that a PyFlink job in that execution mode restores
+    ``"thread"`` (``"process+pickled-key"``, ...: the job's ``key_by`` has no ``key_type``), one
+    for all operators or a mapping by uid, writes an operator of one of our checkpoints as
+    PyFlink Python state that a PyFlink job in that execution mode restores
     (:mod:`.write_pyflink`; a PyFlink operator of a Flink savepoint keeps its own).
     """
     if not isinstance(source, CompletedCheckpoint | FlinkSavepoint):

@@ -3,6 +3,9 @@
 PyFlink keys every keyed operator by a one-field Row holding the Python key (``key_by``'s
 ``key_type``; Flink's RowSerializer of that type), whose Java ``hashCode`` is
 ``31 * row kind + (31 * 1 + (31 + hashCode(f0)))``: the key group differs from the bare key's.
+Without ``key_type`` the field is the key's pickle (a byte array hashed by ``Arrays.hashCode``):
+cloudpickle's, protocol 5, in process mode; ``pickle.dumps``'s default protocol in thread mode
+(the mode ``"<mode>+pickled-key"``; the writer's Python must pickle as the job's does).
 How a Python state ``name`` is kept depends on ``python.execution-mode``:
 
 - ``process`` (Beam): ``python-state-<name>``, a ListState of byte arrays for Value, List,
@@ -53,6 +56,8 @@ from .write_snapshots import Snapshot, atomic_name, key_snapshot, map_of, ttl
 from .write_sources import CheckpointOperator, FlinkOperator, OperatorSource
 
 PYFLINK_MODES = ("process", "thread")
+#: Appended to a mode: keys are pickled (``key_by`` without ``key_type``).
+PICKLED_KEY = "+pickled-key"
 _WRAPPER = (
     "org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer$ByteArrayWrapperSerializerSnapshot"
 )
@@ -76,17 +81,38 @@ def row_key(key: TypeInformation) -> RowTypeInfo:
     return RowTypeInfo((key,), ("f0",), "ROW")
 
 
+def _bytes_hash(data: bytes) -> int:
+    """Java's ``Arrays.hashCode(byte[])``."""
+    h = 1
+    for b in data:
+        h = (31 * h + (b - 256 if b > 127 else b)) & 0xFFFFFFFF
+    return h
+
+
 def row_key_group(key: tuple[Any, ...], field: TypeInformation, max_parallelism: int) -> int:
-    """The key group of PyFlink's key ``key`` (a 1-tuple of ``field``): Flink's Row hash."""
-    code = 31 if key[0] is None else 62 + key_hash_code(key[0], field)
+    """The key group of PyFlink's key ``key`` (a 1-tuple of ``field``, an atomic type or a
+    pickle's bytes): Flink's Row hash."""
+    f0 = key[0]
+    if f0 is None:
+        code = 31
+    elif field == _BYTE_ARRAY:
+        code = 62 + _bytes_hash(f0)
+    else:
+        code = 62 + key_hash_code(f0, field)
     return murmur_hash(code) % max_parallelism
 
 
 def _row_key_field(t: TypeInformation) -> TypeInformation | None:
-    """The field of a one-field Row of an atomic type (PyFlink's key), else None."""
+    """The field of a one-field Row of an atomic type or byte[] (PyFlink's key), else None."""
     if isinstance(t, RowTypeInfo) and t.kind == "ROW" and len(t.field_types) == 1:
-        return t.field_types[0] if atomic_name(t.field_types[0]) is not None else None
+        field = t.field_types[0]
+        return field if atomic_name(field) is not None or field == _BYTE_ARRAY else None
     return None
+
+
+def _key_snapshot(field: TypeInformation, what: str) -> Snapshot:
+    """The snapshot of Flink's serializer of PyFlink's key (a Row of ``field``)."""
+    return Snapshot(_ROW, (Snapshot(_BYTES) if field == _BYTE_ARRAY else key_snapshot(field, what),))
 
 
 @dataclass(frozen=True)
@@ -172,10 +198,13 @@ class PyFlinkCheckpointOperator(CheckpointOperator):
     """An operator of one of our checkpoints written as PyFlink Python state of ``mode``."""
 
     def __init__(self, source: CompletedCheckpoint, op: OperatorEntry, mode: str) -> None:
-        self.mode = mode
+        self.mode, pickled = mode.removesuffix(PICKLED_KEY), mode.endswith(PICKLED_KEY)
         self._converts: list[Convert] = []
         super().__init__(source, op)
-        self.python_key = self.key_type
+        # process mode's keys are cloudpickle's (protocol 5), thread mode's pickle.dumps's
+        protocol = 5 if self.mode == "process" else pickle.DEFAULT_PROTOCOL
+        self.key_of: Convert = (lambda k: pickle.dumps(k, protocol)) if pickled else (lambda k: k)
+        self.python_key = _BYTE_ARRAY if pickled else self.key_type
         if self.python_key is not None:
             self.key_type = row_key(self.python_key)
 
@@ -192,7 +221,7 @@ class PyFlinkCheckpointOperator(CheckpointOperator):
 
     def key_serializer_snapshot(self) -> Snapshot:
         assert self.python_key is not None
-        return Snapshot(_ROW, (key_snapshot(self.python_key, f"operator {self.name!r}: the key"),))
+        return _key_snapshot(self.python_key, f"operator {self.name!r}: the key")
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         convert, spec = self._converts[index], self.states[index]
@@ -209,7 +238,7 @@ class PyFlinkCheckpointOperator(CheckpointOperator):
                         f"operator {self.name!r}, state {spec.name}, key {key!r}: cannot write {value!r} "
                         f"as PyFlink {self.mode}-mode state: {exc}"
                     ) from exc
-                row = (key,)
+                row = (self.key_of(key),)
                 group = groups.get(kg := self.key_group(row, self.max_parallelism))
                 if group is None:
                     group = groups[kg] = StateColumns([], None, [], [] if spec.ttl else None)
@@ -261,7 +290,10 @@ class PyFlinkSavepointOperator(FlinkOperator):
     def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         field = _row_key_field(t.type_info) if key and t.type_info is not None else None
         if field is not None and t.snapshot_class == _ROW and len(t.children) == 1:
-            self.python_key = super()._same(t.children[0], what, key=True)
+            child = t.children[0]
+            self.python_key = (
+                _BYTE_ARRAY if child.snapshot_class == _BYTES else super()._same(child, what, True)
+            )
             return row_key(self.python_key)
         if key and t.snapshot_class == _WRAPPER:
             return _BYTE_ARRAY
@@ -277,14 +309,15 @@ class PyFlinkSavepointOperator(FlinkOperator):
         return row_key_group(key, self.python_key, max_parallelism)
 
     def key_serializer_snapshot(self) -> Snapshot:
-        return Snapshot(_ROW, (key_snapshot(self.python_key, f"operator {self.name!r}: the key"),))
+        return _key_snapshot(self.python_key, f"operator {self.name!r}: the key")
 
 
 def _mode(choice: str | Mapping[str, str] | None, uid: str) -> str | None:
     mode = choice.get(uid) if isinstance(choice, Mapping) else choice
-    if mode is not None and mode not in PYFLINK_MODES:
+    if mode is not None and mode.removesuffix(PICKLED_KEY) not in PYFLINK_MODES:
         raise UnsupportedFlinkWriteError(
-            f"operator {uid!r}: pyflink_mode must be one of {', '.join(PYFLINK_MODES)}, got {mode!r}"
+            f"operator {uid!r}: pyflink_mode must be one of {', '.join(PYFLINK_MODES)} (with "
+            f"{PICKLED_KEY!r} for pickled keys), got {mode!r}"
         )
     return mode
 

@@ -48,3 +48,14 @@ def test_convert_to_pyflink_thread_mode(run: Run, tmp_path: Path) -> None:
     run("convert", source, target, "--to", "flink", "--pyflink-mode", "thread", "--allow-pickle")
     states = {s.name: s for s in read_savepoint(target).states()}
     assert (states["total"].key_type, states["seen"].value_type) == ("ROW<f0 LONG>", "PRIMITIVE_ARRAY<BYTE>")
+
+
+def test_convert_with_pickled_keys(run: Run, tmp_path: Path) -> None:
+    """``--pickled-keys``: PyFlink's key is the key's pickle (``key_by`` without ``key_type``)."""
+    source = _checkpoint(tmp_path / "checkpoint")
+    target = str(tmp_path / "flink")
+    args = ["convert", source, target, "--to", "flink", "--pickled-keys", "--allow-pickle"]
+    assert run(*args, code=3).stderr.startswith("[INVALID_ARGUMENT] --pickled-keys needs --pyflink-mode")
+    run(*args, "--pyflink-mode", "process")
+    totals = read_savepoint(target).python_state("py-op", "total", Types.LONG()).to_pylist()
+    assert {pickle.loads(r["key"]): r["value"] for r in totals} == {k: k * 10 for k in KEYS}

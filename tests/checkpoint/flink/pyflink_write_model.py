@@ -45,9 +45,12 @@ from pyflink_render import render, to_type  # noqa: E402
 SOURCE_PARALLELISM = 2
 #: write_savepoint's arguments and the restore job's max parallelism, per mode.
 LAYOUT: dict[str, dict[str, Any]] = {
-    "process": {"parallelism": {"py-values": 2, "py-names": 1}, "max_parallelism": 128},
-    "thread": {"parallelism": {"py-values": 3, "py-names": 2}, "max_parallelism": 256},
+    "process": {"parallelism": {"py-values": 2, "py-names": 1, "py-pickled": 2}, "max_parallelism": 128},
+    "thread": {"parallelism": {"py-values": 3, "py-names": 2, "py-pickled": 2}, "max_parallelism": 256},
 }
+#: The pickle protocol of PyFlink's pickled keys: cloudpickle's in process mode, pickle's default
+#: in thread mode.
+KEY_PROTOCOL = {"process": 5, "thread": pickle.DEFAULT_PROTOCOL}
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class PyState:
 class PyOperator:
     key_type: str
     states: dict[str, PyState]
+    pickled_key: bool = False  # key_by without key_type
 
 
 _DOUBLES = {0: -0.0, 1: math.inf, 2: math.nan}
@@ -104,7 +108,27 @@ def model(mode: str) -> dict[str, PyOperator]:
         "v_len": PyState("VALUE", "LONG", {k: len(k) for k in names}),
         "l_str": PyState("LIST", "STRING", {k: [k, f"{k}!"] for k in names}),
     }
-    return {"py-values": PyOperator("LONG", values), "py-names": PyOperator("STRING", by_name)}
+    pickled = {
+        "v_long": PyState("VALUE", "LONG", {k: k * 3 for k in range(-2, 6)}),
+        "m_str": PyState("MAP", "STRING", {k: {f"u{k}": "v"} for k in range(-2, 6)}, "STRING"),
+    }
+    return {
+        "py-values": PyOperator("LONG", values),
+        "py-names": PyOperator("STRING", by_name),
+        "py-pickled": PyOperator("LONG", pickled, pickled_key=True),
+    }
+
+
+def modes(mode: str) -> dict[str, str]:
+    """write_savepoint's ``pyflink_mode`` for :func:`model`'s operators."""
+    return {uid: f"{mode}+pickled-key" if op.pickled_key else mode for uid, op in model(mode).items()}
+
+
+def _key_field(op: PyOperator, key: Any, mode: str) -> tuple[Any, Any]:
+    """PyFlink's key Row's field and its type: the key, or its pickle."""
+    if op.pickled_key:
+        return pickle.dumps(key, KEY_PROTOCOL[mode]), Types.PRIMITIVE_ARRAY(Types.BYTE())
+    return key, to_type(Types, op.key_type)
 
 
 class _Keep(AggregateFunction):
@@ -189,7 +213,8 @@ def spec(mode: str) -> str:
         ops.append(
             {
                 "uid": uid,
-                "key_type": op.key_type,
+                "key_type": "PICKLED" if op.pickled_key else op.key_type,
+                "element_type": op.key_type,
                 "parallelism": layout["parallelism"][uid],
                 "keys": keys,
                 "states": states,
@@ -203,10 +228,10 @@ def expected_lines(mode: str) -> list[str]:
     layout, out = LAYOUT[mode], []
     max_p = layout["max_parallelism"]
     for uid, op in model(mode).items():
-        key_type = to_type(Types, op.key_type)
         for name, s in op.states.items():
             for key, value in s.entries.items():
-                group = row_key_group((key,), key_type, max_p)
+                field, field_type = _key_field(op, key, mode)
+                group = row_key_group((field,), field_type, max_p)
                 subtask = compute_operator_index_for_key_group(max_p, layout["parallelism"][uid], group)
                 out.append(json.dumps([uid, subtask, name, render(key), render(value)]))
     return sorted(out)
@@ -247,6 +272,7 @@ def read_back(sp: FlinkSavepoint, mode: str) -> list[str]:
             groups: dict[Any, int] = {}
             for r in sorted(table.to_pylist(), key=lambda r: r.get("position") or 0):
                 key = r["key"]["f0"] if isinstance(r["key"], dict) else r["key"]
+                key = pickle.loads(key) if op.pickled_key else key
                 groups[key] = r["key_group"]
                 value = _value(r["value"], s.value_type)
                 if kind == "list":

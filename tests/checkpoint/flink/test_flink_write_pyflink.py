@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from flink_model import FIXTURES
-from pyflink_write_model import LAYOUT, build_checkpoint, expected_lines, read_back, spec
+from pyflink_write_model import LAYOUT, build_checkpoint, expected_lines, modes, read_back, spec
 
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.checkpoint.flink import read_savepoint, write_savepoint
@@ -26,7 +26,7 @@ def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     layout = LAYOUT[mode]
     target = work / "savepoint"
     write_savepoint(
-        source, str(target), pyflink_mode=mode, parallelism=layout["parallelism"],
+        source, str(target), pyflink_mode=modes(mode), parallelism=layout["parallelism"],
         max_parallelism=layout["max_parallelism"],
     )  # fmt: skip
     return mode, target
@@ -40,7 +40,11 @@ def test_our_reader_reads_back_every_value_in_its_key_group(written: tuple[str, 
 def test_states_are_kept_as_each_mode_keeps_them(written: tuple[str, Path]) -> None:
     mode, target = written
     states = {s.name: s for s in read_savepoint(str(target)).states()}  # names are unique
-    assert {s.key_type for s in states.values()} == {"ROW<f0 LONG>", "ROW<f0 STRING>"}
+    assert {s.key_type for s in states.values()} == {
+        "ROW<f0 LONG>",
+        "ROW<f0 STRING>",
+        "ROW<f0 PRIMITIVE_ARRAY<BYTE>>",
+    }
     if mode == "process":
         assert all(name.startswith("python-state-") for name in states)
         m = states["python-state-m_str"]
@@ -142,7 +146,7 @@ def test_writer_still_writes_the_committed_pyflink_savepoint(tmp_path: Path, mod
     source = build_checkpoint(str(tmp_path / "checkpoint"), mode)
     layout = LAYOUT[mode]
     write_savepoint(
-        source, str(tmp_path / "sp"), pyflink_mode=mode, parallelism=layout["parallelism"],
+        source, str(tmp_path / "sp"), pyflink_mode=modes(mode), parallelism=layout["parallelism"],
         max_parallelism=layout["max_parallelism"],
     )  # fmt: skip
     committed = COMMITTED / f"pyflink-{mode}"

@@ -15,7 +15,7 @@ import pytest
 from flink_model import FIXTURES
 from flink_restore import flink_lib
 from pyflink_restore import restore_pyflink
-from pyflink_write_model import LAYOUT, build_checkpoint, expected_lines, render, spec
+from pyflink_write_model import LAYOUT, build_checkpoint, expected_lines, modes, render, spec
 
 from flinkstate.checkpoint.flink import read_savepoint, write_savepoint
 
@@ -34,7 +34,7 @@ def test_pyflink_restores_every_value(tmp_path: Path, mode: str, backend: str) -
     layout = LAYOUT[mode]
     target = tmp_path / "savepoint"
     write_savepoint(
-        source, str(target), pyflink_mode=mode, parallelism=layout["parallelism"],
+        source, str(target), pyflink_mode=modes(mode), parallelism=layout["parallelism"],
         max_parallelism=layout["max_parallelism"],
     )  # fmt: skip
     lines = restore_pyflink(target, spec(mode), backend, mode, tmp_path / "work")
