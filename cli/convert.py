@@ -12,7 +12,13 @@ from rich.console import Group
 from rich.text import Text
 
 from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, Storage, open_checkpoint
-from flinkstate.checkpoint.flink import FlinkSavepoint, import_savepoint, operator_id_hex, write_savepoint
+from flinkstate.checkpoint.flink import (
+    PICKLED_KEY,
+    FlinkSavepoint,
+    import_savepoint,
+    operator_id_hex,
+    write_savepoint,
+)
 from flinkstate.state.errors import InvalidArgumentError
 
 from .common import (
@@ -38,6 +44,19 @@ CONVERT_EXAMPLE = (
 class Target(str, Enum):
     flink = "flink"
     flinkstate = "flinkstate"
+
+
+class PyFlinkMode(str, Enum):
+    process = "process"
+    thread = "thread"
+
+
+def _pyflink_mode(mode: PyFlinkMode | None, pickled_keys: bool) -> str | None:
+    if mode is None:
+        if pickled_keys:
+            raise InvalidArgumentError("--pickled-keys needs --pyflink-mode")
+        return None
+    return f"{mode.value}{PICKLED_KEY if pickled_keys else ''}"
 
 
 def _describe(sp: FlinkSavepoint) -> list[dict[str, Any]]:
@@ -97,6 +116,27 @@ def convert(
             "--dry-run", help="Encode and check everything, show what would be written; write nothing."
         ),
     ] = False,
+    pyflink_mode: Annotated[
+        PyFlinkMode | None,
+        typer.Option(
+            "--pyflink-mode",
+            help="Write the keyed state as PyFlink Python state for a PyFlink job in this execution mode.",
+        ),
+    ] = None,
+    pickled_keys: Annotated[
+        bool,
+        typer.Option(
+            "--pickled-keys", help="With --pyflink-mode: the job's key_by has no key_type (keys are pickled)."
+        ),
+    ] = False,
+    allow_pickle: Annotated[
+        bool,
+        typer.Option(
+            "--allow-pickle",
+            help="Load pickled values to write them (PyFlink's PICKLED_BYTE_ARRAY state). Loading a pickle "
+            "runs code: only for trusted checkpoints.",
+        ),
+    ] = False,
     checkpoint_id: CheckpointId = None,
     as_json: JsonFlag = False,
     storage_option: StorageOptions = None,
@@ -104,13 +144,14 @@ def convert(
 ) -> None:
     """Write a checkpoint or savepoint (ours, or a Flink savepoint read) as a canonical Flink
     savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid; or
-    (``--to flinkstate``) a Flink savepoint as one of our savepoints.
+    (``--to flinkstate``) a Flink savepoint as one of our savepoints; with ``--pyflink-mode``, our
+    operators' keyed state as a PyFlink job keeps Python state.
 
     What cannot be written (see docs/flink/write.md) is refused before any file is written. The
     source is not changed.
     """
     options = storage_options(storage_option)
-    checkpoint = open_checkpoint(source, options, checkpoint_id)
+    checkpoint = open_checkpoint(source, options, checkpoint_id, allow_pickle)
     target_options = storage_options(target_option) if target_option else options
     where, where_options = target, target_options
     if dry_run:  # written in memory, read back, dropped
@@ -126,6 +167,7 @@ def convert(
             sp = write_savepoint(
                 checkpoint, where, parallelism=parallelism, max_parallelism=max_parallelism,
                 operators=operator, storage=where_options, inline_threshold=inline_threshold,
+                pyflink_mode=_pyflink_mode(pyflink_mode, pickled_keys),
                 progress=bar("encoding, writing" if not dry_run else "encoding, checking"),
             )  # fmt: skip
         operators = _describe(sp)

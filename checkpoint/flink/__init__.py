@@ -23,9 +23,12 @@ from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
 from .savepoint_writer import write_operators, write_savepoint
 from .write_arrow import ArrowOperator, ArrowState, with_operator
+from .write_pyflink import PICKLED_KEY, PYFLINK_MODES
 from .write_types import default_type, fit, flink_type
 
 __all__ = [
+    "PICKLED_KEY",
+    "PYFLINK_MODES",
     "ROWDATA",
     "ArrowOperator",
     "ArrowState",

@@ -35,7 +35,7 @@ from ..manifest import METADATA
 from ..reading.restore import CompletedCheckpoint
 from ..storage import Storage
 from .errors import UnsupportedFlinkWriteError
-from .key_hash import check_key_type, flink_key_group_assigner
+from .key_hash import check_key_type
 from .savepoint import FlinkSavepoint, read_savepoint
 from .write_keyed import keyed_stream
 from .write_metadata import KeyedOut, OperatorOut, OperatorStateOut, StreamOut, SubtaskOut, metadata_bytes
@@ -89,14 +89,13 @@ def _columns(plan: _Plan) -> dict[int, list[StateColumns | None]]:
     same = plan.max_parallelism == op.max_parallelism and op.flink_key_groups
     key_type = op.key_type
     assert key_type is not None
-    assign = flink_key_group_assigner(key_type)
     for i in range(n):
         for kg, cols in op.keyed_columns(i):
             if same:
                 out.setdefault(kg, [None] * n)[i] = cols
                 continue
             for e in cols.entries():
-                new = assign(e.key, plan.max_parallelism)
+                new = op.key_group(e.key, plan.max_parallelism)
                 slot = out.setdefault(new, [None] * n)
                 target = slot[i]
                 if target is None:
@@ -129,7 +128,9 @@ def _encode(
         if op.key_type is not None:
             rng = compute_key_group_range_for_operator_index(plan.max_parallelism, plan.parallelism, index)
             groups = range(rng.start, rng.end + 1)
-            data, offsets = keyed_stream(where, op.key_type, op.states, groups, plan.max_parallelism, columns)
+            key = op.key_serializer_snapshot()
+            max_p = plan.max_parallelism
+            data, offsets = keyed_stream(where, op.key_type, op.states, groups, max_p, columns, key)
             keyed = KeyedOut(
                 rng.start, tuple(offsets), _stream(f"keyed-{hex_id}-{index}{suffix}", data, inline_threshold)
             )
@@ -157,6 +158,7 @@ def write_savepoint(
     storage: Mapping[str, Any] | None = None,
     inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
     progress: Callable[[int, int], None] | None = None,
+    pyflink_mode: str | Mapping[str, str] | None = None,
 ) -> FlinkSavepoint:
     """Write ``source`` (``open_checkpoint(...)``: one of our checkpoints or savepoints, or a
     Flink savepoint read, operators keeping their ids) as a canonical Flink savepoint in the new
@@ -169,6 +171,11 @@ def write_savepoint(
     ``_metadata``, larger ones into files beside it. ``progress(done, total)`` is called as
     the work goes: each subtask counts once when encoded and once when its files are written
     (``total`` is twice the subtasks of every operator written).
+    ``pyflink_mode``: ``"process"`` or ``"thread"`` (``"process+pickled-key"``, ...: the job's
+    ``key_by`` has no ``key_type``), one for all operators or a mapping by uid, writes an
+    operator of one of our checkpoints as PyFlink Python state that a PyFlink job in that
+    execution mode restores (:mod:`.write_pyflink`; a PyFlink operator of a Flink savepoint
+    keeps its own).
     """
     if not isinstance(source, CompletedCheckpoint | FlinkSavepoint):
         raise UnsupportedFlinkWriteError(
@@ -177,7 +184,7 @@ def write_savepoint(
     checkpoint_id = (
         source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
     )
-    ops = operators_of(source, operators)
+    ops = operators_of(source, operators, pyflink_mode)
     return write_operators(ops, target, checkpoint_id, parallelism=parallelism,
                            max_parallelism=max_parallelism, storage=storage,
                            inline_threshold=inline_threshold, progress=progress)  # fmt: skip

@@ -214,11 +214,13 @@ def keyed_stream(
     key_groups: range,
     max_parallelism: int,
     columns: Mapping[int, Sequence[StateColumns | None]],
+    key_serializer: Snapshot | None = None,
 ) -> tuple[bytes, list[int]]:
     """(the stream, one offset per key group of ``key_groups``). ``columns`` maps a key group
-    to each state's entries there (by state index; None or absent: no entries)."""
+    to each state's entries there (by state index; None or absent: no entries);
+    ``key_serializer``: the key's serializer snapshot (default: that of the atomic ``key``)."""
     out = Output(where)
-    write_header(out, key_snapshot(key, "the key"), states)
+    write_header(out, key_serializer or key_snapshot(key, "the key"), states)
     encoders = [EntryEncoder(s, key, max_parallelism) for s in states]
     offsets: list[int] = []
     for kg in key_groups:

@@ -14,7 +14,7 @@ runner's timers are) from LONG timestamps, each in the namespace of its timers.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
@@ -27,8 +27,8 @@ from ..manifest import OperatorEntry
 from ..reading.merge import merge_keyed
 from ..reading.restore import CompletedCheckpoint
 from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
-from .header import StateInfo
-from .key_hash import check_key_type
+from .header import KeyedHeader, StateInfo
+from .key_hash import check_key_type, flink_key_group_assigner
 from .metadata import OperatorMeta
 from .operator import read_operator_header
 from .operator_id import operator_id
@@ -90,6 +90,20 @@ class OperatorSource(ABC):
     def operator_states(self) -> list[list[OperatorStateData]]:
         """Each source subtask's operator states (empty for a subtask without)."""
 
+    def key_group(self, key: Any, max_parallelism: int) -> int:
+        """The key group Flink assigns ``key`` to at ``max_parallelism`` (by its ``hashCode()``)."""
+        assert self.key_type is not None
+        if self._assign is None:
+            self._assign = flink_key_group_assigner(self.key_type)
+        return self._assign(key, max_parallelism)
+
+    _assign: Callable[[Any, int], int] | None = None
+
+    def key_serializer_snapshot(self) -> Snapshot:
+        """The snapshot of Flink's key serializer."""
+        assert self.key_type is not None
+        return key_snapshot(self.key_type, f"operator {self.name!r}: the key")
+
     def refuse(self, message: str) -> UnsupportedFlinkWriteError:
         return UnsupportedFlinkWriteError(f"operator {self.name!r}: {message}")
 
@@ -118,6 +132,15 @@ class CheckpointOperator(OperatorSource):
         namespace = namespace_of(meta.namespace_type, what)
         if is_timer_queue(meta):
             return KeyedStateSpec(meta.name, "PRIORITY_QUEUE", _TIMESTAMP, namespace=namespace)
+        spec = KeyedStateSpec(
+            meta.name, meta.kind.name, meta.value_type, meta.user_key_type, self._ttl(meta), namespace
+        )
+        spec.value_snapshot(what)  # refuses types Flink's built-in serializers do not cover
+        return spec
+
+    def _ttl(self, meta: StateMetaInfo) -> bool:
+        """Whether ``meta`` has TTL; refuses what Flink cannot restore (event-time TTL)."""
+        what = f"operator {self.name!r}, state {meta.name!r}"
         config = meta.ttl
         ttl = config is not None and config.is_enabled()
         if (
@@ -126,12 +149,10 @@ class CheckpointOperator(OperatorSource):
             and config.time_characteristic is not TtlTimeCharacteristic.ProcessingTime
         ):
             raise UnsupportedFlinkWriteError(f"{what}: event-time TTL has no Flink equivalent")
-        spec = KeyedStateSpec(meta.name, meta.kind.name, meta.value_type, meta.user_key_type, ttl, namespace)
-        spec.value_snapshot(what)  # refuses types Flink's built-in serializers do not cover
-        return spec
+        return ttl
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
-        meta, key_type = self.op.keyed_states[index], self.key_type
+        meta, key_type = self.op.keyed_states[index], self.op.key_type
         assert key_type is not None
         timers = self.states[index].is_timer
         for kg, tables in self.source.read_keyed(self.op.uid, meta.name):
@@ -192,7 +213,7 @@ class FlinkOperator(OperatorSource):
         except UnsupportedSerializerError as exc:  # Avro, custom serializers: not even read
             raise self.refuse(f"{exc}; it cannot be written") from exc
         self.key_type = None if header is None else self._same(header.key, "the key", key=True)
-        self.states = tuple(self._spec(s) for s in (header.states if header is not None else ()))
+        self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
         self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
         for sub in op.subtasks:
             handle = sub.managed_operator
@@ -207,6 +228,10 @@ class FlinkOperator(OperatorSource):
             self._same(info.value, f"operator state {info.name!r}")
             if info.user_key is not None:
                 self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
+
+    def _keyed_infos(self, header: KeyedHeader) -> list[StateInfo]:
+        """The keyed states (and timers) to write."""
+        return list(header.states)
 
     def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         """``t``'s type, when the writer writes Flink's serializer ``t`` again."""
@@ -303,15 +328,21 @@ class FlinkOperator(OperatorSource):
 
 
 def operators_of(
-    source: CompletedCheckpoint | FlinkSavepoint, refs: Iterable[str] | None
+    source: CompletedCheckpoint | FlinkSavepoint,
+    refs: Iterable[str] | None,
+    pyflink_mode: str | Mapping[str, str] | None = None,
 ) -> list[OperatorSource]:
     """The operators ``refs`` (uids; for a Flink savepoint also ids or names; default: all with
-    state) of ``source``, checked."""
+    state) of ``source``, checked; ``pyflink_mode`` (one for all or by uid): the operators whose
+    keyed state is written as PyFlink Python state (:mod:`.write_pyflink`)."""
+    from .write_pyflink import pyflink_operator  # it builds on this module
+
     if isinstance(source, CompletedCheckpoint):
         entries = [source.operator(r) for r in refs] if refs is not None else list(source.manifest.operators)
         held = [
             e for e in entries if e.keyed_states or e.operator_states or any(s.files() for s in e.subtasks)
         ]
-        return [CheckpointOperator(source, e) for e in held]
+        return [pyflink_operator(source, e, pyflink_mode) or CheckpointOperator(source, e) for e in held]
     metas = [source.operator(r) for r in refs] if refs is not None else list(source.operators)
-    return [FlinkOperator(source, m) for m in metas if m.subtasks]
+    held_metas = [m for m in metas if m.subtasks]
+    return [pyflink_operator(source, m, pyflink_mode) or FlinkOperator(source, m) for m in held_metas]
