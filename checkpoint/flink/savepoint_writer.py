@@ -35,7 +35,6 @@ from ..manifest import METADATA
 from ..reading.restore import CompletedCheckpoint
 from ..storage import Storage
 from .errors import UnsupportedFlinkWriteError
-from .key_hash import check_key_type
 from .savepoint import FlinkSavepoint, read_savepoint
 from .write_keyed import keyed_stream
 from .write_metadata import KeyedOut, OperatorOut, OperatorStateOut, StreamOut, SubtaskOut, metadata_bytes
@@ -74,7 +73,7 @@ def _plan(
         p = _choose(parallelism, op.name, min(op.parallelism, max_p))
         compute_key_group_range_for_operator_index(max_p, p, 0)  # checks the parallelism
         if op.key_type is not None and not (max_p == op.max_parallelism and op.flink_key_groups):
-            check_key_type(op.key_type, f"operator {op.name!r}: the key (placed in new key groups)")
+            op.check_key_groups()
         plans.append(_Plan(op, p, max_p))
     if not plans:
         raise CheckpointError("no operator with keyed or operator state to write", code="NO_STATE")

@@ -44,7 +44,7 @@ from ..manifest import OperatorEntry
 from ..reading.restore import CompletedCheckpoint
 from .binary import Cursor
 from .body import _END_OF_GROUP
-from .errors import UnsupportedFlinkWriteError
+from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo, read_header
 from .metadata import OperatorMeta
 from .operator import snappy_block
@@ -220,6 +220,9 @@ class PyFlinkCheckpointOperator(CheckpointOperator):
         """:meth:`keyed_columns` places each key where Flink puts PyFlink's Row of it."""
         return True
 
+    def check_key_groups(self) -> None:
+        """PyFlink's Row key is placed by :func:`row_key_group` (a pickled key too)."""
+
     def key_group(self, key: Any, max_parallelism: int) -> int:
         assert self.python_key is not None
         return row_key_group(key, self.python_key, max_parallelism)
@@ -310,6 +313,9 @@ class PyFlinkSavepointOperator(FlinkOperator):
             return PythonStateSpec(**{f.name: getattr(spec, f.name) for f in fields(spec)})
         return spec
 
+    def check_key_groups(self) -> None:
+        """PyFlink's Row key is placed by :func:`row_key_group` (a pickled key too)."""
+
     def key_group(self, key: Any, max_parallelism: int) -> int:
         return row_key_group(key, self.python_key, max_parallelism)
 
@@ -344,7 +350,10 @@ def pyflink_operator(
             f"operator {op.uid or op.operator_id!r}: pyflink_mode converts our checkpoints; an operator "
             "of a Flink savepoint keeps the mode it was written in"
         )
-    header = source.keyed_header(op.operator_id)
+    try:
+        header = source.keyed_header(op.operator_id)
+    except UnsupportedSerializerError:  # FlinkOperator refuses it, naming the state
+        return None
     if header is None or header.key.type_info is None or _row_key_field(header.key.type_info) is None:
         return None
     return PyFlinkSavepointOperator(source, op)

@@ -99,6 +99,11 @@ class OperatorSource(ABC):
 
     _assign: Callable[[Any, int], int] | None = None
 
+    def check_key_groups(self) -> None:
+        """Refuse keys :meth:`key_group` cannot place (asked before anything is written)."""
+        assert self.key_type is not None
+        check_key_type(self.key_type, f"operator {self.name!r}: the key (placed in new key groups)")
+
     def key_serializer_snapshot(self) -> Snapshot:
         """The snapshot of Flink's key serializer."""
         assert self.key_type is not None
