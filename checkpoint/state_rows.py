@@ -210,6 +210,7 @@ def key_group_columns(
     values = from_arrow(table.column("value"), value_type)
     user_keys: list[Any] = [None] * len(keys)
     if kind is StateKind.MAP:
+        assert user_key_type is not None
         user_keys = canonical_values(from_arrow(table.column("user_key"), user_key_type), user_key_type)
     by_group: dict[int, dict[Any, list[Any]]] = {}  # key group -> key token -> [key, value]
     for kg, key, user_key, value in zip(group_array.to_pylist(), keys, user_keys, values, strict=True):

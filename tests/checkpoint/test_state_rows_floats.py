@@ -20,6 +20,8 @@ from flinkstate.checkpoint.flink import (
     ArrowState,
     edit_savepoint,
     flink_type,
+    read_savepoint,
+    with_operator,
     write_operators,
     write_savepoint,
 )
@@ -36,6 +38,7 @@ FLOATS = [
     1.5,
 ]
 Model = dict[Any, Any]
+Rows = tuple[pa.Table, pa.Table]
 
 
 def bits(x: float) -> bytes:
@@ -43,7 +46,7 @@ def bits(x: float) -> bytes:
     return _NAN_BITS if x != x else struct.pack(">d", x)
 
 
-def _rows(seed: int) -> tuple[pa.Table, pa.Table]:
+def _rows(seed: int) -> Rows:
     rng = random.Random(seed)
     n = 80
     keys = [rng.choice(FLOATS) for _ in range(n)]
@@ -107,22 +110,34 @@ def ours(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
     return build(str(tmp_path_factory.mktemp("floats") / "ours"))
 
 
-def _arrow(tmp: Path, value_rows: pa.Table, map_rows: pa.Table, _ours: CompletedCheckpoint) -> tuple[Model, Model]:
+def _arrow(tmp: Path, rows: Rows, _ours: CompletedCheckpoint) -> tuple[Model, Model]:
+    value_rows, map_rows = rows
     states = [ArrowState("v", "VALUE", value_rows, LONG), ArrowState("m", "MAP", map_rows, LONG, DOUBLE)]
     return _flink(write_operators([ArrowOperator("floats", states, DOUBLE, 2)], str(tmp / "sp"), 1), "floats")
 
 
-def _edit_ours(tmp: Path, value_rows: pa.Table, map_rows: pa.Table, source: CompletedCheckpoint) -> tuple[Model, Model]:
-    return _ours(edit_checkpoint(source, str(tmp / "edited"), _edits(value_rows, map_rows)), "floats")
+def _kept_by_an_append(tmp: Path, rows: Rows, source: CompletedCheckpoint) -> tuple[Model, Model]:
+    """Written, then written again (read and rewritten) by an append of another operator."""
+    _arrow(tmp, rows, source)
+    other = ArrowOperator("other", [ArrowState("v", "VALUE", rows[0], LONG)], DOUBLE)
+    appended = write_operators(
+        with_operator(read_savepoint(str(tmp / "sp")), other), str(tmp / "sp"), 2, replace=True
+    )
+    return _flink(appended, "floats")
 
 
-def _edit_flink(tmp: Path, value_rows: pa.Table, map_rows: pa.Table, source: CompletedCheckpoint) -> tuple[Model, Model]:
+def _edit_ours(tmp: Path, rows: Rows, source: CompletedCheckpoint) -> tuple[Model, Model]:
+    return _ours(edit_checkpoint(source, str(tmp / "edited"), _edits(*rows)), "floats")
+
+
+def _edit_flink(tmp: Path, rows: Rows, source: CompletedCheckpoint) -> tuple[Model, Model]:
     flink = write_savepoint(source, str(tmp / "flink"))
-    return _flink(edit_savepoint(flink, str(tmp / "edited"), _edits(value_rows, map_rows)), "floats")
+    return _flink(edit_savepoint(flink, str(tmp / "edited"), _edits(*rows)), "floats")
 
 
-PATHS: dict[str, Callable[[Path, pa.Table, pa.Table, CompletedCheckpoint], tuple[Model, Model]]] = {
+PATHS: dict[str, Callable[[Path, Rows, CompletedCheckpoint], tuple[Model, Model]]] = {
     "arrow writer": _arrow,
+    "kept by an append": _kept_by_an_append,
     "edit of ours": _edit_ours,
     "edit of a Flink savepoint": _edit_flink,
 }
@@ -133,5 +148,5 @@ PATHS: dict[str, Callable[[Path, pa.Table, pa.Table, CompletedCheckpoint], tuple
 def test_float_keys_and_user_keys_are_compared_by_bits(
     ours: CompletedCheckpoint, tmp_path: Path, path: str, seed: int
 ) -> None:
-    value_rows, map_rows = _rows(seed)
-    assert PATHS[path](tmp_path, value_rows, map_rows, ours) == _model(value_rows, map_rows)
+    rows = _rows(seed)
+    assert PATHS[path](tmp_path, rows, ours) == _model(*rows)
