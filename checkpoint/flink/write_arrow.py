@@ -147,7 +147,9 @@ class ArrowOperator(OperatorSource):
 
 
 class MergedOperator(OperatorSource):
-    """An operator of a savepoint read with the states of ``added`` added or replacing its own."""
+    """An operator of a savepoint read (or as edited) with the states of ``added`` added or
+    replacing its own: the one way to set states of an existing operator (:func:`with_operator`,
+    the offline edits)."""
 
     def __init__(self, base: OperatorSource, added: ArrowOperator) -> None:
         self.base, self.added = base, added
