@@ -153,3 +153,12 @@ def test_rows_are_taken_by_one_rule_on_every_path(
 ) -> None:
     rows = _rows(seed)
     assert PATHS[path](tmp_path, rows, ours) == _model(*rows)
+
+
+def test_broadcast_keys_are_compared_by_bits(tmp_path: Path) -> None:
+    """A broadcast state's keys by the same rule: 0.0 and -0.0 two keys, every NaN one."""
+    rows = _rows(3)[0].drop_null()
+    state = ArrowState("b", "BROADCAST", rows, LONG, DOUBLE)
+    sp = write_operators([ArrowOperator("ops", [state], None)], str(tmp_path / "sp"), 1)
+    got = _by_bits([(bits(r["key"]), r["value"]) for r in sp.operator_state("ops", "b").to_pylist()])
+    assert got == {bits(r["key"]): r["value"] for r in rows.to_pylist()}
