@@ -14,35 +14,37 @@ and lists what changes (the dry run).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 
 from flinkstate.state.descriptors import StateKind
+from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.assignment import (
     check_max_parallelism,
     compute_key_group_range_for_operator_index,
 )
-from flinkstate.state.keygroups.hashing import key_group_assigner
 from flinkstate.state.ttl import StateTtlConfig
 from flinkstate.state.types.mapping import TypeInformation, to_type_info
 
-from .arrow_codec import from_arrow
 from .errors import EditError
+from .state_rows import default_type, fit_keyed, key_group_columns
 
 
 @dataclass(frozen=True, eq=False)
 class KeyedRows:
     """A keyed state to add to an operator or to replace, from rows: columns ``key`` and
-    ``value`` (a map state also ``user_key``); a list state takes one row per element, in
-    order; for a value (reducing, aggregating) state, a key's last row is kept, for a map
-    state a (key, user key)'s.
+    ``value`` (a map state also ``user_key``), taken by the rule of
+    :mod:`flinkstate.checkpoint.state_rows` (as the Spark writer takes a DataFrame's): a list
+    state takes one row per element, in order; a value (reducing, aggregating) state keeps a
+    key's last row, a map state a (key, user key)'s.
 
     Types not given are the replaced state's (the operator's key type), else the Arrow
-    columns' (``int64`` -> LONG, ``string`` -> STRING, ...: see the README).
+    columns' (:func:`.state_rows.default_type`: ``int64`` -> LONG, ``string`` -> STRING, ...).
+    Once planned, the types are complete and ``table`` holds the columns fitted to them.
     """
 
     uid: str
@@ -191,7 +193,9 @@ def _resolve(layouts: list[OperatorLayout], ref: str) -> OperatorLayout:
 
 
 def _completed(rows: KeyedRows, op: OperatorLayout) -> KeyedRows:
-    """``rows`` with every type and the kind decided (the replaced state's, else the columns')."""
+    """``rows`` with every type and the kind decided (the replaced state's, else the columns'),
+    its columns fitted to them (:func:`.state_rows.fit_keyed`: a value that does not fit, a
+    null key, ... is refused here, before anything is read or written)."""
     old = op.keyed_states.get(rows.name)
     kind = rows.kind or (old.kind if old is not None else StateKind.VALUE)
     if old is not None and old.kind is not kind:
@@ -202,15 +206,15 @@ def _completed(rows: KeyedRows, op: OperatorLayout) -> KeyedRows:
     column_type = rows.table.schema.field("value").type
     if kind is StateKind.LIST and (pa.types.is_list(column_type) or pa.types.is_large_list(column_type)):
         raise EditError(f"state {rows.name!r}: a list state takes one row per element", code="INVALID_EDIT")
-    value_type = rows.value_type or (old.value_type if old is not None else to_type_info(column_type))
+    value_type = rows.value_type or (old.value_type if old is not None else default_type(column_type))
     user_key_type = rows.user_key_type or (old.user_key_type if old is not None else None)
     if kind is StateKind.MAP and user_key_type is None:
         if "user_key" not in rows.table.column_names:
             raise EditError(
                 f"map state {rows.name!r}: the rows have no column 'user_key'", code="INVALID_EDIT"
             )
-        user_key_type = to_type_info(rows.table.schema.field("user_key").type)
-    key_type = rows.key_type or op.key_type or to_type_info(rows.table.schema.field("key").type)
+        user_key_type = default_type(rows.table.schema.field("user_key").type)
+    key_type = rows.key_type or op.key_type or default_type(rows.table.schema.field("key").type)
     if op.key_type is not None and key_type != op.key_type:
         raise EditError(
             f"operator {op.name!r} has key type {op.key_type}; state {rows.name!r} declares {key_type}",
@@ -218,9 +222,15 @@ def _completed(rows: KeyedRows, op: OperatorLayout) -> KeyedRows:
         )
     ttl = rows.ttl if rows.ttl is not None else (old.ttl if old is not None else None)
     ttl = ttl if ttl is not None and ttl.is_enabled() else None
+    what = f"operator {op.name!r}, state {rows.name!r}"
+    try:
+        table = fit_keyed(rows.table, kind, key_type, value_type, user_key_type, what)
+    except FlinkStateError as exc:
+        raise EditError(exc.detail, code=exc.code) from exc
     return replace(
-        rows, kind=kind, value_type=value_type, user_key_type=user_key_type, key_type=key_type, ttl=ttl
-    )
+        rows, table=table, kind=kind, value_type=value_type, user_key_type=user_key_type,
+        key_type=key_type, ttl=ttl,
+    )  # fmt: skip
 
 
 def _max_parallelism_change(op: OperatorLayout, max_p: int) -> list[Change]:
@@ -310,58 +320,13 @@ def plan_edits(layouts: list[OperatorLayout], edits: SavepointEdits) -> EditPlan
     return EditPlan(plans, max_p, tuple(changes))
 
 
-def _values(table: pa.Table, column: str, t: TypeInformation, what: str) -> list[Any]:
-    """A column as our Python values of type ``t``: a value that does not fit is a typed error."""
-    try:
-        array = table.column(column).cast(t.to_arrow())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise EditError(
-            f"{what}: column {column!r} does not fit type {t}: {exc}", code="TYPE_MISMATCH"
-        ) from exc
-    return from_arrow(array, t)
-
-
 def rows_by_key_group(rows: KeyedRows, max_parallelism: int) -> dict[int, StateColumns]:
-    """``rows`` (types completed by :func:`plan_edits`) as each key group's entries; with TTL,
-    every entry's last access is now."""
+    """``rows`` (completed by :func:`plan_edits`) as each key group's entries
+    (:func:`.state_rows.key_group_columns`); with TTL, every entry's last access is now."""
     kind, key_type, value_type = rows.kind, rows.key_type, rows.value_type
     assert kind is not None and key_type is not None and value_type is not None
-    what = f"operator {rows.uid!r}, state {rows.name!r}"
-    keys = _values(rows.table, "key", key_type, what)
-    values = _values(rows.table, "value", value_type, what)
-    user_keys: Iterable[Any] = [None] * len(keys)
-    if kind is StateKind.MAP:
-        assert rows.user_key_type is not None
-        user_keys = _values(rows.table, "user_key", rows.user_key_type, what)
-    assign = key_group_assigner(key_type)
-    now = int(time.time() * 1000)
-    groups: dict[int, dict[Any, Any]] = {}
-    for key, user_key, value in zip(keys, user_keys, values, strict=True):
-        if key is None:
-            raise EditError(f"{what}: a null key", code="INVALID_KEY")
-        by_key = groups.setdefault(assign(key, max_parallelism), {})
-        if kind is StateKind.MAP:
-            if user_key is None:
-                raise EditError(f"{what}: a null user key (key {key!r})", code="NULL_KEY")
-            by_key.setdefault(key, {})[user_key] = value
-        elif value is None:
-            raise EditError(f"{what}: a null value (key {key!r})", code="NULL_ELEMENT")
-        elif kind is StateKind.LIST:
-            by_key.setdefault(key, []).append(value)
-        else:
-            by_key[key] = value
-    ttl = rows.ttl is not None
-    out = {}
-    for kg, by_key in sorted(groups.items()):
-        stamps = None
-        if ttl:
-            stamps = [
-                {k: now for k in v}
-                if kind is StateKind.MAP
-                else [now] * len(v)
-                if kind is StateKind.LIST
-                else now
-                for v in by_key.values()
-            ]
-        out[kg] = StateColumns(list(by_key), None, list(by_key.values()), stamps)
-    return out
+    now = int(time.time() * 1000) if rows.ttl is not None else None
+    columns = key_group_columns(
+        rows.table, kind, key_type, value_type, rows.user_key_type, max_parallelism, now
+    )
+    return dict(columns)

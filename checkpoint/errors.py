@@ -51,3 +51,10 @@ __all__ = [
     "EditError",
     "StateMigrationError",
 ]
+
+
+class DeclaredTypeError(FlinkStateError):
+    """A declared type is malformed, applies to no such state, or does not fit its bytes (or
+    a column's values do not fit their type: ``[TYPE_MISMATCH]``)."""
+
+    default_code = "INVALID_OPTION"

@@ -6,6 +6,7 @@ offline: :func:`edit_savepoint`; as one of our savepoints: :func:`import_savepoi
 
 from __future__ import annotations
 
+from ..state_rows import default_type, fit
 from .declared import StateDeclaration, declarations, parse_type
 from .edit import edit_savepoint, plan_savepoint_edits
 from .errors import (
@@ -24,7 +25,7 @@ from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_save
 from .savepoint_writer import write_operators, write_savepoint
 from .write_arrow import ArrowOperator, ArrowState, with_operator
 from .write_pyflink import PICKLED_KEY, PYFLINK_MODES
-from .write_types import default_type, fit, flink_type
+from .write_types import flink_type
 
 __all__ = [
     "PICKLED_KEY",

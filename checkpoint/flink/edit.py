@@ -4,8 +4,10 @@ The edits (:class:`~flinkstate.checkpoint.edits.SavepointEdits`) wrap the savepo
 writer's sources (:class:`.write_sources.FlinkOperator`): a removed operator is not
 written, a renamed one is written under the new uid's OperatorID (what Flink's
 ``changeOperatorIdentifier`` does), a removed state is left out of its operator's streams,
-a state set from rows is encoded with the Flink serializers of its types, and a new max
-parallelism places every key in its new key group. Everything goes through
+a state set from rows is added or replaced as the Spark writer's append does
+(:class:`.write_arrow.MergedOperator` of an :class:`.write_arrow.ArrowOperator`; an added
+operator is an :class:`.write_arrow.ArrowOperator`), and a new max parallelism places every
+key in its new key group. Everything goes through
 :func:`.savepoint_writer.write_operators`: all is encoded before any file is written, and
 ``_metadata`` is written last.
 """
@@ -22,13 +24,13 @@ from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.operator import OperatorStateData
 from flinkstate.state.ttl import StateTtlConfig
 
-from ..edits import EditPlan, OperatorLayout, OperatorPlan, SavepointEdits, plan_edits, rows_by_key_group
+from ..edits import EditPlan, KeyedRows, OperatorLayout, OperatorPlan, SavepointEdits, plan_edits
 from ..errors import CheckpointError
 from .operator_id import operator_id, operator_id_hex
 from .savepoint import FlinkSavepoint
 from .savepoint_writer import DEFAULT_INLINE_THRESHOLD, write_operators
-from .write_keyed import KeyedStateSpec
-from .write_snapshots import key_snapshot
+from .write_arrow import ArrowOperator, ArrowState, MergedOperator
+from .write_snapshots import Snapshot
 from .write_sources import FlinkOperator, OperatorSource
 
 FLINK_TTL = StateTtlConfig.new_builder(timedelta(days=1)).build()
@@ -37,7 +39,7 @@ duration (Flink applies the restoring job's), so only being enabled matters."""
 
 
 class EditedOperator(OperatorSource):
-    """A Flink operator as edited: renamed, without removed states, with states set."""
+    """A Flink operator renamed as planned, without the states the plan removes."""
 
     def __init__(self, inner: OperatorSource, plan: OperatorPlan) -> None:
         self.inner, self.plan = inner, plan
@@ -45,48 +47,51 @@ class EditedOperator(OperatorSource):
         renamed = plan.uid != plan.source.name
         self.operator_id = operator_id(plan.uid) if renamed else inner.operator_id
         self.parallelism, self.max_parallelism = inner.parallelism, inner.max_parallelism
-        gone = plan.removed_keyed | {r.name for r in plan.set_states}
-        self._kept = [i for i, s in enumerate(inner.states) if s.name not in gone]
-        added = []
-        for rows in plan.set_states:
-            assert rows.kind is not None and rows.value_type is not None
-            spec = KeyedStateSpec(
-                rows.name, rows.kind.name, rows.value_type, rows.user_key_type, rows.ttl is not None
-            )
-            spec.value_snapshot(f"operator {self.name!r}, state {rows.name!r}")  # refuses the unwritable
-            added.append(spec)
-        self.states = tuple(inner.states[i] for i in self._kept) + tuple(added)
-        key_type = inner.key_type or next((r.key_type for r in plan.set_states), None)
-        if key_type is not None and inner.key_type is None:
-            key_snapshot(key_type, f"operator {self.name!r}: the key")
-        self.key_type = key_type if self.states else None
+        self._kept = [i for i, s in enumerate(inner.states) if s.name not in plan.removed_keyed]
+        self.states = tuple(inner.states[i] for i in self._kept)
+        self.key_type = inner.key_type if self.states else None
+
+    @property
+    def flink_key_groups(self) -> bool:
+        return self.inner.flink_key_groups
+
+    def key_group(self, key: Any, max_parallelism: int) -> int:
+        return self.inner.key_group(key, max_parallelism)
+
+    def check_key_groups(self) -> None:
+        self.inner.check_key_groups()
+
+    def key_serializer_snapshot(self) -> Snapshot:
+        return self.inner.key_serializer_snapshot()
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
-        if index < len(self._kept):
-            yield from self.inner.keyed_columns(self._kept[index])
-            return
-        yield from rows_by_key_group(
-            self.plan.set_states[index - len(self._kept)], self.max_parallelism
-        ).items()
+        return self.inner.keyed_columns(self._kept[index])
 
     def operator_states(self) -> list[list[OperatorStateData]]:
         gone = self.plan.removed_operator
         return [[d for d in sub if d.name not in gone] for sub in self.inner.operator_states()]
 
 
-class NewOperator(OperatorSource):
-    """An operator an edit adds: no state until the edit sets some."""
+def _arrow_state(rows: KeyedRows) -> ArrowState:
+    """A state the plan sets (types completed, columns fitted), as the Arrow writer's."""
+    assert rows.kind is not None and rows.value_type is not None
+    return ArrowState(
+        rows.name, rows.kind.name, rows.table, rows.value_type, rows.user_key_type, rows.ttl is not None
+    )
 
-    def __init__(self, layout: OperatorLayout) -> None:
-        self.name, self.operator_id = layout.name, operator_id(layout.name)
-        self.parallelism, self.max_parallelism = layout.parallelism, layout.max_parallelism
-        self.key_type, self.states = None, ()
 
-    def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
-        return iter(())
-
-    def operator_states(self) -> list[list[OperatorStateData]]:
-        return [[] for _ in range(self.parallelism)]
+def _edited_operator(inner: OperatorSource | None, plan: OperatorPlan) -> OperatorSource:
+    """The operator ``plan`` edits (``inner``; None: one the plan adds), as edited."""
+    layout = plan.source
+    source = inner or ArrowOperator(layout.name, [], None, layout.parallelism, layout.max_parallelism)
+    edited = EditedOperator(source, plan)
+    if not plan.set_states:
+        return edited
+    key_type = source.key_type or plan.set_states[0].key_type
+    states = [_arrow_state(r) for r in plan.set_states]
+    return MergedOperator(
+        edited, ArrowOperator(plan.uid, states, key_type, source.parallelism, source.max_parallelism)
+    )
 
 
 def _layout(op: FlinkOperator, name: str) -> OperatorLayout:
@@ -164,11 +169,7 @@ def _holds_state(plan: OperatorPlan) -> bool:
 def _edited(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[EditPlan, list[OperatorSource]]:
     """The plan, and the operators to write as edited (each checked writable; none read)."""
     operators, plan = _planned(source, edits)
-    edited: list[OperatorSource] = [
-        EditedOperator(operators.get(p.source.name) or NewOperator(p.source), p)
-        for p in plan.operators
-        if _holds_state(p)
-    ]
+    edited = [_edited_operator(operators.get(p.source.name), p) for p in plan.operators if _holds_state(p)]
     return plan, edited
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from flinkstate.state.errors import FlinkStateError
-
 from ..errors import CheckpointCorruptError, CheckpointError
+from ..errors import DeclaredTypeError as DeclaredTypeError  # raised by the readers and writers here too
 
 
 class FlinkFormatError(CheckpointCorruptError):
@@ -29,12 +28,6 @@ class FlinkHeaderConflictError(FlinkFormatError):
     """Two subtasks' keyed state headers describe one state (or the key) differently."""
 
     default_code = "FLINK_HEADER_CONFLICT"
-
-
-class DeclaredTypeError(FlinkStateError):
-    """A declared type is malformed, applies to no such state, or does not fit its bytes."""
-
-    default_code = "INVALID_OPTION"
 
 
 class UnsupportedFlinkWriteError(CheckpointError):

@@ -2,51 +2,52 @@
 :func:`.savepoint_writer.write_operators`, the one writing path.
 
 An :class:`ArrowState` is one state's rows: ``key`` (keyed and broadcast state), ``value``
-and, for map state, ``user_key``. A key's (map entry's, broadcast key's) last row wins; a
-list state's rows are its elements, in row order. Types come from :mod:`.write_types`
-(declared, or the columns' own); every column is checked against them, and every type
-against what the writer can write, when the :class:`ArrowOperator` is made, before anything
-is written. :func:`with_operator` adds an operator to the operators of a Flink savepoint read
-(a state of the same name in the same operator replaced), as a write that appends does:
-Flink's format cannot be appended to in place, so the savepoint is written again.
+and, for map state, ``user_key``, taken as :mod:`flinkstate.checkpoint.state_rows` takes
+every writer's rows (a key's, map entry's, broadcast key's last row wins; a list state's rows
+are its elements, in row order). Types are declared (:mod:`.write_types`) or the columns'
+own; every column is checked against them, and every type against what the writer can
+write, when the :class:`ArrowOperator` is made, before anything is written.
+
+:class:`MergedOperator` is the one way to add or replace states of an operator of a Flink
+savepoint read: :func:`with_operator` (a write that appends: Flink's format cannot be
+appended to in place, so the savepoint is written again) and the offline edits
+(:mod:`.edit`) go through it.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from flinkstate.state.descriptors import StateKind
 from flinkstate.state.errors import InvalidArgumentError, StateTypeError
 from flinkstate.state.keyed.snapshot import StateColumns
-from flinkstate.state.keygroups.vectorized import assign_key_groups
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
-from flinkstate.state.types.canonical import canonical_nans, key_token
+from flinkstate.state.types.canonical import canonical_values, key_token
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..arrow_codec import from_arrow
+from ..state_rows import fit, fit_keyed, fit_keys, key_group_columns, refuse_null_elements
 from .errors import UnsupportedFlinkWriteError
 from .operator_id import operator_id
 from .savepoint import FlinkSavepoint
 from .write_keyed import KeyedStateSpec
 from .write_operator import check_types
-from .write_snapshots import key_snapshot
+from .write_snapshots import Snapshot, key_snapshot
 from .write_sources import OperatorSource, operators_of
-from .write_types import fit
 
-KEYED_KINDS = ("VALUE", "LIST", "MAP")
+KEYED_KINDS = tuple(k.name for k in StateKind)
 OPERATOR_KINDS = {m.name: m for m in OperatorStateMode}
 
 
 @dataclass(frozen=True)
 class ArrowState:
-    """One state's rows (see the module docstring); ``kind``: VALUE, LIST, MAP (keyed) or
+    """One state's rows (see the module docstring); ``kind``: VALUE, LIST, MAP, REDUCING,
+    AGGREGATING (keyed; the last two hold values or accumulators as a value state) or
     SPLIT_DISTRIBUTE, UNION, BROADCAST (operator state); ``user_key_type``: a map state's or
     broadcast state's key type; ``ttl``: keyed state with Flink's TTL serializer, each value's
     last-access timestamp the write time."""
@@ -64,37 +65,22 @@ class ArrowState:
 
 
 def _fitted(state: ArrowState, key_type: TypeInformation | None, what: str) -> ArrowState:
-    """``state`` with its columns cast to its types (``[TYPE_MISMATCH]`` where a value does not fit)."""
+    """``state`` with its columns cast to its types (``[TYPE_MISMATCH]`` where a value does not
+    fit; nulls Flink cannot hold refused)."""
     table = state.table
-    cols = {"value": fit(table.column("value"), state.value_type, f"{what}, value")}
-    if state.kind == "MAP" or state.kind == "BROADCAST":
-        assert state.user_key_type is not None
-        column = "user_key" if state.kind == "MAP" else "key"
-        cols[column] = canonical_nans(fit(table.column(column), state.user_key_type, f"{what}, {column}"))
     if state.keyed:
         assert key_type is not None
-        cols["key"] = canonical_nans(fit(table.column("key"), key_type, f"{what}, key"))
-    if state.kind in ("LIST", "SPLIT_DISTRIBUTE", "UNION"):
-        nulls = cols["value"].null_count
-        if nulls:
-            raise InvalidArgumentError(
-                f"{what}: {nulls} row(s) hold a null value: a list state cannot hold None elements",
-                code="NULL_ELEMENT",
-            )
-    for column in ("user_key", "key"):
-        nulls = cols[column].null_count if column in cols else 0
-        if nulls:
-            code = "INVALID_KEY" if column == "key" and state.keyed else "NULL_KEY"
-            raise InvalidArgumentError(f"{what}: {nulls} row(s) hold a null {column}", code=code)
+        kind = StateKind[state.kind]
+        return replace(
+            state, table=fit_keyed(table, kind, key_type, state.value_type, state.user_key_type, what)
+        )
+    cols = {"value": fit(table.column("value"), state.value_type, f"{what}, value")}
+    if state.kind == "BROADCAST":
+        assert state.user_key_type is not None
+        cols["key"] = fit_keys(table.column("key"), state.user_key_type, f"{what}, key", "NULL_KEY")
+    else:
+        refuse_null_elements(cols["value"], what)
     return replace(state, table=pa.table(cols))
-
-
-def _distinct(keys: pa.ChunkedArray) -> bool:
-    """Whether no two keys are equal (False also where Arrow cannot tell: the general path decides)."""
-    try:
-        return bool(pc.count_distinct(keys, mode="all").as_py() == len(keys))
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-        return False
 
 
 class ArrowOperator(OperatorSource):
@@ -135,65 +121,11 @@ class ArrowOperator(OperatorSource):
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         state, key_type = self.keyed_arrow[index], self.key_type
         assert key_type is not None
-        table = state.table
-        group_array = assign_key_groups(table.column("key"), key_type, self.max_parallelism)
-        if state.kind == "VALUE" and _distinct(table.column("key")):
-            yield from self._distinct_values(state, table, group_array.to_numpy(zero_copy_only=False))
-            return
-        groups = group_array.to_pylist()
-        keys = from_arrow(table.column("key"), key_type)
-        values = from_arrow(table.column("value"), state.value_type)
-        user_keys = (
-            from_arrow(table.column("user_key"), state.user_key_type)
-            if state.user_key_type is not None and state.kind == "MAP"
-            else None
+        now = self.now if state.ttl else None
+        kind = StateKind[state.kind]
+        return key_group_columns(
+            state.table, kind, key_type, state.value_type, state.user_key_type, self.max_parallelism, now
         )
-        by_group: dict[int, dict[Any, list[Any]]] = {}  # key group -> key token -> [key, value]
-        for i, (kg, key, value) in enumerate(zip(groups, keys, values, strict=True)):
-            entry = by_group.setdefault(kg, {}).setdefault(key_token(key), [key, None])
-            if state.kind == "LIST":
-                if entry[1] is None:
-                    entry[1] = []
-                entry[1].append(value)
-            elif state.kind == "MAP":
-                assert user_keys is not None
-                entry[1] = entry[1] if entry[1] is not None else {}
-                entry[1][key_token(user_keys[i])] = (user_keys[i], value)
-            else:
-                entry[1] = value
-        for kg in sorted(by_group):
-            entries = list(by_group[kg].values())
-            if state.kind == "MAP":
-                for e in entries:
-                    e[1] = dict(e[1].values())
-            stamps = self._stamps(state, entries)
-            yield kg, StateColumns([e[0] for e in entries], None, [e[1] for e in entries], stamps)
-
-    def _distinct_values(
-        self, state: ArrowState, table: pa.Table, groups: np.ndarray
-    ) -> Iterator[tuple[int, StateColumns]]:
-        """A value state whose keys are distinct: each key group's rows, without a dictionary."""
-        assert self.key_type is not None
-        order = np.argsort(groups, kind="stable")
-        ordered = groups[order]
-        take = pa.array(order, pa.int64())
-        keys = from_arrow(table.column("key").take(take), self.key_type)
-        values = from_arrow(table.column("value").take(take), state.value_type)
-        bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(ordered)]
-        for start, end in itertools.pairwise(bounds):
-            if start < end:
-                stamps = [self.now] * (end - start) if state.ttl else None
-                yield int(ordered[start]), StateColumns(keys[start:end], None, values[start:end], stamps)
-
-    def _stamps(self, state: ArrowState, entries: list[list[Any]]) -> list[Any] | None:
-        """Each value's (element's, map entry's) last-access timestamp: the write time."""
-        if not state.ttl:
-            return None
-        if state.kind == "LIST":
-            return [[self.now] * len(e[1]) for e in entries]
-        if state.kind == "MAP":
-            return [dict.fromkeys(e[1], self.now) for e in entries]
-        return [self.now] * len(entries)
 
     def operator_states(self) -> list[list[OperatorStateData]]:
         """Every operator state as one source subtask's: the writer redistributes them."""
@@ -205,7 +137,7 @@ class ArrowOperator(OperatorSource):
             mode = OPERATOR_KINDS[s.kind]
             if mode is OperatorStateMode.BROADCAST:
                 assert s.user_key_type is not None
-                keys = from_arrow(s.table.column("key"), s.user_key_type)
+                keys = canonical_values(from_arrow(s.table.column("key"), s.user_key_type), s.user_key_type)
                 last = {key_token(k): (k, v) for k, v in zip(keys, values, strict=True)}
                 out.append(
                     OperatorStateData(s.name, mode, s.value_type, dict(last.values()), s.user_key_type)
@@ -215,8 +147,10 @@ class ArrowOperator(OperatorSource):
         return [out]
 
 
-class _Merged(OperatorSource):
-    """An operator of a savepoint read with the states of ``added`` added or replacing its own."""
+class MergedOperator(OperatorSource):
+    """An operator of a savepoint read (or as edited) with the states of ``added`` added or
+    replacing its own: the one way to set states of an existing operator (:func:`with_operator`,
+    the offline edits)."""
 
     def __init__(self, base: OperatorSource, added: ArrowOperator) -> None:
         self.base, self.added = base, added
@@ -241,6 +175,27 @@ class _Merged(OperatorSource):
             self.key_type = None
         self.states = tuple(base.states[i] for i in self.kept) + added.states
 
+    @property
+    def flink_key_groups(self) -> bool:
+        """The base's keys sit where its rule puts them; added rows are placed by ours."""
+        return self.base.flink_key_groups and (self.added.flink_key_groups or not self.added.states)
+
+    def key_group(self, key: Any, max_parallelism: int) -> int:
+        if self.base.key_type is None:  # keys of the added states only
+            return super().key_group(key, max_parallelism)
+        return self.base.key_group(key, max_parallelism)
+
+    def check_key_groups(self) -> None:
+        if self.base.key_type is None:
+            super().check_key_groups()
+        else:
+            self.base.check_key_groups()
+
+    def key_serializer_snapshot(self) -> Snapshot:
+        if self.base.key_type is None:
+            return super().key_serializer_snapshot()
+        return self.base.key_serializer_snapshot()
+
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         if index < len(self.kept):
             return self.base.keyed_columns(self.kept[index])
@@ -259,7 +214,7 @@ def with_operator(savepoint: FlinkSavepoint | None, added: ArrowOperator) -> lis
     ops = operators_of(savepoint, None) if savepoint is not None else []
     out: list[OperatorSource] = []
     for op in ops:
-        out.append(_Merged(op, added) if op.operator_id == added.operator_id else op)
+        out.append(MergedOperator(op, added) if op.operator_id == added.operator_id else op)
     if not any(op.operator_id == added.operator_id for op in ops):
         out.append(added)
     return out

@@ -21,6 +21,7 @@ from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.hashing import java_hashed
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.ttl.config import TtlTimeCharacteristic
+from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.types.mapping import BasicTypeInfo, TypeInformation
 
 from ..manifest import OperatorEntry
@@ -275,11 +276,13 @@ class FlinkOperator(OperatorSource):
             return
         rows = self.source.decode_keyed(self.op.operator_id, spec.name)
         groups: dict[int, dict[Any, list[Any]]] = {}  # key group -> (key, namespace) -> [value, ts]
+        # keys and map keys canonical: 0.0 and -0.0 stay two (Python's == says one)
+        user_keys = canonical_values(list(rows.extra), spec.user_key) if spec.kind == "MAP" else rows.extra
         for kg, key, ns, extra, value, ts in zip(
             rows.key_group,
-            rows.key,
+            canonical_values(list(rows.key), self.key_type),
             rows.namespace,
-            rows.extra,
+            user_keys,
             rows.value,
             rows.ttl or [None] * len(rows.key),
             strict=True,
@@ -297,7 +300,9 @@ class FlinkOperator(OperatorSource):
             else:
                 by_key[scope] = [value, ts]
         for kg, chunk_keys, values in rows.chunks:  # void namespace only
-            for key, value in zip(chunk_keys.tolist(), values.to_pylist(), strict=True):
+            for key, value in zip(
+                canonical_values(chunk_keys.tolist(), self.key_type), values.to_pylist(), strict=True
+            ):
                 groups.setdefault(kg, {})[(key, None)] = [value, None]
         for kg, by_scope in sorted(groups.items()):
             stamps = [e[1] for e in by_scope.values()] if spec.ttl else None

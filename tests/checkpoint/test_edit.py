@@ -90,6 +90,10 @@ def test_edited_savepoint_is_self_contained(source: CompletedCheckpoint, tmp_pat
     assert dump(open_checkpoint(str(tmp_path / "moved"))) == want
 
 
+def _as_strings(rows: pa.Table) -> pa.Table:
+    return rows.set_column(1, "value", rows.column("value").cast(pa.string()))
+
+
 def test_replaced_state_keeps_its_ttl(tmp_path: Path) -> None:
     cp = build(str(tmp_path / "src"))
     ttl = StateTtlConfig.new_builder(datetime.timedelta(hours=1)).build()
@@ -102,7 +106,9 @@ def test_replaced_state_keeps_its_ttl(tmp_path: Path) -> None:
     again = edit_checkpoint(
         once,
         str(tmp_path / "ttl2"),
-        SavepointEdits().set_keyed_state("counter", "fresh", NEW_COUNTS, value_type=Types.STRING()),
+        SavepointEdits().set_keyed_state(
+            "counter", "fresh", _as_strings(NEW_COUNTS), value_type=Types.STRING()
+        ),
     )
     assert again.state_meta("counter", "fresh").ttl == ttl, "a replaced state keeps its TTL"
     backend = again.keyed_backend("counter", 0, 1)
@@ -173,6 +179,10 @@ BAD: dict[str, tuple[Callable[[], SavepointEdits], str]] = {
     ),
     "value not of the state's type": (
         lambda: SavepointEdits().set_keyed_state("counter", "count", NEW_EVENTS),
+        "TYPE_MISMATCH",
+    ),
+    "integers declared strings": (
+        lambda: SavepointEdits().set_keyed_state("counter", "x", NEW_COUNTS, value_type=Types.STRING()),
         "TYPE_MISMATCH",
     ),
     "key of another type": (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,37 @@ def nested_rows(sp: Any, state: str) -> list[dict[str, Any]]:
     from flinkstate.checkpoint.flink import nested_view
 
     return nested_view(sp.keyed_state("op", state)).to_pylist()
+
+
+def _bits(x: float) -> bytes:
+    """A float key as Flink compares keys: by its bits, every NaN the one canonical NaN."""
+    return struct.pack(">d", math.nan if x != x else x)
+
+
+def test_float_map_keys_are_compared_by_bits(spark: Any, tmp_path: Path) -> None:
+    """0.0 and -0.0 are two user keys of one map (two value-state keys), every NaN is one."""
+    floats = [0.0, -0.0, math.nan, struct.unpack(">d", b"\xff\xf8" + bytes(6))[0], 2.5]
+    rows = [(k % 3, floats[k % 5], floats[(k * 2) % 5], k) for k in range(30)]
+    df = spark.createDataFrame(rows, "user bigint, score double, ratio double, n bigint").coalesce(1)
+    path = str(tmp_path / "sp")
+    writes = [
+        {"operator": "maps", "keyColumns": "user", "stateType": "map", "userKeyColumn": "score"},
+        {"operator": "values", "keyColumns": "ratio", "stateType": "value"},
+    ]
+    for options in writes:
+        writer = df.write.format("flinkstate").mode("append").option("format", "flink")
+        for k, v in {"state": "s", "valueColumns": "n", **options}.items():
+            writer = writer.option(k, v)
+        writer.save(path)
+    sp = read_savepoint(path)
+    maps: dict[tuple[int, bytes], int] = {}
+    values: dict[bytes, int] = {}
+    for user, score, ratio, n in rows:
+        maps[(user, _bits(score))] = n
+        values[_bits(ratio)] = n
+    got_maps = [
+        ((r["key"], _bits(r["user_key"])), r["value"]) for r in sp.keyed_state("maps", "s").to_pylist()
+    ]
+    got_values = [(_bits(r["key"]), r["value"]) for r in sp.keyed_state("values", "s").to_pylist()]
+    assert dict(got_maps) == maps and len(got_maps) == len(maps)
+    assert dict(got_values) == values and len(got_values) == len(values)
