@@ -349,3 +349,27 @@ def test_distinct_keys_read_back_as_the_model(tmp_path: Path, ttl: bool) -> None
     }
     assert all(r["key_group"] == assign_to_key_group(r["key"], 64, LONG) for r in rows)
     assert ("ttl_timestamp" in sp.keyed_state("op", "d").column_names) == ttl
+
+
+@pytest.mark.parametrize("max_parallelism", [128, 300])
+def test_row_and_tuple_keys_from_rows_land_in_flinks_key_groups(tmp_path: Path, max_parallelism: int) -> None:
+    """Rows keyed by a Row (a struct column) or a Tuple are placed by Flink's hashCode() of
+    the key, not by our own key-group hash, at the source's max parallelism too."""
+    from flinkstate.checkpoint.flink.key_hash import java_hash_code
+    from flinkstate.state.keygroups.hashing import murmur_hash
+
+    for text, names in (
+        ("STRUCT<id: BIGINT, name: STRING>", ("id", "name")),
+        ("TUPLE<BIGINT, STRING>", ("f0", "f1")),
+    ):
+        keys = [{names[0]: i, names[1]: f"n\u00e9{i}"} for i in range(40)]
+        table = pa.table({"key": pa.array(keys), "value": pa.array(range(40), pa.int64())})
+        key_type = flink_type(text)
+        op = ArrowOperator("op", [ArrowState("v", "VALUE", table, LONG)], key_type, 2, max_parallelism)
+        target = tmp_path / text.split("<")[0]
+        sp = write_operators([op], str(target), 1)
+        got = sp.keyed_state("op", "v").to_pylist()
+        assert sorted(r["value"] for r in got) == list(range(40))
+        for r in got:
+            key = tuple(r["key"].values()) if isinstance(r["key"], dict) else tuple(r["key"])
+            assert r["key_group"] == murmur_hash(java_hash_code(key, key_type)) % max_parallelism, (text, key)
