@@ -24,11 +24,12 @@ from flinkstate.state.ttl import StateTtlConfig
 
 from ..edits import EditPlan, OperatorLayout, OperatorPlan, SavepointEdits, plan_edits, rows_by_key_group
 from ..errors import CheckpointError
+from .errors import UnsupportedFlinkWriteError
 from .operator_id import operator_id, operator_id_hex
 from .savepoint import FlinkSavepoint
 from .savepoint_writer import DEFAULT_INLINE_THRESHOLD, write_operators
 from .write_keyed import KeyedStateSpec
-from .write_snapshots import key_snapshot
+from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot
 from .write_sources import FlinkOperator, OperatorSource
 
 FLINK_TTL = StateTtlConfig.new_builder(timedelta(days=1)).build()
@@ -45,6 +46,13 @@ class EditedOperator(OperatorSource):
         renamed = plan.uid != plan.source.name
         self.operator_id = operator_id(plan.uid) if renamed else inner.operator_id
         self.parallelism, self.max_parallelism = inner.parallelism, inner.max_parallelism
+        carried = {s.name for s in inner.states if s.verbatim is not None}
+        for rows in plan.set_states:
+            if rows.name in carried:
+                raise UnsupportedFlinkWriteError(
+                    f"operator {self.name!r}, state {rows.name!r}: its serializer cannot be written, so it "
+                    "can be kept (carried as it is) or removed, not set"
+                )
         gone = plan.removed_keyed | {r.name for r in plan.set_states}
         self._kept = [i for i, s in enumerate(inner.states) if s.name not in gone]
         added = []
@@ -60,6 +68,33 @@ class EditedOperator(OperatorSource):
         if key_type is not None and inner.key_type is None:
             key_snapshot(key_type, f"operator {self.name!r}: the key")
         self.key_type = key_type if self.states else None
+
+    @property
+    def flink_key_groups(self) -> bool:
+        return self.inner.flink_key_groups if self.inner.key_type is not None else super().flink_key_groups
+
+    def check_key_groups(self) -> None:
+        if self.inner.key_type is not None:
+            self.inner.check_key_groups()
+        else:
+            super().check_key_groups()
+
+    def key_group(self, key: Any, max_parallelism: int) -> int:
+        return (
+            self.inner.key_group(key, max_parallelism)
+            if self.inner.key_type is not None
+            else super().key_group(key, max_parallelism)
+        )
+
+    def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
+        return (
+            self.inner.key_serializer_snapshot()
+            if self.inner.key_type is not None
+            else super().key_serializer_snapshot()
+        )
+
+    def verbatim_key(self, spec: KeyedStateSpec, key: bytes) -> Any:
+        return self.inner.verbatim_key(spec, key)
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         if index < len(self._kept):
@@ -90,9 +125,16 @@ class NewOperator(OperatorSource):
 
 
 def _layout(op: FlinkOperator, name: str) -> OperatorLayout:
+    """``op``'s states as a plan sees them: a timer queue as our checkpoints hold one (a map of
+    LONG timestamps, :func:`.write_sources.is_timer_queue`)."""
     keyed = {
         s.name: StateMetaInfo(
-            s.name, StateKind[s.kind], s.value, s.user_key, None, FLINK_TTL if s.ttl else None
+            s.name,
+            StateKind.MAP if s.is_timer else StateKind[s.kind],
+            s.value,
+            s.value if s.is_timer else s.user_key,
+            None,
+            FLINK_TTL if s.ttl else None,
         )
         for s in op.states
     }
