@@ -7,11 +7,14 @@ bytes (key bytes after the key-group prefix, value bytes) equal to the source's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from flink_model import FIXTURES
+from kryo_model import encode
 from sql_model import RICH_DDL
 
 from flinkstate.checkpoint import SavepointEdits
@@ -22,10 +25,19 @@ from flinkstate.checkpoint.flink import (
     import_savepoint,
     operator_id_hex,
     read_savepoint,
+    write_operators,
     write_savepoint,
 )
 from flinkstate.checkpoint.flink.key_hash import flink_key_group_assigner
-from flinkstate.checkpoint.flink.write_sources import operators_of
+from flinkstate.checkpoint.flink.operator_id import operator_id
+from flinkstate.checkpoint.flink.output import Output
+from flinkstate.checkpoint.flink.passthrough import operator_elements
+from flinkstate.checkpoint.flink.write_operator import VERBATIM
+from flinkstate.checkpoint.flink.write_snapshots import ATOMIC_CLASSES, Snapshot
+from flinkstate.checkpoint.flink.write_sources import OperatorSource, operators_of
+from flinkstate.state.keyed.snapshot import StateColumns
+from flinkstate.state.operator import OperatorStateData, OperatorStateMode
+from flinkstate.state.types.mapping import Types
 
 OPAQUE = "STRUCT<value: BIGINT NOT NULL>"  # FixtureJob's Kryo class, declared
 _TIMERS = ["_timer_state/processing_user-timers", "_timer_state/event_user-timers"]
@@ -181,3 +193,96 @@ def test_what_stays_refused(tmp_path: Path) -> None:
     ):
         import_savepoint(edited, str(tmp_path / "ours"), uids=["kryo-states"], operators=["kryo-states"])
     assert not (tmp_path / "ours").exists()
+
+
+class _KryoOperatorStates(OperatorSource):
+    """An operator whose list, union and broadcast states hold Kryo values (Flink's bytes of
+    FixtureJob.Opaque), with Flink's meta info for them: what a Flink job with such states
+    snapshots (no committed fixture has one)."""
+
+    def __init__(self, parallelism: int) -> None:
+        self.name, self.operator_id = "kryo-ops", operator_id("kryo-ops")
+        self.parallelism, self.max_parallelism = parallelism, 128
+        self.key_type, self.states = None, ()
+
+    def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
+        return iter(())
+
+    def operator_states(self) -> list[list[OperatorStateData]]:
+        opaque = pa.struct([("value", pa.int64())])
+        out = []
+        for sub in range(self.parallelism):
+            elements = [encode(opaque, {"value": 10 * sub + i}) for i in range(sub + 2)]
+            rules = Output("rules")
+            rules.i32(2, "size")
+            for i in range(2):
+                rules.utf(f"r{sub}-{i}", "key")
+                rules.raw(encode(opaque, {"value": i - sub}))
+            out.append(
+                [
+                    _kryo_state("k_list", OperatorStateMode.SPLIT_DISTRIBUTE, elements),
+                    _kryo_state("k_union", OperatorStateMode.UNION, elements[:1]),
+                    _kryo_state("k_rules", OperatorStateMode.BROADCAST, {0: bytes(rules.buf)}),
+                ]
+            )
+        return out
+
+
+def _kryo_state(name: str, mode: OperatorStateMode, elements: Any) -> OperatorStateData:
+    meta = Output(name)
+    broadcast = mode is OperatorStateMode.BROADCAST
+    meta.utf(name, "name")
+    meta.i32(2 if broadcast else 1, "backend state type")
+    meta.i32(1, "option count")
+    meta.utf("OPERATOR_STATE_DISTRIBUTION_MODE", "option")
+    meta.utf(mode.name, "mode")
+    meta.i32(2 if broadcast else 1, "serializer count")
+    meta.utf("VALUE_SERIALIZER", "serializer key")
+    meta.i32(2, "top level")
+    meta.utf("org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot", "class")
+    meta.i32(2, "version")
+    meta.utf("FixtureJob$Opaque", "Kryo class")
+    for _ in range(3):
+        meta.i64(0x4F2C69A3D70, "optional map")
+        meta.i32(0, "size")
+    if broadcast:
+        meta.utf("KEY_SERIALIZER", "serializer key")
+        Snapshot(ATOMIC_CLASSES["STRING"]).write_top_level(meta)
+    bytes_type = Types.PRIMITIVE_ARRAY(Types.BYTE())
+    return OperatorStateData(name, mode, bytes_type, elements, Types.STRING(), {VERBATIM: bytes(meta.buf)})
+
+
+def _elements(sp: FlinkSavepoint, name: str) -> list[list[bytes]]:
+    """Each subtask's element bytes of operator state ``name`` (a broadcast state: its map)."""
+    out = []
+    for sub in sp.operator(operator_id_hex("kryo-ops")).subtasks:
+        handle = sub.managed_operator
+        assert handle is not None and handle.stream is not None
+        data = handle.stream.read(sp.directory, sp.storage)
+        out.append(operator_elements(data, False, handle, name, name))
+    return out
+
+
+def _all(parts: list[list[bytes]]) -> list[bytes]:
+    return sorted(e for part in parts for e in part)
+
+
+def test_operator_states_with_kryo_elements_carried(tmp_path: Path) -> None:
+    """List, union and broadcast state of Kryo values read from a savepoint and written again at
+    another parallelism: Flink's redistribution of the element bytes as they were."""
+    source_dir = tmp_path / "source"
+    write_operators([_KryoOperatorStates(2)], str(source_dir), 1)
+    source = read_savepoint(str(source_dir))
+    assert {s.name: s.serializer for s in source.states()} == dict.fromkeys(
+        ["k_list", "k_union", "k_rules"], "FixtureJob$Opaque"
+    )
+    written = write_savepoint(source, str(tmp_path / "sp"), parallelism=3)
+    assert [s.__dict__ for s in written.states()] == [s.__dict__ for s in source.states()]
+    before, after = _elements(source, "k_list"), _elements(written, "k_list")
+    assert len(after) == 3 and _all(after) == _all(before)
+    assert _all(_elements(written, "k_union")) == _all(_elements(source, "k_union"))
+    rules = _elements(source, "k_rules")
+    assert _elements(written, "k_rules") == [rules[0], rules[1], rules[0]]  # subtask i: old i % 2
+    again = write_savepoint(written, str(tmp_path / "again"))
+    for name in ("k_list", "k_union", "k_rules"):
+        assert _elements(again, name) == _elements(written, name)
