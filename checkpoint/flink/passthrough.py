@@ -12,11 +12,14 @@ by their serializer and cannot be carried this way.
 
 Operator list and union state elements run from one offset ``_metadata`` records to the next
 (:func:`operator_elements`); a broadcast state's map is carried whole, from its offset on.
+Which serializers the writer encodes itself is decided here too (:func:`unwritable`: why not;
+:func:`serializer_classes` against the writer's own snapshot, :func:`snapshot_classes`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.keyed.snapshot import StateColumns
@@ -28,12 +31,45 @@ from .errors import FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
 from .metadata import OperatorHandle, OperatorMeta, SubtaskState
 from .operator import snappy_block
+from .rowdata import ROWDATA
 from .savepoint import FlinkSavepoint
+from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType
 from .write_keyed import KeyedStateSpec
 from .write_operator import VERBATIM
+from .write_snapshots import Snapshot
 
 #: The type a verbatim state's values are given where our type is unknown: bytes.
 BYTES: TypeInformation = Types.PRIMITIVE_ARRAY(Types.BYTE())
+
+
+def serializer_classes(t: FlinkType) -> tuple[Any, ...]:
+    """The serializer snapshot classes of a Flink type, nested (and a Tuple's or POJO's class)."""
+    java_class = t.java_class if t.snapshot_class in (_TUPLE, _POJO) else ""
+    return (t.snapshot_class, java_class, tuple(serializer_classes(c) for c in t.children))
+
+
+def snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
+    """The same of a snapshot the writer writes."""
+    return (s.class_name, s.tuple_class or s.pojo_class, tuple(snapshot_classes(n) for n in s.nested))
+
+
+def unwritable(t: FlinkType) -> str | None:
+    """Why Flink's serializer ``t`` (or one nested in it) cannot be written (None: it can)."""
+    inner = t.inner if t.inner is not None else t
+    if inner.snapshot_class == _KRYO:
+        return (
+            f"the Kryo-serialized class {inner.java_class} cannot be written (Flink's Kryo bytes and "
+            "registrations are not produced)"
+        )
+    if inner.snapshot_class == ROWDATA:
+        return "SQL RowData cannot be written until its serializer snapshot can be produced"
+    for child in inner.children:
+        why = unwritable(child)
+        if why is not None:
+            return why
+    if not inner.decodable or inner.type_info is None:
+        return f"{inner.describe()} cannot be written yet"
+    return None
 
 
 class RawEntries(KeyGroupDecoder):

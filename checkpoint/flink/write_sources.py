@@ -33,10 +33,17 @@ from .metadata import OperatorMeta
 from .operator import read_operator_header
 from .operator_id import operator_id
 from .passthrough import BYTES as _BYTES
-from .passthrough import check_carried, verbatim_columns, verbatim_operator_state, verbatim_spec
-from .rowdata import ROWDATA
+from .passthrough import (
+    check_carried,
+    serializer_classes,
+    snapshot_classes,
+    unwritable,
+    verbatim_columns,
+    verbatim_operator_state,
+    verbatim_spec,
+)
 from .savepoint import FlinkSavepoint
-from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType
+from .snapshots import FlinkType
 from .write_keyed import KeyedStateSpec
 from .write_namespaces import flink_namespace, namespace_of
 from .write_operator import check_types
@@ -175,36 +182,6 @@ class CheckpointOperator(OperatorSource):
         return self.source.operator_states(self.op.uid)
 
 
-def _classes(t: FlinkType) -> tuple[Any, ...]:
-    """The serializer snapshot classes of a Flink type, nested (and a Tuple's or POJO's class)."""
-    java_class = t.java_class if t.snapshot_class in (_TUPLE, _POJO) else ""
-    return (t.snapshot_class, java_class, tuple(_classes(c) for c in t.children))
-
-
-def _snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
-    """The same of a snapshot the writer writes."""
-    return (s.class_name, s.tuple_class or s.pojo_class, tuple(_snapshot_classes(n) for n in s.nested))
-
-
-def _unwritable(t: FlinkType) -> str | None:
-    """Why Flink's serializer ``t`` (or one nested in it) cannot be written (None: it can)."""
-    inner = t.inner if t.inner is not None else t
-    if inner.snapshot_class == _KRYO:
-        return (
-            f"the Kryo-serialized class {inner.java_class} cannot be written (Flink's Kryo bytes and "
-            "registrations are not produced)"
-        )
-    if inner.snapshot_class == ROWDATA:
-        return "SQL RowData cannot be written until its serializer snapshot can be produced"
-    for child in inner.children:
-        why = _unwritable(child)
-        if why is not None:
-            return why
-    if not inner.decodable or inner.type_info is None:
-        return f"{inner.describe()} cannot be written yet"
-    return None
-
-
 class FlinkOperator(OperatorSource):
     """An operator of a Flink savepoint read: each state is written with the serializers it
     had (a state whose serializer the writer would change is refused)."""
@@ -232,7 +209,7 @@ class FlinkOperator(OperatorSource):
             try:
                 self.key_type = self._same(header.key, "the key", key=True)
             except UnsupportedFlinkWriteError as exc:
-                self.key_verbatim, self.key_type = str(exc), header.key.type_info or _BYTES
+                self.key_verbatim, self.key_type = exc.detail, header.key.type_info or _BYTES
         self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
         carried = check_carried(op) if any(s.verbatim is not None for s in self.states) else None
         if carried is not None:
@@ -270,14 +247,14 @@ class FlinkOperator(OperatorSource):
 
     def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         """``t``'s type, when the writer writes Flink's serializer ``t`` again."""
-        why = _unwritable(t)
+        why = unwritable(t)
         if why is not None or t.type_info is None:
             raise self.refuse(f"{what}: {why or t.describe() + ' cannot be written yet'}")
         ours = key_snapshot(t.type_info, f"operator {self.name!r}, {what}") if key else None
         if ours is None:
             spec = KeyedStateSpec("", "VALUE", t.type_info)
             ours = spec.value_snapshot(f"operator {self.name!r}, {what}")
-        if _snapshot_classes(ours) != _classes(t):
+        if snapshot_classes(ours) != serializer_classes(t):
             raise self.refuse(f"{what}: serializer {t.java_class or t.snapshot_class} cannot be written yet")
         return t.type_info
 
@@ -287,14 +264,14 @@ class FlinkOperator(OperatorSource):
             try:
                 return self._written(info)
             except UnsupportedFlinkWriteError as exc:
-                self.why[info.name] = str(exc)
+                self.why[info.name] = exc.detail
         else:
             self.why[info.name] = self.key_verbatim
         return verbatim_spec(info)
 
     def check_key_groups(self) -> None:
         if self.key_verbatim is not None:
-            raise self.refuse(
+            raise UnsupportedFlinkWriteError(
                 f"{self.key_verbatim}: its states are carried as bytes, in the key groups they are in: "
                 f"keep max parallelism {self.max_parallelism}"
             )

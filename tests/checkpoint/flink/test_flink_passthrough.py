@@ -177,11 +177,15 @@ def test_what_stays_refused(tmp_path: Path) -> None:
         edit_savepoint(heap, str(tmp_path / "set"), edits)
     sql = read_savepoint(str(FIXTURES / "sql_heap"))
     with pytest.raises(
-        UnsupportedFlinkWriteError, match=r"'4_deduplicate'.*RowData.*keep max parallelism 128"
+        UnsupportedFlinkWriteError,
+        match=r"^\[FLINK_UNSUPPORTED\] operator '4_deduplicate': the key: SQL RowData.*max parallelism 128$",
     ):
         write_savepoint(sql, str(tmp_path / "rescaled"), max_parallelism=256)
     checkpoint = read_savepoint(str(FIXTURES / "heap_checkpoint"), types={"v_kryo": OPAQUE})
-    with pytest.raises(UnsupportedFlinkWriteError, match=r"'v_kryo'.*Kryo.*heap checkpoint"):
+    with pytest.raises(
+        UnsupportedFlinkWriteError,
+        match=r"^\[FLINK_UNSUPPORTED\] operator 'keyed-states': state 'v_kryo': the Kryo.*heap checkpoint",
+    ):
         write_savepoint(checkpoint, str(tmp_path / "checkpoint"), operators=["keyed-states"])
     assert not list(tmp_path.iterdir())
     without_timers = SavepointEdits()
