@@ -44,7 +44,14 @@ _TIMERS = ["_timer_state/processing_user-timers", "_timer_state/event_user-timer
 #: Per fixture: the declared Kryo types, and the keyed states carried verbatim.
 CASES: dict[str, tuple[dict[str, str], set[tuple[str, str]]]] = {
     name: ({"v_kryo": OPAQUE}, {("keyed-states", "v_kryo")})
-    for name in ("heap_canonical", "rocksdb_canonical", "heap_snappy", "rocksdb_native")
+    for name in (
+        "heap_canonical",
+        "heap_canonical_files",
+        "rocksdb_canonical",
+        "heap_snappy",
+        "rocksdb_native",
+        "rocksdb_checkpoint",
+    )
 }
 for _sql in ("sql_heap", "sql_rocksdb"):
     CASES[_sql] = (
