@@ -26,11 +26,13 @@ from flinkstate.state.ttl import StateTtlConfig
 
 from ..edits import EditPlan, KeyedRows, OperatorLayout, OperatorPlan, SavepointEdits, plan_edits
 from ..errors import CheckpointError
+from .errors import UnsupportedFlinkWriteError
 from .operator_id import operator_id, operator_id_hex
 from .savepoint import FlinkSavepoint
 from .savepoint_writer import DEFAULT_INLINE_THRESHOLD, write_operators
 from .write_arrow import ArrowOperator, ArrowState, MergedOperator
-from .write_snapshots import Snapshot
+from .write_keyed import KeyedStateSpec
+from .write_snapshots import Snapshot, VerbatimSnapshot
 from .write_sources import FlinkOperator, OperatorSource
 
 FLINK_TTL = StateTtlConfig.new_builder(timedelta(days=1)).build()
@@ -47,22 +49,43 @@ class EditedOperator(OperatorSource):
         renamed = plan.uid != plan.source.name
         self.operator_id = operator_id(plan.uid) if renamed else inner.operator_id
         self.parallelism, self.max_parallelism = inner.parallelism, inner.max_parallelism
+        carried = {s.name for s in inner.states if s.verbatim is not None}
+        for rows in plan.set_states:
+            if rows.name in carried:
+                raise UnsupportedFlinkWriteError(
+                    f"operator {self.name!r}, state {rows.name!r}: its serializer cannot be written, so it "
+                    "can be kept (carried as it is) or removed, not set"
+                )
         self._kept = [i for i, s in enumerate(inner.states) if s.name not in plan.removed_keyed]
         self.states = tuple(inner.states[i] for i in self._kept)
         self.key_type = inner.key_type if self.states else None
 
     @property
     def flink_key_groups(self) -> bool:
-        return self.inner.flink_key_groups
-
-    def key_group(self, key: Any, max_parallelism: int) -> int:
-        return self.inner.key_group(key, max_parallelism)
+        return self.inner.flink_key_groups if self.inner.key_type is not None else super().flink_key_groups
 
     def check_key_groups(self) -> None:
-        self.inner.check_key_groups()
+        if self.inner.key_type is not None:
+            self.inner.check_key_groups()
+        else:
+            super().check_key_groups()
 
-    def key_serializer_snapshot(self) -> Snapshot:
-        return self.inner.key_serializer_snapshot()
+    def key_group(self, key: Any, max_parallelism: int) -> int:
+        return (
+            self.inner.key_group(key, max_parallelism)
+            if self.inner.key_type is not None
+            else super().key_group(key, max_parallelism)
+        )
+
+    def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
+        return (
+            self.inner.key_serializer_snapshot()
+            if self.inner.key_type is not None
+            else super().key_serializer_snapshot()
+        )
+
+    def verbatim_key(self, spec: KeyedStateSpec, key: bytes) -> Any:
+        return self.inner.verbatim_key(spec, key)
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         return self.inner.keyed_columns(self._kept[index])
@@ -95,9 +118,16 @@ def _edited_operator(inner: OperatorSource | None, plan: OperatorPlan) -> Operat
 
 
 def _layout(op: FlinkOperator, name: str) -> OperatorLayout:
+    """``op``'s states as a plan sees them: a timer queue as our checkpoints hold one (a map of
+    LONG timestamps, :func:`.write_sources.is_timer_queue`)."""
     keyed = {
         s.name: StateMetaInfo(
-            s.name, StateKind[s.kind], s.value, s.user_key, None, FLINK_TTL if s.ttl else None
+            s.name,
+            StateKind.MAP if s.is_timer else StateKind[s.kind],
+            s.value,
+            s.value if s.is_timer else s.user_key,
+            None,
+            FLINK_TTL if s.ttl else None,
         )
         for s in op.states
     }

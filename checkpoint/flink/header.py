@@ -11,7 +11,7 @@ operator's states are those of every subtask's header (:func:`union_headers`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .binary import Cursor
@@ -35,6 +35,8 @@ class StateInfo:
     value: FlinkType
     user_key: FlinkType | None
     stored: FlinkType  # the VALUE_SERIALIZER as stored (a List/Map serializer for LIST/MAP)
+    #: The meta info's bytes as read (what the writer carries verbatim for a state it cannot re-encode).
+    meta: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def ttl(self) -> bool:
@@ -52,9 +54,17 @@ class KeyedHeader:
     key: FlinkType
     states: tuple[StateInfo, ...]
     end: int  # byte offset right after the header
+    #: The key serializer's snapshot (top-level) as read.
+    key_bytes: bytes = field(default=b"", repr=False, compare=False)
 
 
 def read_meta_info(c: Cursor, state_id: int) -> StateInfo:
+    start = c.pos
+    info = _meta_info(c, state_id)
+    return replace(info, meta=bytes(c.buf[start : c.pos]))
+
+
+def _meta_info(c: Cursor, state_id: int) -> StateInfo:
     name = c.utf("state name")
     at = c.pos
     backend_type = c.i32("backend state type")
@@ -99,12 +109,14 @@ def read_header(buf: bytes, where: str) -> KeyedHeader:
     if version not in SUPPORTED_VERSIONS:
         raise c.fail(f"unsupported keyed state format version {version}", 0)
     compressed = c.boolean("compression flag")
+    at = c.pos
     key = read_top_level(c, "key serializer")
+    key_bytes = bytes(buf[at : c.pos])
     count = c.i16("state count")
     if count < 0:
         raise c.fail(f"negative state count {count}", c.pos - 2)
     states = tuple(read_meta_info(c, i) for i in range(count))
-    return KeyedHeader(version, compressed, key, states, c.pos)
+    return KeyedHeader(version, compressed, key, states, c.pos, key_bytes)
 
 
 HEADER_PREFIX = 64 * 1024

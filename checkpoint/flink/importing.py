@@ -57,6 +57,14 @@ def import_savepoint(
                     f"operator {name!r}, state {ttl.name!r}: a TTL state cannot be converted yet (its TTL "
                     "is the restoring job's, not in the savepoint); remove it first (edit --remove-state)"
                 )
+            for s in header.states if header is not None else ():
+                value = s.value.inner or s.value
+                if not value.decodable or (s.user_key is not None and not s.user_key.decodable):
+                    raise UnsupportedFlinkWriteError(
+                        f"operator {name!r}, state {s.name!r}: {value.describe()} cannot be decoded, so it "
+                        "cannot be converted (declare its type: read_savepoint(types=...)); a Flink "
+                        "savepoint written back keeps it as it is"
+                    )
             p, max_p = op.parallelism, op.max_parallelism
             written = operator_states(source, op.operator_id)
             for index in range(p):

@@ -252,9 +252,15 @@ class FlinkSavepoint:
         return operator_table([], [], [], info.value).schema
 
     def _decode(
-        self, operator: str, state: str, wanted: set[int] | None, timers: bool = False
+        self,
+        operator: str,
+        state: str,
+        wanted: set[int] | None,
+        timers: bool = False,
+        decoder_type: type[KeyGroupDecoder] = KeyGroupDecoder,
     ) -> list[tuple[StateRows, KeyedHeader]]:
-        """The rows of a keyed state (or timer queue) per subtask holding it and wanted key groups."""
+        """The rows of a keyed state (or timer queue) per subtask holding it and wanted key groups
+        (``decoder_type``: :class:`.passthrough.RawEntries` gives them as bytes)."""
         op = self.operator(operator)
         known = self._header(op)
         if known is None or not any(s.name == state and s.is_timer == timers for s in known.states):
@@ -271,7 +277,7 @@ class FlinkSavepoint:
             if info is None:  # a state this subtask never registered
                 continue
             where = f"{self.directory}: operator {operator}, state {state}, file {handle.stream.name}"
-            decoder = KeyGroupDecoder(header, op.max_parallelism, where, [state])
+            decoder = decoder_type(header, op.max_parallelism, where, [state])
             if handle.kind == "incremental":
                 read_native(self.directory, self.storage, handle, decoder, wanted)
             else:
@@ -328,6 +334,13 @@ class FlinkSavepoint:
             for name in ("key_group", "key", "namespace", "extra", "value", "ttl", "chunks"):
                 getattr(merged, name).extend(getattr(rows, name))
         return merged
+
+    def raw_keyed(self, operator: str, state: str, timers: bool = False) -> list[StateRows]:
+        """Each subtask's entries of a keyed state (or timer queue) as bytes: ``key`` the key bytes
+        after the key-group prefix, ``value`` the value bytes (:mod:`.passthrough`)."""
+        from .passthrough import RawEntries
+
+        return [rows for rows, _ in self._decode(operator, state, None, timers, RawEntries)]
 
     def decode_timers(self, operator: str, queue: str) -> list[StateRows]:
         """Each subtask's timers of timer queue ``queue`` (the timestamp is the ``value``)."""

@@ -93,6 +93,17 @@ def _columns(plan: _Plan) -> dict[int, list[StateColumns | None]]:
             if same:
                 out.setdefault(kg, [None] * n)[i] = cols
                 continue
+            spec = op.states[i]
+            if spec.verbatim is not None:  # bytes: the key decoded only to place it
+                for key, value in zip(cols.keys, cols.values, strict=True):
+                    new = op.key_group(op.verbatim_key(spec, key), plan.max_parallelism)
+                    slot = out.setdefault(new, [None] * n)
+                    carried = slot[i]
+                    if carried is None:
+                        carried = slot[i] = StateColumns([], None, [])
+                    carried.keys.append(key)
+                    carried.values.append(value)
+                continue
             for e in cols.entries():
                 new = op.key_group(e.key, plan.max_parallelism)
                 slot = out.setdefault(new, [None] * n)

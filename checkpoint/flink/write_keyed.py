@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flinkstate.state.errors import SerializationError
@@ -33,7 +33,7 @@ from .body import _END_OF_GROUP, _LIST_DELIMITER
 from .header import _BACKEND_TYPES, SUPPORTED_VERSIONS
 from .output import Output
 from .write_namespaces import Namespace, timer_bytes, timer_snapshot
-from .write_snapshots import Snapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
+from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
 
 HEADER_VERSION = max(SUPPORTED_VERSIONS)
 _KEY_VALUE = _BACKEND_TYPES.index("KEY_VALUE")
@@ -47,7 +47,10 @@ _I32 = struct.Struct(">i")
 @dataclass(frozen=True)
 class KeyedStateSpec:
     """A keyed state to write: ``value`` is the value (also of reducing state), list element,
-    map value or accumulator type; a timer queue (kind PRIORITY_QUEUE) holds timestamps."""
+    map value or accumulator type; a timer queue (kind PRIORITY_QUEUE) holds timestamps.
+    ``verbatim``: the state's meta info as read from a Flink savepoint, written as it is; its
+    entries are then bytes (:mod:`.passthrough`): each key's bytes after the key-group prefix
+    and its value bytes."""
 
     name: str
     kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING | PRIORITY_QUEUE
@@ -55,6 +58,7 @@ class KeyedStateSpec:
     user_key: TypeInformation | None = None
     ttl: bool = False
     namespace: Namespace = Namespace.VOID
+    verbatim: bytes | None = field(default=None, repr=False)
 
     @property
     def is_timer(self) -> bool:
@@ -74,14 +78,18 @@ class KeyedStateSpec:
         return value
 
 
-def write_header(out: Output, key: Snapshot, states: Sequence[KeyedStateSpec]) -> None:
+def write_header(out: Output, key: Snapshot | VerbatimSnapshot, states: Sequence[KeyedStateSpec]) -> None:
     out.i32(HEADER_VERSION, "keyed state format version")
     out.boolean(False)  # not compressed
     key.write_top_level(out)
     out.i16(len(states), "state count")
     for s in states:
+        if s.verbatim is not None:
+            out.raw(s.verbatim)
+            continue
         out.utf(s.name, "state name")
         if s.is_timer:
+            assert isinstance(key, Snapshot)  # a verbatim key's states are all verbatim
             out.i32(_PRIORITY_QUEUE, "backend state type")
             out.i32(0, "option count")
             out.i32(1, "serializer count")
@@ -105,6 +113,9 @@ class EntryEncoder:
     def __init__(self, spec: KeyedStateSpec, key: TypeInformation, max_parallelism: int) -> None:
         self.spec = spec
         self.prefix = 1 if max_parallelism <= 128 else 2
+        self._batch: tuple[int, int] | None = None
+        if spec.verbatim is not None:
+            return
         self.key = serializer_for(key)
         self.value = serializer_for(spec.value)
         self.user_key: TypeSerializer | None = (
@@ -112,7 +123,6 @@ class EntryEncoder:
         )
         self.ns = spec.namespace.encode
         key_kind, value_kind = batch_kind(self.key), batch_kind(self.value)
-        self._batch: tuple[int, int] | None = None
         single = spec.kind in ("VALUE", "REDUCING", "AGGREGATING")
         if single and key_kind is not None and value_kind is not None:
             self._batch = (key_kind, value_kind)
@@ -149,6 +159,9 @@ class EntryEncoder:
     def encode(self, kg: int, columns: StateColumns) -> bytes:
         """The state's entries of key group ``kg`` as framed, sorted records, the last key
         flagged (empty without entries)."""
+        if self.spec.verbatim is not None:  # key bytes after the prefix, value bytes
+            head = kg.to_bytes(self.prefix, "big")
+            return _framed(sorted(zip([head + k for k in columns.keys], columns.values, strict=True)))
         namespaces = columns.namespaces
         void = namespaces is None or all(ns is None for ns in namespaces)
         if void and self.spec.namespace is not Namespace.VOID and columns.keys:
@@ -214,7 +227,7 @@ def keyed_stream(
     key_groups: range,
     max_parallelism: int,
     columns: Mapping[int, Sequence[StateColumns | None]],
-    key_serializer: Snapshot | None = None,
+    key_serializer: Snapshot | VerbatimSnapshot | None = None,
 ) -> tuple[bytes, list[int]]:
     """(the stream, one offset per key group of ``key_groups``). ``columns`` maps a key group
     to each state's entries there (by state index; None or absent: no entries);

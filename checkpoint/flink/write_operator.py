@@ -6,7 +6,9 @@ the element's VALUE_SERIALIZER), ``short m`` broadcast state meta infos (backend
 BROADCAST, its VALUE_SERIALIZER and KEY_SERIALIZER). Then each list's elements one after
 the other and each broadcast map as ``int size`` and key/value pairs; ``_metadata`` records
 each element's offset (one offset per broadcast map). States go in the order of the
-``java.util.HashMap`` Flink's snapshot copies them into.
+``java.util.HashMap`` Flink's snapshot copies them into. A state carried from a Flink
+savepoint as it was (``meta[VERBATIM]``: its meta info's bytes; :mod:`.passthrough`) has
+bytes for elements: each list element's, or the broadcast map's whole.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from .write_keyed import HEADER_VERSION
 from .write_snapshots import key_snapshot, snapshot_of
 
 _MODE_OPTION = "OPERATOR_STATE_DISTRIBUTION_MODE"
+#: The key of :attr:`OperatorStateData.meta` holding a verbatim state's meta info bytes.
+VERBATIM = "flink_meta_info"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,9 @@ def check_types(what: str, value: TypeInformation, user_key: TypeInformation | N
 
 
 def _meta(out: Output, s: OperatorStateData) -> None:
+    if VERBATIM in s.meta:
+        out.raw(s.meta[VERBATIM])
+        return
     broadcast = s.mode is OperatorStateMode.BROADCAST
     out.utf(s.name, "state name")
     out.i32(_BACKEND_TYPES.index("BROADCAST" if broadcast else "OPERATOR"), "backend state type")
@@ -71,6 +78,12 @@ def _ordered(states: Sequence[OperatorStateData], broadcast: bool) -> list[Opera
 
 
 def _data(out: Output, s: OperatorStateData) -> tuple[int, ...]:
+    if VERBATIM in s.meta:
+        offsets = []
+        for element in s.elements if s.mode is not OperatorStateMode.BROADCAST else s.elements.values():
+            offsets.append(len(out))
+            out.raw(element)
+        return tuple(offsets)
     value = serializer_for(s.value_type)
     if s.mode is not OperatorStateMode.BROADCAST:
         offsets = []

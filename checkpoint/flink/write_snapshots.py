@@ -117,6 +117,17 @@ class Snapshot:
         self.write(out)
 
 
+@dataclass(frozen=True)
+class VerbatimSnapshot:
+    """A top-level serializer snapshot written as the bytes read from a Flink savepoint (a
+    serializer the writer cannot describe itself: Kryo, SQL RowData, ...)."""
+
+    data: bytes
+
+    def write_top_level(self, out: Output) -> None:
+        out.raw(self.data)
+
+
 VOID = Snapshot(_VOID)
 LONG = Snapshot(ATOMIC_CLASSES["LONG"])
 

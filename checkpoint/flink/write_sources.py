@@ -33,13 +33,22 @@ from .key_hash import check_key_type, flink_key_group_assigner
 from .metadata import OperatorMeta
 from .operator import read_operator_header
 from .operator_id import operator_id
-from .rowdata import ROWDATA
+from .passthrough import BYTES as _BYTES
+from .passthrough import (
+    check_carried,
+    serializer_classes,
+    snapshot_classes,
+    unwritable,
+    verbatim_columns,
+    verbatim_operator_state,
+    verbatim_spec,
+)
 from .savepoint import FlinkSavepoint
-from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType
+from .snapshots import FlinkType
 from .write_keyed import KeyedStateSpec
 from .write_namespaces import flink_namespace, namespace_of
 from .write_operator import check_types
-from .write_snapshots import Snapshot, key_snapshot
+from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot
 
 _TIMER_QUEUES = ("_timer_state/event_", "_timer_state/processing_")
 _TIMESTAMP = BasicTypeInfo("LONG")
@@ -105,10 +114,15 @@ class OperatorSource(ABC):
         assert self.key_type is not None
         check_key_type(self.key_type, f"operator {self.name!r}: the key (placed in new key groups)")
 
-    def key_serializer_snapshot(self) -> Snapshot:
+    def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
         """The snapshot of Flink's key serializer."""
         assert self.key_type is not None
         return key_snapshot(self.key_type, f"operator {self.name!r}: the key")
+
+    def verbatim_key(self, spec: KeyedStateSpec, key: bytes) -> Any:
+        """The key of an entry of verbatim state ``spec`` (``key``: its key bytes after the
+        key-group prefix), to place it at another max parallelism."""
+        raise self.refuse(f"state {spec.name!r} is carried as bytes and has no key decoder")
 
     def refuse(self, message: str) -> UnsupportedFlinkWriteError:
         return UnsupportedFlinkWriteError(f"operator {self.name!r}: {message}")
@@ -169,36 +183,6 @@ class CheckpointOperator(OperatorSource):
         return self.source.operator_states(self.op.uid)
 
 
-def _classes(t: FlinkType) -> tuple[Any, ...]:
-    """The serializer snapshot classes of a Flink type, nested (and a Tuple's or POJO's class)."""
-    java_class = t.java_class if t.snapshot_class in (_TUPLE, _POJO) else ""
-    return (t.snapshot_class, java_class, tuple(_classes(c) for c in t.children))
-
-
-def _snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
-    """The same of a snapshot the writer writes."""
-    return (s.class_name, s.tuple_class or s.pojo_class, tuple(_snapshot_classes(n) for n in s.nested))
-
-
-def _unwritable(t: FlinkType) -> str | None:
-    """Why Flink's serializer ``t`` (or one nested in it) cannot be written (None: it can)."""
-    inner = t.inner if t.inner is not None else t
-    if inner.snapshot_class == _KRYO:
-        return (
-            f"the Kryo-serialized class {inner.java_class} cannot be written (Flink's Kryo bytes and "
-            "registrations are not produced)"
-        )
-    if inner.snapshot_class == ROWDATA:
-        return "SQL RowData cannot be written until its serializer snapshot can be produced"
-    for child in inner.children:
-        why = _unwritable(child)
-        if why is not None:
-            return why
-    if not inner.decodable or inner.type_info is None:
-        return f"{inner.describe()} cannot be written yet"
-    return None
-
-
 class FlinkOperator(OperatorSource):
     """An operator of a Flink savepoint read: each state is written with the serializers it
     had (a state whose serializer the writer would change is refused)."""
@@ -218,22 +202,45 @@ class FlinkOperator(OperatorSource):
             header = source.keyed_header(op.operator_id)
         except UnsupportedSerializerError as exc:  # Avro, custom serializers: not even read
             raise self.refuse(f"{exc}; it cannot be written") from exc
-        self.key_type = None if header is None else self._same(header.key, "the key", key=True)
+        self.header = header
+        self.key_verbatim: str | None = None  # why the key serializer is carried as read
+        self.key_type = None
+        self.why: dict[str, str] = {}  # why each verbatim keyed state is (its serializer cannot be written)
+        if header is not None:
+            try:
+                self.key_type = self._same(header.key, "the key", key=True)
+            except UnsupportedFlinkWriteError as exc:
+                self.key_verbatim, self.key_type = exc.detail, header.key.type_info or _BYTES
         self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
+        carried = check_carried(op) if any(s.verbatim is not None for s in self.states) else None
+        if carried is not None:
+            raise UnsupportedFlinkWriteError(f"{next(iter(self.why.values()))}; {carried}")
         self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
+        self.compressed: dict[int, bool] = {}  # by subtask: whether its operator state stream is
         for sub in op.subtasks:
             handle = sub.managed_operator
             if handle is not None and handle.stream is not None:
                 data = handle.stream.read(source.directory, source.storage)
                 try:
-                    found = read_operator_header(data, f"{source.directory}: {handle.stream.name}")[1]
+                    found = read_operator_header(data, f"{source.directory}: {handle.stream.name}")
                 except UnsupportedSerializerError as exc:
                     raise self.refuse(f"{exc}; it cannot be written") from exc
-                self.infos.update(found)
+                self.compressed[sub.index] = found[0]
+                self.infos.update(found[1])
+        self.verbatim: set[str] = set()  # operator states carried as bytes
         for info in self.infos.values():
-            self._same(info.value, f"operator state {info.name!r}")
-            if info.user_key is not None:
-                self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
+            try:
+                self._same(info.value, f"operator state {info.name!r}")
+                if info.user_key is not None:
+                    self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
+            except UnsupportedFlinkWriteError:
+                self.verbatim.add(info.name)
+
+    def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
+        if self.key_verbatim is not None:
+            assert self.header is not None
+            return VerbatimSnapshot(self.header.key_bytes)
+        return super().key_serializer_snapshot()
 
     def _keyed_infos(self, header: KeyedHeader) -> list[StateInfo]:
         """The keyed states (and timers) to write."""
@@ -241,18 +248,43 @@ class FlinkOperator(OperatorSource):
 
     def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         """``t``'s type, when the writer writes Flink's serializer ``t`` again."""
-        why = _unwritable(t)
+        why = unwritable(t)
         if why is not None or t.type_info is None:
             raise self.refuse(f"{what}: {why or t.describe() + ' cannot be written yet'}")
         ours = key_snapshot(t.type_info, f"operator {self.name!r}, {what}") if key else None
         if ours is None:
             spec = KeyedStateSpec("", "VALUE", t.type_info)
             ours = spec.value_snapshot(f"operator {self.name!r}, {what}")
-        if _snapshot_classes(ours) != _classes(t):
+        if snapshot_classes(ours) != serializer_classes(t):
             raise self.refuse(f"{what}: serializer {t.java_class or t.snapshot_class} cannot be written yet")
         return t.type_info
 
     def _spec(self, info: StateInfo) -> KeyedStateSpec:
+        """The state written with its own serializers; else (one we cannot encode) carried verbatim."""
+        if self.key_verbatim is None:
+            try:
+                return self._written(info)
+            except UnsupportedFlinkWriteError as exc:
+                self.why[info.name] = exc.detail
+        else:
+            self.why[info.name] = self.key_verbatim
+        return verbatim_spec(info)
+
+    def check_key_groups(self) -> None:
+        if self.key_verbatim is not None:
+            raise UnsupportedFlinkWriteError(
+                f"{self.key_verbatim}: its states are carried as bytes, in the key groups they are in: "
+                f"keep max parallelism {self.max_parallelism}"
+            )
+        super().check_key_groups()
+
+    def verbatim_key(self, spec: KeyedStateSpec, key: bytes) -> Any:
+        assert (
+            self.header is not None and self.key_verbatim is None and self.header.key.serializer is not None
+        )
+        return self.header.key.serializer.read(key, 8 if spec.is_timer else 0)[0]  # a timer: after its time
+
+    def _written(self, info: StateInfo) -> KeyedStateSpec:
         what = f"state {info.name!r}"
         if info.is_timer:
             key_ns = info.value.children
@@ -271,6 +303,9 @@ class FlinkOperator(OperatorSource):
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         spec = self.states[index]
+        if spec.verbatim is not None:
+            yield from verbatim_columns(self.source, self.op.operator_id, spec)
+            return
         if spec.is_timer:
             yield from self._timers(spec.name)
             return
@@ -327,6 +362,11 @@ class FlinkOperator(OperatorSource):
             handle = sub.managed_operator
             for entry in handle.states if handle is not None else ():
                 info = infos[entry.name]
+                if entry.name in self.verbatim:
+                    out[sub.index].append(
+                        verbatim_operator_state(self.source, sub, info, self.compressed[sub.index])
+                    )
+                    continue
                 values = self.source.operator_values(ref, entry.name, sub.index)
                 user_key = info.user_key.type_info if info.user_key is not None else None
                 assert info.value.type_info is not None

@@ -50,7 +50,8 @@ def test_dry_run_writes_nothing(job: Job, run: Run, tmp_path: Path) -> None:
 
 
 def test_unsupported_state_refused_before_any_file(run: Run, tmp_path: Path) -> None:
-    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "heap_canonical"
+    """A heap checkpoint's Kryo state can be neither written nor carried as bytes."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "heap_checkpoint"
     target = tmp_path / "flink"
     result = run("convert", str(fixture), str(target), "--to", "flink", code=3)
     assert result.stderr.startswith("[FLINK_UNSUPPORTED]") and "'keyed-states'" in result.stderr

@@ -15,7 +15,6 @@ from write_model import WRITTEN, build_checkpoint, rows
 
 from flinkstate.checkpoint import CompletedCheckpoint
 from flinkstate.checkpoint.flink import (
-    UnsupportedFlinkWriteError,
     operator_id_hex,
     read_savepoint,
     write_savepoint,
@@ -82,12 +81,11 @@ def test_a_flink_savepoint_read_rescaled(tmp_path: Path) -> None:
 
 def test_flinks_own_savepoint_written_back(tmp_path: Path) -> None:
     """Operator list, union and broadcast state of a savepoint Flink wrote (metadata version 6),
-    written back with the operators' ids: every value equal; its keyed operator's Kryo state is
-    refused before any file is written."""
+    written back with the operators' ids: every value equal (its keyed operator's Kryo state is
+    carried as bytes: test_flink_passthrough)."""
     source = read_savepoint(str(FIXTURES / "heap_canonical"))
-    with pytest.raises(UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\] operator 'keyed-states'"):
-        write_savepoint(source, str(tmp_path / "all"))
-    assert not (tmp_path / "all").exists()
+    everything = write_savepoint(source, str(tmp_path / "all"))
+    assert {o.operator_id for o in everything.operators} == {o.operator_id for o in source.operators}
     ops = ["operator-states", "broadcast"]
     sp = write_savepoint(source, str(tmp_path / "sp"), operators=ops)
     for uid in ops:

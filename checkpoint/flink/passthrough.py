@@ -1,0 +1,166 @@
+"""States of a Flink savepoint read as bytes: what the savepoint writer carries verbatim.
+
+A state whose serializer the writer cannot encode again (Kryo, SQL RowData, a POJO with
+subclasses, a composite of those) is passed through when its values are not changed: its meta
+info goes into the new header as the bytes read, and its entries are carried as bytes. In the
+canonical key/value layout (canonical savepoints of either backend, compressed or not, and
+the SST files of native RocksDB ones) an entry's key bytes are the key-group prefix, then the
+key, namespace and user key, and its value bytes stand alone: :class:`RawEntries` keeps each
+entry's key bytes after the prefix and its value bytes, so the writer only writes a new prefix
+(the key group the key falls in at the new max parallelism). A heap checkpoint frames values
+by their serializer and cannot be carried this way.
+
+Operator list and union state elements run from one offset ``_metadata`` records to the next
+(:func:`operator_elements`); a broadcast state's map is carried whole, from its offset on.
+Which serializers the writer encodes itself is decided here too (:func:`unwritable`: why not;
+:func:`serializer_classes` against the writer's own snapshot, :func:`snapshot_classes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from flinkstate.state.errors import SerializationError
+from flinkstate.state.keyed.snapshot import StateColumns
+from flinkstate.state.operator import OperatorStateData, OperatorStateMode
+from flinkstate.state.types.mapping import TypeInformation, Types
+
+from .body import KeyGroupDecoder, StateRows
+from .errors import FlinkFormatError, UnsupportedSerializerError
+from .header import KeyedHeader, StateInfo
+from .metadata import OperatorHandle, OperatorMeta, SubtaskState
+from .operator import snappy_block
+from .rowdata import ROWDATA
+from .savepoint import FlinkSavepoint
+from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType
+from .write_keyed import KeyedStateSpec
+from .write_operator import VERBATIM
+from .write_snapshots import Snapshot
+
+#: The type a verbatim state's values are given where our type is unknown: bytes.
+BYTES: TypeInformation = Types.PRIMITIVE_ARRAY(Types.BYTE())
+
+
+def serializer_classes(t: FlinkType) -> tuple[Any, ...]:
+    """The serializer snapshot classes of a Flink type, nested (and a Tuple's or POJO's class)."""
+    java_class = t.java_class if t.snapshot_class in (_TUPLE, _POJO) else ""
+    return (t.snapshot_class, java_class, tuple(serializer_classes(c) for c in t.children))
+
+
+def snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
+    """The same of a snapshot the writer writes."""
+    return (s.class_name, s.tuple_class or s.pojo_class, tuple(snapshot_classes(n) for n in s.nested))
+
+
+def unwritable(t: FlinkType) -> str | None:
+    """Why Flink's serializer ``t`` (or one nested in it) cannot be written (None: it can)."""
+    inner = t.inner if t.inner is not None else t
+    if inner.snapshot_class == _KRYO:
+        return (
+            f"the Kryo-serialized class {inner.java_class} cannot be written (Flink's Kryo bytes and "
+            "registrations are not produced)"
+        )
+    if inner.snapshot_class == ROWDATA:
+        return "SQL RowData cannot be written until its serializer snapshot can be produced"
+    for child in inner.children:
+        why = unwritable(child)
+        if why is not None:
+            return why
+    if not inner.decodable or inner.type_info is None:
+        return f"{inner.describe()} cannot be written yet"
+    return None
+
+
+class RawEntries(KeyGroupDecoder):
+    """Collects the entries of states of one keyed state stream as bytes: per entry the key
+    group, the key bytes after the key-group prefix (``key``) and the value bytes (``value``).
+    The key serializer is never used: it may be one we cannot decode."""
+
+    def __init__(self, header: KeyedHeader, max_parallelism: int, where: str, states: Iterable[str]) -> None:
+        wanted = set(states)
+        self.header = header
+        self.where = where
+        self.prefix = 1 if max_parallelism <= 128 else 2
+        self.rows = {s.state_id: StateRows(s) for s in header.states if s.name in wanted}
+        self.fast = None
+
+    def entry(self, rows: StateRows, kg: int, key_raw: bytes, value_raw: bytes, at: str) -> None:
+        try:
+            self._check_prefix(key_raw, kg)
+        except SerializationError as exc:
+            raise FlinkFormatError(
+                f"{self.where}: state {rows.info.name}, key group {kg}: {exc} ({at})"
+            ) from exc
+        rows.key_group.append(kg)
+        rows.key.append(key_raw[self.prefix :])
+        rows.value.append(value_raw)
+
+    def heap_checkpoint(self, buf: bytes, pos: int, kg: int) -> None:
+        raise UnsupportedSerializerError(
+            f"{self.where}: a heap checkpoint's entries are framed by their serializers and cannot be "
+            "carried as bytes (write from a savepoint)"
+        )
+
+
+def operator_elements(
+    data: bytes, compressed: bool, handle: OperatorHandle, name: str, where: str
+) -> list[bytes]:
+    """The bytes of each element of operator list or union state ``name`` in one subtask's
+    stream (each runs to the next recorded offset); of a broadcast state, its whole map."""
+    entry = next((e for e in handle.states if e.name == name), None)
+    if entry is None:
+        raise FlinkFormatError(f"{where}: no operator state {name!r}")
+    bounds = sorted({o for e in handle.states for o in e.offsets} | {len(data)})
+    out = []
+    for offset in entry.offsets:
+        end = bounds[bounds.index(offset) + 1]
+        out.append(snappy_block(data, offset, end, where) if compressed else bytes(data[offset:end]))
+    return out
+
+
+def verbatim_spec(info: StateInfo) -> KeyedStateSpec:
+    """A keyed state (or timer queue) written with its meta info as read, its entries as bytes."""
+    value = info.value.inner if info.value.inner is not None else info.value
+    user_key = info.user_key.type_info or BYTES if info.user_key is not None else None
+    return KeyedStateSpec(
+        info.name, info.kind, value.type_info or BYTES, user_key, info.ttl, verbatim=info.meta
+    )
+
+
+def check_carried(op: OperatorMeta) -> str | None:
+    """Why ``op``'s keyed states cannot be carried as bytes (None: they can)."""
+    kinds = {s.managed_keyed.kind for s in op.subtasks if s.managed_keyed is not None}
+    if "heap_checkpoint" in kinds:
+        return "a heap checkpoint's entries are framed by their serializers and cannot be carried as bytes"
+    return None
+
+
+def verbatim_columns(
+    source: FlinkSavepoint, operator: str, spec: KeyedStateSpec
+) -> Iterator[tuple[int, StateColumns]]:
+    """A keyed state's entries by key group as bytes: ``keys`` the key bytes after the key-group
+    prefix, ``values`` the value bytes."""
+    groups: dict[int, StateColumns] = {}
+    for rows in source.raw_keyed(operator, spec.name, spec.is_timer):
+        for kg, key, value in zip(rows.key_group, rows.key, rows.value, strict=True):
+            found = groups.setdefault(kg, StateColumns([], None, []))
+            found.keys.append(key)
+            found.values.append(value)
+    yield from sorted(groups.items(), key=lambda item: item[0])
+
+
+def verbatim_operator_state(
+    source: FlinkSavepoint, sub: SubtaskState, info: StateInfo, compressed: bool
+) -> OperatorStateData:
+    """One subtask's operator state carried as bytes: its meta info and elements (a broadcast
+    state: its whole map, as the one value of ``elements``)."""
+    handle = sub.managed_operator
+    assert handle is not None and handle.stream is not None
+    data = handle.stream.read(source.directory, source.storage)
+    where = f"{source.directory}: {handle.stream.name}, state {info.name}"
+    elements = operator_elements(data, compressed, handle, info.name, where)
+    mode = OperatorStateMode[info.kind]
+    user_key = BYTES if mode is OperatorStateMode.BROADCAST else None
+    held = dict(enumerate(elements)) if mode is OperatorStateMode.BROADCAST else elements
+    return OperatorStateData(info.name, mode, BYTES, held, user_key, {VERBATIM: info.meta})
