@@ -37,7 +37,7 @@ from .operator_id import operator_id
 from .savepoint import FlinkSavepoint
 from .write_keyed import KeyedStateSpec
 from .write_operator import check_types
-from .write_snapshots import Snapshot, key_snapshot
+from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot
 from .write_sources import OperatorSource, operators_of
 
 KEYED_KINDS = tuple(k.name for k in StateKind)
@@ -191,10 +191,13 @@ class MergedOperator(OperatorSource):
         else:
             self.base.check_key_groups()
 
-    def key_serializer_snapshot(self) -> Snapshot:
+    def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
         if self.base.key_type is None:
             return super().key_serializer_snapshot()
         return self.base.key_serializer_snapshot()
+
+    def verbatim_key(self, spec: KeyedStateSpec, key: bytes) -> Any:
+        return self.base.verbatim_key(spec, key)  # only the base's states are carried as bytes
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         if index < len(self.kept):
