@@ -148,6 +148,7 @@ def test_unicode_nan_negative_zero_none_and_ttl(tmp_path: Path) -> None:
     pairs = restore_both(checkpoint, 2, tmp_path, time_provider=clock)
     try:
         check_same(pairs)
+
         def at(k: int) -> RocksDBKeyedStateBackend:
             key = f"ключ-{k}-🔑"
             b = next(b for b, _ in pairs if assign_to_key_group(key, 32, Types.STRING()) in b.key_group_range)
