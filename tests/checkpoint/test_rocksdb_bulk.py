@@ -116,6 +116,25 @@ def test_every_state_kind_rescaled_from_three_subtasks(tmp_path: Path, p: int) -
         close(pairs)
 
 
+def test_a_checkpoint_written_by_rocksdb_restores_into_rocksdb(tmp_path: Path) -> None:
+    url = f"memory://bulk/{uuid.uuid4().hex}"
+    written, checkpoint = write_initial(url)
+    first = restore_both(checkpoint, 2, tmp_path, time_provider=CLOCK)
+    try:
+        pending = CheckpointStorage(url).begin()
+        for i, (b, _) in enumerate(first):
+            pending.write_subtask("op", i, 2, 128, keyed=b)
+        second = pending.commit()
+    finally:
+        close(first)
+    pairs = restore_both(second, 3, tmp_path, time_provider=CLOCK)
+    try:
+        check_same(pairs)
+        assert Counter(e for pair in pairs for e in entries(pair[0])) == Counter(written)
+    finally:
+        close(pairs)
+
+
 SPECIAL = ValueStateDescriptor("special", Types.DOUBLE())
 NOTES = ListStateDescriptor("notes", Types.STRING())
 BOOK = MapStateDescriptor("book", Types.STRING(), Types.DOUBLE())
