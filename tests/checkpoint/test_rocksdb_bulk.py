@@ -103,7 +103,7 @@ def close(pairs: list[tuple[RocksDBKeyedStateBackend, RocksDBKeyedStateBackend]]
             b.close()
 
 
-@pytest.mark.parametrize("p", [1, 2, 5])
+@pytest.mark.parametrize("p", [1, 5])
 def test_every_state_kind_rescaled_from_three_subtasks(tmp_path: Path, p: int) -> None:
     written, checkpoint = write_initial(f"memory://bulk/{uuid.uuid4().hex}")
     pairs = restore_both(checkpoint, p, tmp_path, time_provider=CLOCK)
@@ -119,14 +119,19 @@ def test_every_state_kind_rescaled_from_three_subtasks(tmp_path: Path, p: int) -
 def test_a_checkpoint_written_by_rocksdb_restores_into_rocksdb(tmp_path: Path) -> None:
     url = f"memory://bulk/{uuid.uuid4().hex}"
     written, checkpoint = write_initial(url)
-    first = restore_both(checkpoint, 2, tmp_path, time_provider=CLOCK)
+
+    def bulk_backend(**kw: Any) -> RocksDBKeyedStateBackend:
+        return RocksDBKeyedStateBackend(tmp_path / uuid.uuid4().hex, options=BULK, **kw)
+
+    first = [checkpoint.keyed_backend("op", i, 2, bulk_backend, time_provider=CLOCK) for i in range(2)]
     try:
         pending = CheckpointStorage(url).begin()
-        for i, (b, _) in enumerate(first):
+        for i, b in enumerate(first):
             pending.write_subtask("op", i, 2, 128, keyed=b)
         second = pending.commit()
     finally:
-        close(first)
+        for b in first:
+            b.close()
     pairs = restore_both(second, 3, tmp_path, time_provider=CLOCK)
     try:
         check_same(pairs)
