@@ -2,7 +2,7 @@
 
 Every write of the backend goes through :meth:`StateColumn.put`, :meth:`StateColumn.delete`,
 :meth:`StateColumn.write` (one atomic batch of puts and deletes),
-:meth:`StateColumn.load` (many puts, bulk-loaded when many) or
+:meth:`StateColumn.load` (restored entries, bulk-loaded when many) or
 :meth:`StateColumn.delete_range`; change recording (incremental checkpoints) hooks there.
 Inside the backend's ``write_batch()`` these writes go into a shared :class:`WriteBuffer`
 instead, and every read path (:meth:`StateColumn.view`) writes the buffer out first, so
@@ -188,18 +188,15 @@ class StateColumn:
                 self.on_write()
 
     def load(self, puts: Entries, bulk_min: int, sst_path: Callable[[], str]) -> None:
-        """Put ``puts`` (any order; the last of a key given twice wins): from ``bulk_min``
-        entries on as one sorted SST file at ``sst_path()``, ingested (see :mod:`.bulk`),
-        below that in write batches. Not atomic."""
+        """Put restored ``puts`` (any order; the last of a key given twice wins): from
+        ``bulk_min`` entries on as one sorted SST file at ``sst_path()``, ingested (see
+        :mod:`.bulk`), below that in write batches. Not atomic; restored entries are no
+        change, so the column is not recording."""
+        assert self.changed is None, "a load is a restore: stop recording first"
         if len(puts) < bulk_min:
             for start in range(0, len(puts), _WRITE_BATCH):
                 self.write(puts[start : start + _WRITE_BATCH])
             return
-        changed = self.changed
-        if changed is not None:
-            changed.extend([key for key, _ in puts])
-            if len(changed) > self._fold_at:
-                self._fold_at = fold(changed, self._scopes, self._scopes_of)
         bulk.ingest(self.view(), self._cf_options, sst_path(), bulk.sorted_unique(puts))
         if self.on_write is not None:
             self.on_write()
