@@ -17,6 +17,7 @@ from flink_write_bench import BENCHMARKS as FLINK_WRITE
 from incremental_bench import BENCHMARKS as INCREMENTAL
 from process_bench import BENCHMARKS as PROCESS
 from rocksdb_bench import BENCHMARKS as ROCKSDB
+from scale_bench import BENCHMARKS as SCALE
 from spark_bench import BENCHMARKS as SPARK
 from state_bench import BENCHMARKS as STATE
 from ttl_bench import BENCHMARKS as TTL
@@ -27,6 +28,7 @@ ALL: dict[str, Callable[[bool], Iterator[Result]]] = {
     **CHECKPOINT,
     **SPARK,
     **ROCKSDB,
+    **SCALE,
     **INCREMENTAL,
     **FLINK,
     **FLINK_WRITE,

@@ -13,7 +13,7 @@ checkpoint whose manifest references it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Iterable, Iterator
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 import pyarrow as pa
@@ -63,6 +63,7 @@ def read_key_groups(
     columns: Collection[str] | None = None,
     batch: int | None = None,
     threads: bool = False,
+    max_rows: int | None = None,
 ) -> Iterator[tuple[int, list[pa.Table]]]:
     """(key group, its tables in file order) of every key group ``files`` name, ascending.
 
@@ -71,16 +72,19 @@ def read_key_groups(
     read (several files, or deletes, apply whole rows), the other columns then come back as
     nulls, so every table has its file's schema. ``batch``: decode at most this many key
     groups at a time (``None``: all at once), to bound the memory a long read holds;
-    ``threads``: decode columns in parallel (a restore; Spark's tasks are parallel already).
+    ``threads``: decode columns in parallel (a restore; Spark's tasks are parallel already);
+    ``max_rows``: and at most this many rows at a time, by the manifest's row counts (a key
+    group holding more is decoded alone), so a restore of large key groups holds one at a time.
     """
     with naming_corruption(checkpoint_id, directory):
         opened = [(open_verified(directory, ref, len(pairs) == len(ref.key_groups)), ref, pairs)
                   for ref, pairs in files]  # fmt: skip
     prune = columns is not None and len(opened) == 1 and "op" not in opened[0][0].schema_arrow.names
-    groups = sorted({kg for _, pairs in files for kg, _ in pairs})
-    step = batch or len(groups) or 1
-    for start in range(0, len(groups), step):
-        chunk = set(groups[start : start + step])
+    rows: dict[int, int] = {}
+    for ref, pairs in files:
+        for kg, _ in pairs:
+            rows[kg] = rows.get(kg, 0) + ref.key_groups[kg][1]
+    for chunk in chunks(sorted(rows), rows, batch, max_rows):
         by_group: dict[int, list[pa.Table]] = {}
         for pf, ref, pairs in opened:
             mine = [(kg, rg) for kg, rg in pairs if kg in chunk]
@@ -96,6 +100,24 @@ def read_key_groups(
                 by_group.setdefault(kg, []).append(table)
         for kg in sorted(by_group):
             yield kg, by_group[kg]
+
+
+def chunks(
+    groups: list[int], rows: Mapping[int, int], batch: int | None, max_rows: int | None
+) -> Iterator[set[int]]:
+    """``groups`` in order, cut into runs of at most ``batch`` key groups and ``max_rows``
+    rows (``rows``: each key group's; a key group above ``max_rows`` alone)."""
+    chunk: set[int] = set()
+    held = 0
+    for kg in groups:
+        n = rows[kg]
+        if chunk and (len(chunk) == batch or (max_rows is not None and held + n > max_rows)):
+            yield chunk
+            chunk, held = set(), 0
+        chunk.add(kg)
+        held += n
+    if chunk:
+        yield chunk
 
 
 def _with_nulls(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -27,7 +27,9 @@ from .merge import merge_keyed
 from .verified import open_ranges, open_whole
 
 RESTORE_BATCH = 16
-"""Key groups a restore decodes at a time (their tables are held together)."""
+"""Key groups a restore decodes at a time (their tables are held together)..."""
+RESTORE_ROWS = 1 << 20
+"""... and rows (one larger key group alone): what a restore holds does not grow with the state."""
 
 
 class CompletedCheckpoint:
@@ -62,7 +64,9 @@ class CompletedCheckpoint:
         directory, checkpoint_id = self.directory, self.checkpoint_id
         for subtask in self.operator(uid).subtasks:
             files = key_group_files(subtask.keyed.get(state, ()), key_groups)
-            yield from read_key_groups(directory, files, checkpoint_id, batch=RESTORE_BATCH, threads=True)
+            yield from read_key_groups(
+                directory, files, checkpoint_id, batch=RESTORE_BATCH, threads=True, max_rows=RESTORE_ROWS
+            )
 
     def restore_keyed(self, backend: AbstractKeyedStateBackend, uid: str) -> None:
         """Load into ``backend`` every key group of its range (at any parallelism)."""

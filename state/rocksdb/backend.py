@@ -38,7 +38,8 @@ _KINDS: dict[StateKind, type[AbstractRocksDBState]] = {
     StateKind.LIST: RocksDBListState,
     StateKind.MAP: RocksDBMapState,
 }
-_RESTORE_BATCH = 4096
+_MIGRATE_CHUNK = 1 << 17
+"""Entries a migration of restored state holds and loads at a time (one SST file when bulk)."""
 
 
 class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
@@ -175,6 +176,12 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         col = self._columns[state_name]
         return int(col.view().property_int_value("rocksdb.total-sst-files-size") or 0)
 
+    def memory_usage(self) -> int:
+        """Bytes of RocksDB memory in use: the block cache, which the memtables are charged to
+        (compare with ``options.memory_budget``)."""
+        self._check_open()
+        return int(self._dir.db.property_int_value("rocksdb.block-cache-usage") or 0)
+
     def flush(self) -> None:
         """Write every memtable to disk (tests and tools; RocksDB does it by itself)."""
         self._check_open()
@@ -192,15 +199,12 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         col.stop_recording()  # restored entries are no change (recording starts at the next take)
         kg_prefix = self._key_codec.group_prefix(kgi)
         namespaces = columns.namespaces or [None] * len(columns.keys)
-        encode = col.layout.encode
-        batch: list[tuple[bytes, bytes]] = []
+        encode, check = col.layout.encode, col.namespaces.check
+        puts: list[tuple[bytes, bytes]] = []
         for key, ns, stored in zip(columns.keys, namespaces, stored_states(meta, columns), strict=True):
-            col.namespaces.check(ns)
-            batch.extend(encode(col, col.prefix(kg_prefix, key, ns), stored))
-            if len(batch) >= _RESTORE_BATCH:
-                col.write(batch)
-                batch = []
-        col.write(batch)
+            check(ns)
+            puts.extend(encode(col, col.prefix(kg_prefix, key, ns), stored))
+        col.load(puts, self.options.bulk_load_min_entries, self._dir.ingest_file)
 
     def _bind_restored(
         self, restored: StateMetaInfo, meta: StateMetaInfo, value: Migrate | None, user_key: Migrate | None
@@ -214,12 +218,13 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         new.namespaces.set_type(old.namespaces.type)
         new.transform_factory = old.transform_factory
         batch: list[tuple[bytes, bytes]] = []
-        for prefix, entries in old.groups(old.iter_all()):
+        bulk_min, sst_path = self.options.bulk_load_min_entries, self._dir.ingest_file
+        for prefix, entries in old.groups(old.iter_all()):  # in key order: each load is one key range
             batch.extend(new.layout.encode(new, prefix, migrate(old.layout.decode(old, prefix, entries))))
-            if len(batch) >= _RESTORE_BATCH:
-                new.write(batch)
+            if len(batch) >= _MIGRATE_CHUNK:
+                new.load(batch, bulk_min, sst_path)
                 batch = []
-        new.write(batch)
+        new.load(batch, bulk_min, sst_path)
         new.take_over_changes(old)
         self._columns[meta.name] = new
         self._drop(old)

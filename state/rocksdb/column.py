@@ -1,7 +1,8 @@
 """One state's column family: its codecs, its layout, and the only ways to write it.
 
 Every write of the backend goes through :meth:`StateColumn.put`, :meth:`StateColumn.delete`,
-:meth:`StateColumn.write` (one atomic batch of puts and deletes) or
+:meth:`StateColumn.write` (one atomic batch of puts and deletes),
+:meth:`StateColumn.load` (restored entries, bulk-loaded when many) or
 :meth:`StateColumn.delete_range`; change recording (incremental checkpoints) hooks there.
 Inside the backend's ``write_batch()`` these writes go into a shared :class:`WriteBuffer`
 instead, and every read path (:meth:`StateColumn.view`) writes the buffer out first, so
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..descriptors import StateKind
 from ..keyed.snapshot import ColumnTransform, StateMetaInfo, plain_columns
+from . import bulk
 from .changes import FOLD_AT, ColumnChanges, fold, range_scopes
 from .codec import KeyCodec, NamespaceCodec, ValueCodec, value_dumps
 from .layout import Layout, layout_for
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     import rocksdict
 
 _SEQ = struct.Struct(">Q")
+_WRITE_BATCH = 4096
 Entries = list[tuple[bytes, bytes]]
 
 
@@ -81,6 +84,7 @@ class StateColumn:
         self.cf.set_write_options(write_options)
         self.handle: rocksdict.ColumnFamily | None = db.get_column_family_handle(cf_name)
         self._db = db
+        self._cf_options = cf_options
         self._batch = rocksdict.WriteBatch
         self._write_options = write_options
         self.keys = keys
@@ -182,6 +186,20 @@ class StateColumn:
             self._db.write(batch, self._write_options)
             if self.on_write is not None:
                 self.on_write()
+
+    def load(self, puts: Entries, bulk_min: int, sst_path: Callable[[], str]) -> None:
+        """Put restored ``puts`` (any order; the last of a key given twice wins): from
+        ``bulk_min`` entries on as one sorted SST file at ``sst_path()``, ingested (see
+        :mod:`.bulk`), below that in write batches. Not atomic; restored entries are no
+        change, so the column is not recording."""
+        assert self.changed is None, "a load is a restore: stop recording first"
+        if len(puts) < bulk_min:
+            for start in range(0, len(puts), _WRITE_BATCH):
+                self.write(puts[start : start + _WRITE_BATCH])
+            return
+        bulk.ingest(self.view(), self._cf_options, sst_path(), bulk.sorted_unique(puts))
+        if self.on_write is not None:
+            self.on_write()
 
     def delete_range(self, begin: bytes, end: bytes) -> None:
         """Delete every key in ``[begin, end)`` (dropping key groups, never per record)."""

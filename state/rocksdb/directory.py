@@ -6,12 +6,14 @@ again) plus a registry of the directories open in this process (a second open fr
 same process is refused too). A marker file says the directory is ours: a non-empty
 directory without it is refused rather than overwritten. The directory is working
 space, like Flink's local RocksDB directory: what an earlier backend left there is
-discarded on open; durable state comes back from checkpoints.
+discarded on open; durable state comes back from checkpoints. SST files built for
+ingestion (bulk-loaded restores) are written to ``<path>/ingest`` first, then moved in.
 """
 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import shutil
 import threading
@@ -24,6 +26,7 @@ MARKER = "FLINKSTATE_ROCKSDB"
 MARKER_TEXT = "flinkstate RocksDB keyed state backend, layout version 1\n"
 LOCK = "flinkstate.lock"
 DB = "db"
+INGEST = "ingest"
 
 _OPEN: set[str] = set()
 _OPEN_GUARD = threading.Lock()
@@ -42,6 +45,7 @@ class DbDirectory:
                 )
             _OPEN.add(self.path)
         self._lock: IO[str] | None = None
+        self._files = itertools.count()
         try:
             self._claim()
             self.db_options, self.cf_options = options.build()
@@ -90,16 +94,17 @@ class DbDirectory:
         else:
             with open(marker, "w", encoding="utf-8") as f:
                 f.write(MARKER_TEXT)
-        db_path = os.path.join(path, DB)
-        try:
-            if os.path.isdir(db_path) and not os.path.islink(db_path):
-                shutil.rmtree(db_path)
-            elif os.path.lexists(db_path):
-                os.remove(db_path)
-        except OSError as exc:
-            raise InvalidArgumentError(
-                f"cannot clear the working state in {db_path}: {exc}", code="CORRUPT_DB_DIRECTORY"
-            ) from exc
+        for name in (DB, INGEST):
+            work = os.path.join(path, name)
+            try:
+                if os.path.isdir(work) and not os.path.islink(work):
+                    shutil.rmtree(work)
+                elif os.path.lexists(work):
+                    os.remove(work)
+            except OSError as exc:
+                raise InvalidArgumentError(
+                    f"cannot clear the working state in {work}: {exc}", code="CORRUPT_DB_DIRECTORY"
+                ) from exc
 
     def _open_db(self) -> Any:
         import rocksdict
@@ -110,6 +115,12 @@ class DbDirectory:
             raise StateAccessError(
                 f"cannot open RocksDB in {self.path}: {exc}", code="DB_OPEN_FAILED"
             ) from exc
+
+    def ingest_file(self) -> str:
+        """A new path for an SST file to be ingested (its folder is created on first use)."""
+        folder = os.path.join(self.path, INGEST)
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, f"{next(self._files)}.sst")
 
     def _release(self) -> None:
         if self._lock is not None:

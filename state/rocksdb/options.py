@@ -2,7 +2,8 @@
 
 Memory is bounded by RocksDB, not Python: one LRU block cache per backend, and a write
 buffer manager that charges every column family's memtables to that cache, so a
-backend's RocksDB memory stays near ``block_cache_bytes`` however large its state is.
+backend's RocksDB memory stays near ``block_cache_bytes`` however large its state is
+(the budget: :attr:`RocksDBOptions.memory_budget`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ class RocksDBOptions:
     ``write_buffer_bytes``: one memtable of one state (``max_write_buffers`` per state);
     ``total_write_buffer_bytes``: every memtable of the backend together;
     ``disable_wal``: no write-ahead log (checkpoints, not the DB, make state durable, as
-    in Flink)."""
+    in Flink); ``bulk_load_min_entries``: a restored key group of a state with at least
+    this many entries is written as a sorted SST file and ingested (see :mod:`.bulk`),
+    a smaller one with write batches."""
 
     block_cache_bytes: int = 64 * _MIB
     write_buffer_bytes: int = 16 * _MIB
     max_write_buffers: int = 2
     total_write_buffer_bytes: int = 32 * _MIB
     disable_wal: bool = True
+    bulk_load_min_entries: int = 4096
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -55,6 +59,11 @@ class RocksDBOptions:
                 )
             parsed[name] = _parse(name, raw, known[name].type == "bool")
         return cls(**parsed)
+
+    @property
+    def memory_budget(self) -> int:
+        """RocksDB's memory for this backend: the block cache, which the memtables are charged to."""
+        return self.block_cache_bytes
 
     def build(self) -> tuple[Any, Any]:
         """(DB options, column family options) sharing one cache and write buffer manager."""

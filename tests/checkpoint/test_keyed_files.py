@@ -22,6 +22,7 @@ from flinkstate.checkpoint import (
     open_checkpoint,
     read_key_groups,
 )
+from flinkstate.checkpoint.reading.keyed_files import chunks
 from flinkstate.state import KeyGroupRange, assign_to_key_group
 
 SOURCES = Path(__file__).resolve().parents[2]
@@ -68,17 +69,33 @@ def _model(checkpoint: CompletedCheckpoint, files: KeyGroupFiles) -> dict[int, l
 
 
 @pytest.mark.parametrize("state", ["value", "list", "map"])
-@pytest.mark.parametrize("batch", [None, 1, 3])
+@pytest.mark.parametrize(("batch", "max_rows"), [(None, None), (1, None), (3, None), (None, 1), (3, 25)])
 def test_key_groups_read_as_the_files_hold_them(
-    chained: CompletedCheckpoint, state: str, batch: int | None
+    chained: CompletedCheckpoint, state: str, batch: int | None, max_rows: int | None
 ) -> None:
     files = _files(chained, state)
     assert len(files) > 1  # a chain: several files per key group
-    got = list(read_key_groups(chained.directory, files, chained.checkpoint_id, batch=batch))
+    got = list(
+        read_key_groups(chained.directory, files, chained.checkpoint_id, batch=batch, max_rows=max_rows)
+    )
     assert [kg for kg, _ in got] == sorted({kg for _, pairs in files for kg, _ in pairs})
     model = _model(chained, files)
     for kg, tables in got:
         assert [t.to_pylist() for t in tables] == [t.to_pylist() for t in model[kg]]
+
+
+@pytest.mark.parametrize(("batch", "max_rows"), [(None, None), (2, None), (None, 10), (3, 10), (None, 0)])
+def test_chunks_bound_key_groups_and_rows(batch: int | None, max_rows: int | None) -> None:
+    rows = {0: 4, 1: 30, 2: 3, 3: 3, 5: 0, 7: 9, 8: 2}
+    got = list(chunks(sorted(rows), rows, batch, max_rows))
+    assert [kg for chunk in got for kg in sorted(chunk)] == sorted(rows)  # every group once, in order
+    for chunk, after in zip(got, [*got[1:], None], strict=True):
+        assert batch is None or len(chunk) <= batch
+        held = sum(rows[kg] for kg in chunk)
+        assert max_rows is None or held <= max_rows or len(chunk) == 1
+        if after is not None:  # cut only where a bound says so
+            nxt = min(after)
+            assert len(chunk) == batch or (max_rows is not None and held + rows[nxt] > max_rows)
 
 
 def test_chosen_key_groups_only(chained: CompletedCheckpoint) -> None:
