@@ -24,6 +24,7 @@ from ..manifest import Manifest, OperatorEntry
 from ..storage import Storage
 from .keyed_files import key_group_files, read_key_groups
 from .merge import merge_keyed
+from .native import native_key_groups, restore_native
 from .verified import open_ranges, open_whole
 
 RESTORE_BATCH = 16
@@ -57,10 +58,15 @@ class CompletedCheckpoint:
     ) -> Iterator[tuple[int, list[pa.Table]]]:
         """(key group, its Arrow tables in file order) of a state, optionally limited to
         ``key_groups``, subtask by subtask: :func:`.keyed_files.read_key_groups` (only files
-        holding wanted key groups are opened, only those row groups read, every file checked)."""
-        self.state_meta(uid, state)
+        holding wanted key groups are opened, only those row groups read, every file checked);
+        of a native RocksDB checkpoint, decoded from its files (see :mod:`.native`)."""
+        meta = self.state_meta(uid, state)
         directory, checkpoint_id = self.directory, self.checkpoint_id
-        for subtask in self.operator(uid).subtasks:
+        op = self.operator(uid)
+        if any(st.native is not None for st in op.subtasks):
+            yield from native_key_groups(directory, op, meta, checkpoint_id, key_groups)
+            return
+        for subtask in op.subtasks:
             files = key_group_files(subtask.keyed.get(state, ()), key_groups)
             yield from read_key_groups(directory, files, checkpoint_id, batch=RESTORE_BATCH, threads=True)
 
@@ -76,6 +82,9 @@ class CompletedCheckpoint:
         watermark = self.manifest.watermark(uid)
         if watermark is not None:  # event-time TTL goes on from where the checkpoint was
             backend.advance_watermark(watermark)
+        if any(st.native is not None for st in op.subtasks):
+            restore_native(backend, self.directory, op, self.checkpoint_id)
+            return
         for meta in op.keyed_states:
             registered = False
             for kg, tables in self.read_keyed(uid, meta.name, backend.key_group_range):

@@ -111,6 +111,18 @@ class DbDirectory:
                 f"cannot open RocksDB in {self.path}: {exc}", code="DB_OPEN_FAILED"
             ) from exc
 
+    def replace_db(self, source: str) -> None:
+        """Make the DB files in ``source`` (a directory on this filesystem: a restore's
+        downloads) this directory's DB, and open it with its column families. The DB open
+        now must have no column family or iterator open."""
+        from .native import open_existing
+
+        db_path = os.path.join(self.path, DB)
+        self.db.close()
+        shutil.rmtree(db_path, ignore_errors=True)
+        os.replace(source, db_path)
+        self.db = open_existing(db_path, self.db_options, self.cf_options)
+
     def _release(self) -> None:
         if self._lock is not None:
             self._lock.close()  # closing the file drops the flock

@@ -1,0 +1,103 @@
+"""Native RocksDB checkpoints (``rocksdb_format="native"``) restore exactly what a Parquet
+checkpoint of the same backends restores: into RocksDB at the same parallelism (by
+files), after a rescale (clipping, merging), into the heap, and read per key group."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_rescale_roundtrip import CLOCK, KEYS, LIST, MAP, SPREAD, VALUE, entries, write_initial
+
+from flinkstate.checkpoint import CheckpointError, CheckpointStorage, CompletedCheckpoint
+from flinkstate.state import HeapKeyedStateBackend, RocksDBKeyedStateBackend
+
+
+def rocks(tmp_path: Path, checkpoint: CompletedCheckpoint, p: int) -> list[RocksDBKeyedStateBackend]:
+    out = []
+    for i in range(p):
+        path = tmp_path / f"rocks-{uuid.uuid4().hex[:8]}"
+        factory = lambda **kw: RocksDBKeyedStateBackend(path, **kw)  # noqa: B023, E731
+        backend = checkpoint.keyed_backend("op", i, p, backend_factory=factory, time_provider=CLOCK)
+        assert isinstance(backend, RocksDBKeyedStateBackend)
+        out.append(backend)
+    return out
+
+
+def checkpoint_into(storage: CheckpointStorage, backends: list[Any]) -> CompletedCheckpoint:
+    pending = storage.begin()
+    for i, b in enumerate(backends):
+        pending.write_subtask("op", i, len(backends), 128, keyed=b)
+    return pending.commit()
+
+
+def everything(backends: list[Any]) -> Counter[Any]:
+    return Counter(e for b in backends for e in entries(b))
+
+
+@pytest.fixture
+def native_and_parquet(tmp_path: Path) -> tuple[list[Any], CompletedCheckpoint, CompletedCheckpoint]:
+    """The entries written, and one native and one Parquet checkpoint of the same 2 RocksDB backends."""
+    written, first = write_initial(f"memory://native/{uuid.uuid4().hex}")
+    live = rocks(tmp_path, first, 2)
+    try:
+        native = checkpoint_into(CheckpointStorage(str(tmp_path / "native"), rocksdb_format="native"), live)
+        parquet = checkpoint_into(CheckpointStorage(str(tmp_path / "parquet")), live)
+    finally:
+        for b in live:
+            b.close()
+    return written, native, parquet
+
+
+def test_native_manifest_lists_files_not_parquet(native_and_parquet: Any) -> None:
+    _, native, _ = native_and_parquet
+    for st in native.manifest.operators[0].subtasks:
+        assert st.keyed == {} and st.native is not None
+        ssts = [f for f in st.native.files if f.sst]
+        assert ssts and all(f.ref.path.startswith("../_data/native/") for f in ssts)
+        assert {cf for f in ssts for cf in f.column_families} == set(st.native.columns.values())
+        rng = st.key_group_range
+        assert rng is not None
+        assert all(f.key_groups is not None and rng[0] <= f.key_groups[0] <= f.key_groups[1] <= rng[1] for f in ssts)
+        assert {f.name for f in st.native.files} >= {"CURRENT"}
+
+
+@pytest.mark.parametrize("p", [2, 3, 1])
+def test_rocksdb_restore_matches_parquet(tmp_path: Path, native_and_parquet: Any, p: int) -> None:
+    written, native, parquet = native_and_parquet
+    from_native, from_parquet = rocks(tmp_path, native, p), rocks(tmp_path, parquet, p)
+    try:
+        assert everything(from_native) == everything(from_parquet) == Counter(written)
+        owner = {k: b for b in from_native for k in b.get_keys("value")}
+        assert sorted(owner, key=lambda k: k[1]) == KEYS
+        b = owner[KEYS[35]]
+        b.set_current_key(KEYS[35])
+        assert b.get_state(VALUE).value() == (35, None)
+        b.get_list_state(LIST).add("after")  # appends go on after the restored elements
+        assert list(b.get_list_state(LIST).get())[-1] == "after"
+        assert b.get_aggregating_state(SPREAD).get() == 35
+        assert dict(b.get_map_state(MAP).items()) == {35: 17.5, -35: float("-inf")}
+    finally:
+        for b in (*from_native, *from_parquet):
+            b.close()
+
+
+@pytest.mark.parametrize("p", [1, 3])
+def test_heap_restore_and_reads_match_parquet(native_and_parquet: Any, p: int) -> None:
+    written, native, parquet = native_and_parquet
+    heaps = [native.keyed_backend("op", i, p, time_provider=CLOCK) for i in range(p)]
+    assert all(isinstance(b, HeapKeyedStateBackend) for b in heaps)
+    assert everything(heaps) == Counter(written)
+    for state in ("value", "list", "map", "spread"):
+        def rows(c: CompletedCheckpoint) -> dict[int, list[Any]]:
+            return {kg: [t.to_pylist() for t in tables] for kg, tables in c.read_keyed("op", state, range(0, 40))}
+
+        assert rows(native) == rows(parquet)
+
+
+def test_rocksdb_format_is_checked() -> None:
+    with pytest.raises(CheckpointError, match=r"\[INVALID_ARGUMENT\].*rocksdb_format"):
+        CheckpointStorage("memory://x/y", rocksdb_format="sst")
