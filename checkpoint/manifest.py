@@ -23,7 +23,7 @@ from flinkstate.state.ttl.time import LONG_MIN
 from flinkstate.state.types.mapping import TypeInformation, type_from_json
 
 from .errors import CheckpointCorruptError
-from .fileref import FileRef
+from .fileref import FileRef as FileRef  # re-exported: where every other module finds it
 from .jsontext import dumps_indented
 from .native_entry import NativeEntry
 
@@ -77,6 +77,12 @@ class SubtaskEntry:
         out = [f for group in groups for fs in group.values() for f in fs]
         out += [] if self.native is None else self.native.refs()
         return out + [f for f in (self.raw_keyed, self.raw_operator) if f is not None]
+
+    def stored_key_groups(self, state: str) -> set[int]:
+        """The key groups the files of keyed state ``state`` may hold entries of."""
+        if self.native is not None:
+            return self.native.key_groups(state)
+        return {kg for ref in self.keyed.get(state, ()) for kg in ref.key_groups}
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,16 @@ class NativeEntry:
     def refs(self) -> list[FileRef]:
         return [f.ref for f in self.files]
 
+    def state_files(self, state: str) -> list[NativeFile]:
+        """The SST files of ``state``'s column family."""
+        cf = self.columns.get(state)
+        return [f for f in self.files if f.sst and cf in f.column_families]
+
+    def key_groups(self, state: str) -> set[int]:
+        """The key groups ``state``'s SST files span."""
+        spans = [f.key_groups for f in self.state_files(state) if f.key_groups is not None]
+        return {kg for first, last in spans for kg in range(first, last + 1)}
+
     def moved(self, move: Callable[[FileRef], FileRef]) -> NativeEntry:
         """This entry with every file's reference passed through ``move`` (a rebase)."""
         return replace(self, files=tuple(replace(f, ref=move(f.ref)) for f in self.files))

@@ -35,6 +35,7 @@ from flinkstate.checkpoint import (
     keyed_view_schema,
     only_key_groups,
     read_key_groups,
+    refuse_native,
 )
 
 from .errors import ChangeFeedError, OptionError
@@ -118,6 +119,9 @@ class ChangeFeedReader(FlinkStateReader):
         self.diffs: list[DiffPlan] = []
         befores = [open_before(options, checkpoints[0].checkpoint_id), *checkpoints[:-1]]
         for before, checkpoint in zip(befores, checkpoints, strict=True):
+            for c in (before, checkpoint):
+                if c is not None:
+                    refuse_native(c.manifest.operator(uid), "the change feed", c.checkpoint_id)
             meta = checkpoint.operator(uid).keyed_state(name)
             if meta is not None and meta.full_in_every_checkpoint:
                 self.diffs += diff_plans(checkpoint, before, uid, name)

@@ -31,7 +31,7 @@ from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.rocksdb.backend import RocksDBKeyedStateBackend
 
-from ..errors import CheckpointCorruptError, CheckpointNotFoundError
+from ..errors import CheckpointCorruptError, CheckpointError, CheckpointNotFoundError
 from ..format import keyed_schema, storage_table
 from ..manifest import OperatorEntry, SubtaskEntry
 from ..native_entry import NativeEntry
@@ -46,7 +46,9 @@ def download(directory: Storage, native: NativeEntry, target: str, checkpoint_id
     os.makedirs(target, exist_ok=True)
     for f in native.files:
         ref = f.ref
-        where = f"native file {ref.path} ({f.name}, referenced by checkpoint {checkpoint_id} in {directory!r})"
+        where = (
+            f"native file {ref.path} ({f.name}; referenced by checkpoint {checkpoint_id} in {directory!r})"
+        )
         sha, size = hashlib.sha256(), 0
         try:
             with directory.open_input(ref.path) as src, open(os.path.join(target, f.name), "wb") as dst:
@@ -70,8 +72,13 @@ def _metas(op: OperatorEntry, native: NativeEntry) -> list[StateMetaInfo]:
     return [m for m in op.keyed_states if m.name in native.columns]
 
 
-def _restore_into(backend: RocksDBKeyedStateBackend, directory: Storage, op: OperatorEntry, entry: SubtaskEntry,
-                  checkpoint_id: int) -> None:  # fmt: skip
+def _restore_into(
+    backend: RocksDBKeyedStateBackend,
+    directory: Storage,
+    op: OperatorEntry,
+    entry: SubtaskEntry,
+    checkpoint_id: int,
+) -> None:
     """``entry``'s files as ``backend``'s DB, clipped to its range."""
     assert entry.native is not None
     source = os.path.join(backend.path, f"restore-{uuid.uuid4().hex}")
@@ -91,8 +98,9 @@ def opened(directory: Storage, op: OperatorEntry, entry: SubtaskEntry, checkpoin
     TTL clock and watermark are ``like``'s, when given."""
     work = tempfile.mkdtemp(prefix="flinkstate-native-")
     try:
+        clock = like.time_provider if like else None
         tmp = RocksDBKeyedStateBackend(os.path.join(work, "db"), op.key_type, op.max_parallelism,
-                                       held_range(op, entry), like.time_provider if like else None)  # fmt: skip
+                                       held_range(op, entry), clock)  # fmt: skip
         try:
             if like is not None:
                 tmp.advance_watermark(like.current_watermark)
@@ -130,16 +138,38 @@ def restore_native(backend: AbstractKeyedStateBackend, directory: Storage, op: O
             backend.restore_state(meta, wanted.start, StateColumns([], None, []))
 
 
-def native_key_groups(directory: Storage, op: OperatorEntry, meta: StateMetaInfo, checkpoint_id: int,
-                      key_groups: Container[int] | None = None) -> Iterator[tuple[int, list[pa.Table]]]:  # fmt: skip
+def refuse_native(op: OperatorEntry | None, what: str, checkpoint_id: int | None = None) -> None:
+    """An error when ``op`` (of checkpoint ``checkpoint_id``) is held as native RocksDB files,
+    which ``what`` does not handle (it works on Parquet files)."""
+    if op is not None and any(st.native is not None for st in op.subtasks):
+        of = "" if checkpoint_id is None else f" of checkpoint {checkpoint_id}"
+        raise CheckpointError(
+            f"operator {op.uid!r}{of} is a native RocksDB checkpoint "
+            f"(rocksdb_format='native'); {what} needs the Parquet format: restore it and checkpoint "
+            "it with rocksdb_format='parquet' (or write a savepoint, always Parquet)",
+            code="NATIVE_FORMAT_UNSUPPORTED",
+        )
+
+
+def native_key_groups(
+    directory: Storage,
+    op: OperatorEntry,
+    meta: StateMetaInfo,
+    checkpoint_id: int,
+    key_groups: Container[int] | None = None,
+    subtasks: Container[int] | None = None,
+) -> Iterator[tuple[int, list[pa.Table]]]:
     """(key group, [its table in the Parquet storage layout]) of state ``meta`` in ``op``'s
-    native subtasks, optionally limited to ``key_groups``: what :func:`.keyed_files.read_key_groups`
-    yields for Parquet files (TTL entries expired at the time of reading are left out,
-    as a full snapshot leaves them out)."""
+    native subtasks (``subtasks``: only those indexes), optionally limited to ``key_groups``:
+    what :func:`.keyed_files.read_key_groups` yields for Parquet files. A TTL state with
+    full-snapshot cleanup leaves out what has expired when read (a Parquet checkpoint: when
+    written)."""
     assert op.key_type is not None
     schema = keyed_schema(meta, op.key_type)
     for entry in op.subtasks:
         if entry.native is None or meta.name not in entry.native.columns:
+            continue
+        if subtasks is not None and entry.index not in subtasks:
             continue
         rng = held_range(op, entry)
         groups = [kg for kg in rng if key_groups is None or kg in key_groups]

@@ -106,7 +106,11 @@ class CompletedCheckpoint:
         op = self.operator(uid)
         rng = compute_key_group_range_for_operator_index(op.max_parallelism, parallelism, subtask)
         backend = backend_factory(max_parallelism=op.max_parallelism, key_group_range=rng, **backend_args)
-        self.restore_keyed(backend, uid)
+        try:
+            self.restore_keyed(backend, uid)
+        except BaseException:
+            backend.close()  # a RocksDB backend's directory is free again
+            raise
         return backend
 
     def state_meta(self, uid: str, state: str) -> StateMetaInfo:

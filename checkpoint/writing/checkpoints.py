@@ -100,9 +100,10 @@ class CheckpointStorage:
         directory = self.storage.child(f"chk-{checkpoint_id}")
         increment = self.incremental if incremental is None else incremental
         recording = self.incremental or increment  # a full checkpoint of an incremental job rebases it
+        native = self.rocksdb_format == "native"
         pending = PendingCheckpoint(directory, checkpoint_id, root=self.storage, retain=self.retain,
                                     policy=self.policy if recording else None, full=not increment,
-                                    in_flight=self._in_flight, native=self.rocksdb_format == "native")  # fmt: skip
+                                    in_flight=self._in_flight, native=native)  # fmt: skip
         self._in_flight.add(pending)
         return pending
 

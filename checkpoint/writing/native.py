@@ -88,7 +88,9 @@ class NativeWriter:
         if ref is None or ref.size != local.size:
             path = f"{NATIVE_DIR}/{digest}.sst"
             if _upload(self.root, path, snapshot.path(local.name)) != digest:
-                raise CheckpointError(f"SST file {local.name} changed while it was uploaded", code="WRITE_FAILED")
+                raise CheckpointError(
+                    f"SST file {local.name} changed while it was uploaded", code="WRITE_FAILED"
+                )
             self.uploaded_bytes += local.size
             ref = FileRef(path, local.size, digest, local.entries, checkpoint_id=self.checkpoint_id)
         seen = posixpath.relpath(ref.path, f"chk-{self.checkpoint_id}")

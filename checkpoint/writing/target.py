@@ -60,6 +60,7 @@ class CheckpointTarget:
         last completed checkpoint went to the same place may snapshot states as their
         changes only (see :mod:`flinkstate.state.keyed.changes`). An increment builds only on a
         base that went to the same place; without a ``uid`` it is written in full."""
+        snap: KeyedStateSnapshot
         if self.native and self.root is not None and isinstance(backend, RocksDBKeyedStateBackend):
             snap = backend.native_snapshot()
         elif self.policy is None:

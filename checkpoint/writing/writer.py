@@ -16,9 +16,8 @@ from dataclasses import dataclass, field, replace
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot, StateMetaInfo
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
-from flinkstate.state.types.mapping import TypeInformation
-
 from flinkstate.state.rocksdb.native import NativeSnapshot
+from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import CheckpointError
 from ..format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator

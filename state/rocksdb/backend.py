@@ -28,8 +28,8 @@ from .codec import KeyCodec, prefix_end
 from .column import StateColumn, WriteBuffer
 from .directory import DbDirectory
 from .list_state import RocksDBListState
-from .native import NativeSnapshot, take
 from .map_state import RocksDBMapState
+from .native import NativeSnapshot, take
 from .options import RocksDBOptions
 from .reducing_state import RocksDBReducingState
 from .snapshot import RocksDBStateSnapshot
@@ -299,7 +299,9 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         files by name, known already (not hashed again at the next native snapshot)."""
         self._check_open()
         if self._columns or self._metas:
-            raise StateAccessError("a native restore must come before any state is used", code="RESTORE_AFTER_USE")
+            raise StateAccessError(
+                "a native restore must come before any state is used", code="RESTORE_AFTER_USE"
+            )
         self._dir.replace_db(source)
         self.change_log.reset()
         d = self._dir

@@ -80,7 +80,9 @@ class StateColumn:
         self.meta = meta
         self.cf_name = cf_name
         # raw mode: bytes in, bytes out
-        self.cf: Any = db.get_column_family(cf_name) if existing else db.create_column_family(cf_name, cf_options)
+        self.cf: Any = (
+            db.get_column_family(cf_name) if existing else db.create_column_family(cf_name, cf_options)
+        )
         self.cf.set_write_options(write_options)
         self.handle: rocksdict.ColumnFamily | None = db.get_column_family_handle(cf_name)
         self._db = db

@@ -91,7 +91,9 @@ def take(db: Any, work_dir: str, key_group_width: int) -> tuple[str, tuple[Local
         return target, _describe(target, key_group_width)
     except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
         shutil.rmtree(target, ignore_errors=True)
-        raise StateAccessError(f"RocksDB checkpoint into {target} failed: {exc}", code="DB_CHECKPOINT_FAILED") from exc
+        raise StateAccessError(
+            f"RocksDB checkpoint into {target} failed: {exc}", code="DB_CHECKPOINT_FAILED"
+        ) from exc
 
 
 def _describe(directory: str, width: int) -> tuple[LocalFile, ...]:
@@ -137,4 +139,6 @@ def open_existing(path: str, db_options: Any, cf_options: Any) -> Any:
     try:
         return rocksdict.Rdict(path, db_options, column_families={n: cf_options for n in names})
     except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
-        raise StateAccessError(f"cannot open restored RocksDB in {path}: {exc}", code="DB_OPEN_FAILED") from exc
+        raise StateAccessError(
+            f"cannot open restored RocksDB in {path}: {exc}", code="DB_OPEN_FAILED"
+        ) from exc
