@@ -175,7 +175,11 @@ def test_retention_keeps_shared_files_while_referenced(
         model = comparable(live)
     kept = native_files(storage)
     assert not first & kept
-    assert kept == {f"_data/native/{f.ref.sha256}.sst" for f in third.manifest.operators[0].subtasks[0].native.files if f.sst}  # type: ignore[union-attr]
+    assert kept == {
+        f"_data/native/{f.ref.sha256}.sst"
+        for f in third.manifest.operators[0].subtasks[0].native.files
+        if f.sst
+    }  # type: ignore[union-attr]
     assert storage.completed_ids() == [3]
     assert comparable(storage.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
 
@@ -223,7 +227,9 @@ def test_a_crash_before_publishing_leaves_the_previous_checkpoint(tmp_path: Path
     assert comparable(after.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
 
 
-def test_a_failed_upload_aborts_and_keeps_the_previous(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_upload_aborts_and_keeps_the_previous(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     storage = CheckpointStorage(str(tmp_path / "root"), rocksdb_format="native")
     with rocks(tmp_path) as live:
         fill(live, range(500))

@@ -61,7 +61,9 @@ def test_native_manifest_lists_files_not_parquet(native_and_parquet: Any) -> Non
         assert {cf for f in ssts for cf in f.column_families} == set(st.native.columns.values())
         rng = st.key_group_range
         assert rng is not None
-        assert all(f.key_groups is not None and rng[0] <= f.key_groups[0] <= f.key_groups[1] <= rng[1] for f in ssts)
+        assert all(
+            f.key_groups is not None and rng[0] <= f.key_groups[0] <= f.key_groups[1] <= rng[1] for f in ssts
+        )
         assert {f.name for f in st.native.files} >= {"CURRENT"}
 
 
@@ -92,8 +94,11 @@ def test_heap_restore_and_reads_match_parquet(native_and_parquet: Any, p: int) -
     assert all(isinstance(b, HeapKeyedStateBackend) for b in heaps)
     assert everything(heaps) == Counter(written)
     for state in ("value", "list", "map", "spread"):
+
         def rows(c: CompletedCheckpoint) -> dict[int, list[Any]]:
-            return {kg: [t.to_pylist() for t in tables] for kg, tables in c.read_keyed("op", state, range(0, 40))}
+            return {
+                kg: [t.to_pylist() for t in tables] for kg, tables in c.read_keyed("op", state, range(0, 40))
+            }
 
         assert rows(native) == rows(parquet)
 
