@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from flinkstate.checkpoint import CheckpointCorruptError, CheckpointStorage, CompletedCheckpoint, Storage
 from flinkstate.checkpoint.writing import native as native_writing
 from flinkstate.state import (

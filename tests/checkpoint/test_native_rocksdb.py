@@ -93,14 +93,12 @@ def test_heap_restore_and_reads_match_parquet(native_and_parquet: Any, p: int) -
     heaps = [native.keyed_backend("op", i, p, time_provider=CLOCK) for i in range(p)]
     assert all(isinstance(b, HeapKeyedStateBackend) for b in heaps)
     assert everything(heaps) == Counter(written)
+
+    def rows(c: CompletedCheckpoint, state: str) -> dict[int, list[Any]]:
+        return {kg: [t.to_pylist() for t in tables] for kg, tables in c.read_keyed("op", state, range(0, 40))}
+
     for state in ("value", "list", "map", "spread"):
-
-        def rows(c: CompletedCheckpoint) -> dict[int, list[Any]]:
-            return {
-                kg: [t.to_pylist() for t in tables] for kg, tables in c.read_keyed("op", state, range(0, 40))
-            }
-
-        assert rows(native) == rows(parquet)
+        assert rows(native, state) == rows(parquet, state)
 
 
 def test_rocksdb_format_is_checked() -> None:

@@ -97,7 +97,7 @@ def _compaction(root: Path, job: Job, base: Manifest) -> Manifest:
     return new
 
 
-FILES = ("keyed", "changes", "operator", "broadcast", "raw_keyed", "raw_operator")
+FILES = ("keyed", "changes", "operator", "broadcast", "raw_keyed", "raw_operator", "native")
 REWRITTEN: list[Step] = [("operators", "*", "subtasks", "*", part) for part in FILES]
 STATE_S: list[Step] = [
     ("operators", UID, "keyed_states", "s"),

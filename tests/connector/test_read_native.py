@@ -9,7 +9,6 @@ import json
 import math
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -52,7 +51,7 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
             128,
             compute_key_group_range_for_operator_index(128, P, i),
             CLOCK,
-        )  # fmt: skip
+        )
         for i in range(P)
     ]
     try:
