@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
-from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
+from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.rocksdb.backend import RocksDBKeyedStateBackend
 
@@ -133,9 +133,6 @@ def restore_native(backend: AbstractKeyedStateBackend, directory: Storage, op: O
                     cols = snap.states[meta.name].columns(kg)
                     if len(cols):
                         backend.restore_state(meta, kg, cols)
-    for meta in op.keyed_states:  # states with no entries in this range: still known to the backend
-        if meta.name not in backend.state_names():
-            backend.restore_state(meta, wanted.start, StateColumns([], None, []))
 
 
 def refuse_native(op: OperatorEntry | None, what: str, checkpoint_id: int | None = None) -> None:

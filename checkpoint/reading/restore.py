@@ -59,19 +59,25 @@ class CompletedCheckpoint:
         """(key group, its Arrow tables in file order) of a state, optionally limited to
         ``key_groups``, subtask by subtask: :func:`.keyed_files.read_key_groups` (only files
         holding wanted key groups are opened, only those row groups read, every file checked);
-        of a native RocksDB checkpoint, decoded from its files (see :mod:`.native`)."""
+        subtasks held as native RocksDB files are decoded from them (see :mod:`.native`)."""
         meta = self.state_meta(uid, state)
-        directory, checkpoint_id = self.directory, self.checkpoint_id
         op = self.operator(uid)
         if any(st.native is not None for st in op.subtasks):
-            yield from native_key_groups(directory, op, meta, checkpoint_id, key_groups)
-            return
+            yield from native_key_groups(self.directory, op, meta, self.checkpoint_id, key_groups)
+        yield from self._read_files(op, state, key_groups)
+
+    def _read_files(
+        self, op: OperatorEntry, state: str, key_groups: Container[int] | None
+    ) -> Iterator[tuple[int, list[pa.Table]]]:
+        """:meth:`read_keyed` of the subtasks held as Parquet files."""
+        directory, checkpoint_id = self.directory, self.checkpoint_id
         for subtask in op.subtasks:
             files = key_group_files(subtask.keyed.get(state, ()), key_groups)
             yield from read_key_groups(directory, files, checkpoint_id, batch=RESTORE_BATCH, threads=True)
 
     def restore_keyed(self, backend: AbstractKeyedStateBackend, uid: str) -> None:
-        """Load into ``backend`` every key group of its range (at any parallelism)."""
+        """Load into ``backend`` every key group of its range (at any parallelism): subtasks
+        held as native RocksDB files first (see :mod:`.native`), then those held as Parquet."""
         op = self.operator(uid)
         if op.max_parallelism != backend.max_parallelism:
             raise StateMigrationError(
@@ -84,10 +90,9 @@ class CompletedCheckpoint:
             backend.advance_watermark(watermark)
         if any(st.native is not None for st in op.subtasks):
             restore_native(backend, self.directory, op, self.checkpoint_id)
-            return
         for meta in op.keyed_states:
-            registered = False
-            for kg, tables in self.read_keyed(uid, meta.name, backend.key_group_range):
+            registered = meta.name in backend.state_names()
+            for kg, tables in self._read_files(op, meta.name, backend.key_group_range):
                 assert op.key_type is not None
                 backend.restore_state(meta, kg, merge_keyed(tables, meta, op.key_type, self.allow_pickle))
                 registered = True

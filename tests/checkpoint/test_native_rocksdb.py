@@ -104,3 +104,28 @@ def test_heap_restore_and_reads_match_parquet(native_and_parquet: Any, p: int) -
 def test_rocksdb_format_is_checked() -> None:
     with pytest.raises(CheckpointError, match=r"\[INVALID_ARGUMENT\].*rocksdb_format"):
         CheckpointStorage("memory://x/y", rocksdb_format="sst")
+
+
+@pytest.mark.parametrize("p", [1, 3])
+def test_an_operator_of_native_and_parquet_subtasks(tmp_path: Path, p: int) -> None:
+    """Subtask 0 on RocksDB (its files), subtask 1 on the heap (Parquet): restores read both."""
+    written, first = write_initial(f"memory://native/{uuid.uuid4().hex}")
+    path = tmp_path / "mixed-0"
+    factory = lambda **kw: RocksDBKeyedStateBackend(path, **kw)  # noqa: E731
+    live = [
+        first.keyed_backend("op", 0, 2, backend_factory=factory, time_provider=CLOCK),
+        first.keyed_backend("op", 1, 2, time_provider=CLOCK),
+    ]
+    try:
+        mixed = checkpoint_into(CheckpointStorage(str(tmp_path / "mixed"), rocksdb_format="native"), live)
+    finally:
+        live[0].close()
+    assert [st.native is not None for st in mixed.manifest.operators[0].subtasks] == [True, False]
+    heaps = [mixed.keyed_backend("op", i, p, time_provider=CLOCK) for i in range(p)]
+    assert everything(heaps) == Counter(written)
+    restored = rocks(tmp_path, mixed, p)
+    try:
+        assert everything(restored) == Counter(written)
+    finally:
+        for b in restored:
+            b.close()
