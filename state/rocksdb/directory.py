@@ -24,6 +24,8 @@ MARKER = "FLINKSTATE_ROCKSDB"
 MARKER_TEXT = "flinkstate RocksDB keyed state backend, layout version 1\n"
 LOCK = "flinkstate.lock"
 DB = "db"
+TRANSIENT = ("native-", "restore-")
+"""Name prefixes of directories a native snapshot or restore makes beside the DB, for a while."""
 
 _OPEN: set[str] = set()
 _OPEN_GUARD = threading.Lock()
@@ -92,6 +94,9 @@ class DbDirectory:
                 f.write(MARKER_TEXT)
         db_path = os.path.join(path, DB)
         try:
+            for name in entries:  # what a killed process left of native snapshots and restores
+                if name.startswith(TRANSIENT):
+                    shutil.rmtree(os.path.join(path, name), ignore_errors=True)
             if os.path.isdir(db_path) and not os.path.islink(db_path):
                 shutil.rmtree(db_path)
             elif os.path.lexists(db_path):

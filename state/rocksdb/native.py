@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import StateAccessError
 from ..keyed.snapshot import KeyedStateSnapshot, StateMetaInfo
+from .directory import TRANSIENT
 
 _SST_LINE = re.compile(r"^\s*(\d+):\d+\[", re.MULTILINE)
 _CHUNK = 1 << 20
@@ -85,7 +86,7 @@ def take(db: Any, work_dir: str, key_group_width: int) -> tuple[str, tuple[Local
     """A RocksDB checkpoint of ``db`` in a new directory under ``work_dir``, and its files."""
     import rocksdict
 
-    target = os.path.join(work_dir, f"native-{uuid.uuid4().hex}")
+    target = os.path.join(work_dir, f"{TRANSIENT[0]}{uuid.uuid4().hex}")
     try:
         rocksdict.Checkpoint(db).create_checkpoint(target)
         return target, _describe(target, key_group_width)
