@@ -83,3 +83,29 @@ def test_verify_names_a_damaged_sst_file_and_gc_keeps_shared_ones(tmp_path: Path
     storage.write_bytes(path, bytes(data))
     doc = json.loads(run("verify", native, "--json", code=1).stdout)
     assert not doc["ok"] and any(sst.ref.path.rsplit("/", 1)[1] in json.dumps(p) for p in doc["problems"])
+
+
+def test_convert_and_rescale_read_a_native_checkpoint(tmp_path: Path, run: Run) -> None:
+    parquet, native = native_job(tmp_path, 1)
+    targets = [tmp_path / "flink-parquet", tmp_path / "flink-native"]
+    for root, target in zip((parquet, native), targets, strict=True):
+        run("convert", root, str(target), "--to", "flink", "--operator", "counter")
+    from flinkstate.checkpoint.flink import read_savepoint
+
+    a, b = (read_savepoint(str(t)) for t in targets)
+    for i in range(P):
+        x, y = a.keyed_backend("counter", i, P), b.keyed_backend("counter", i, P)
+        assert _entries(y, "count")
+        for state in ("count", "events", "totals", "seen"):
+            assert sorted(map(repr, _entries(x, state))) == sorted(map(repr, _entries(y, state)))
+    doc = json.loads(
+        run("rescale", native, str(tmp_path / "rescaled"), "--max-parallelism", "64", "--json").stdout
+    )
+    rescaled = open_checkpoint(str(tmp_path / "rescaled"))
+    assert rescaled.manifest.operator("counter") is not None and doc["operators"]
+    assert all(st.native is None for op in rescaled.manifest.operators for st in op.subtasks)  # Parquet
+
+
+def _entries(backend: Any, state: str) -> list[Any]:
+    with backend.snapshot() as snap:
+        return [e for kg in snap.key_group_range for e in snap.states[state].entries(kg)]
