@@ -70,7 +70,9 @@ def process(
     timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
     ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
     ``incremental`` (True: a worker that kept its live backend writes only what changed
-    since the last checkpoint; a restored one writes in full), ``job_parameters`` (a dict
+    since the last checkpoint; a restored one writes in full), ``rocksdb_format`` (how the
+    RocksDB backend is checkpointed: ``"native"``, its SST files, by default, or
+    ``"parquet"``, the portable format; see ``CheckpointStorage``), ``job_parameters`` (a dict
     of str to str: what ``RuntimeContext.get_job_parameter`` reads). Each call applies every
     broadcast element before its rows (a bounded run of both streams).
     The output DataFrame reads files of the committed checkpoint: consume it before
@@ -151,7 +153,11 @@ def _run(job: Job, df: Any, broadcast: Any, batch_id: int | None) -> Any:
 
     spark = df.sparkSession
     storage = CheckpointStorage(
-        job.checkpoint, job.storage_options, retain=job.retain, incremental=job.incremental
+        job.checkpoint,
+        job.storage_options,
+        retain=job.retain,
+        incremental=job.incremental,
+        rocksdb_format=job.rocksdb_format,
     )
     latest = storage.latest_id()
     base = None if latest is None else storage.load(latest, allow_pickle=True)

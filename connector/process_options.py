@@ -38,6 +38,8 @@ class Job:
     retain: int
     incremental: bool
     job_parameters: Mapping[str, str]
+    rocksdb_format: str = "parquet"
+    """How RocksDB backends are checkpointed (see ``CheckpointStorage``): ``native`` by default."""
 
 
 def parse_job(
@@ -64,6 +66,7 @@ def parse_job(
         "retain",
         "incremental",
         "job_parameters",
+        "rocksdb_format",
     }
     unknown = sorted(set(options) - known)
     if unknown:
@@ -112,6 +115,9 @@ def parse_job(
     incremental = options.get("incremental", True)
     if type(incremental) is not bool:
         raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
+    rocksdb_format = options.get("rocksdb_format", "native" if backend == "rocksdb" else "parquet")
+    if rocksdb_format not in ("parquet", "native"):
+        raise ProcessError(f"option rocksdb_format must be 'parquet' or 'native', got {rocksdb_format!r}")
     job_parameters = options.get("job_parameters") or {}
     if not isinstance(job_parameters, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in job_parameters.items()
@@ -137,6 +143,7 @@ def parse_job(
         ints["retain"],
         incremental,
         dict(job_parameters),
+        rocksdb_format,
     )
 
 
