@@ -138,3 +138,19 @@ def test_spark_reads_a_native_checkpoint(spark: Any, roots: tuple[str, str]) -> 
         return sorted(map(tuple, df.collect()), key=repr)
 
     assert rows(native) == rows(parquet) != []
+
+
+def test_a_write_into_a_native_operator_is_refused(roots: tuple[str, str]) -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from flinkstate.connector.writer import BootstrapWriter
+
+    _, native = roots
+    schema = StructType([StructField("k", StringType()), StructField("v", LongType())])
+    opts = {"path": native, "operator": "op", "state": "extra", "statetype": "value", "keycolumns": "k",
+            "valuecolumns": "v", "parallelism": str(P), "maxparallelism": "128"}  # fmt: skip
+    writer = BootstrapWriter(opts, schema, False)
+    rows = pa.record_batch([pa.array(["ключ-1"]), pa.array([7])], names=["k", "v"])
+    with pytest.raises(CheckpointError, match=r"\[NATIVE_FORMAT_UNSUPPORTED\].*'op'"):
+        writer.commit([writer.write(iter([rows]))])
+    assert CheckpointStorage(native).completed_ids() == [1, 2]
