@@ -22,7 +22,6 @@ import tempfile
 import uuid
 from collections.abc import Container, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pyarrow as pa
 
@@ -63,7 +62,8 @@ def download(directory: Storage, native: NativeEntry, target: str, checkpoint_id
     return {f.name: f.ref.sha256 for f in native.files if f.sst}
 
 
-def held_range(op: OperatorEntry, entry: SubtaskEntry) -> KeyGroupRange:
+def _held(entry: SubtaskEntry) -> KeyGroupRange:
+    """The key groups subtask ``entry`` held."""
     assert entry.key_group_range is not None
     return KeyGroupRange(*entry.key_group_range)
 
@@ -86,7 +86,7 @@ def _restore_into(
         digests = download(directory, entry.native, source, checkpoint_id)
         native = entry.native
         backend.restore_native(source, _metas(op, native), native.columns, native.sequences,
-                               held_range(op, entry), digests)  # fmt: skip
+                               _held(entry), digests)  # fmt: skip
     finally:
         shutil.rmtree(source, ignore_errors=True)
 
@@ -100,7 +100,7 @@ def opened(directory: Storage, op: OperatorEntry, entry: SubtaskEntry, checkpoin
     try:
         clock = like.time_provider if like else None
         tmp = RocksDBKeyedStateBackend(os.path.join(work, "db"), op.key_type, op.max_parallelism,
-                                       held_range(op, entry), clock)  # fmt: skip
+                                       _held(entry), clock)  # fmt: skip
         try:
             if like is not None:
                 tmp.advance_watermark(like.current_watermark)
@@ -127,9 +127,10 @@ def restore_native(backend: AbstractKeyedStateBackend, directory: Storage, op: O
         _restore_into(backend, directory, op, sources[0], checkpoint_id)
         sources = sources[1:]
     for entry in sources:
+        overlap = _held(entry).intersection(wanted)
         with opened(directory, op, entry, checkpoint_id, backend) as tmp, tmp.snapshot() as snap:
             for meta in _metas(op, entry.native or NativeEntry()):
-                for kg in wanted:
+                for kg in overlap:
                     cols = snap.states[meta.name].columns(kg)
                     if len(cols):
                         backend.restore_state(meta, kg, cols)
@@ -168,13 +169,13 @@ def native_key_groups(
             continue
         if subtasks is not None and entry.index not in subtasks:
             continue
-        rng = held_range(op, entry)
+        rng = _held(entry)
         groups = [kg for kg in rng if key_groups is None or kg in key_groups]
         if not groups:
             continue
         with opened(directory, op, entry, checkpoint_id) as tmp, tmp.snapshot() as snap:
             state = snap.states[meta.name]
             for kg in groups:
-                cols: Any = state.columns(kg)
+                cols = state.columns(kg)
                 if len(cols):
                     yield kg, [storage_table(meta, op.key_type, kg, cols, schema)]
