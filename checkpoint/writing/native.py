@@ -8,7 +8,10 @@ RocksDB checkpoint (its MANIFEST, CURRENT, OPTIONS: small, rewritten every time)
 into the checkpoint's own directory. Nothing refers to the live DB's working files: the
 snapshot's own hard-linked copy is read (see :mod:`flinkstate.state.rocksdb.native`).
 
-SST files are never deleted by an aborted attempt (another checkpoint may reference the
+A file already in the shared area (with its size) is never written again, even one no
+manifest at hand references (a job restored from an older checkpoint): a crash while
+rewriting it would damage the checkpoints that reference it. SST files are never
+deleted by an aborted attempt (another checkpoint may reference the
 same content); retention removes them once no retained checkpoint does, and orphans
 (an attempt that never committed) once past the grace period (see :mod:`.versions`).
 """
@@ -21,7 +24,7 @@ from dataclasses import replace
 
 from flinkstate.state.rocksdb.native import LocalFile, NativeSnapshot
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, CheckpointNotFoundError
 from ..fileref import FileRef
 from ..manifest import Manifest
 from ..native_entry import NativeEntry, NativeFile
@@ -85,8 +88,10 @@ class NativeWriter:
     def _sst(self, snapshot: NativeSnapshot, local: LocalFile, known: dict[str, FileRef]) -> NativeFile:
         digest = snapshot.digest(local.name)
         ref = known.get(digest)
+        path = f"{NATIVE_DIR}/{digest}.sst"
+        if (ref is None or ref.size != local.size) and self._stored(path, local.size):
+            ref = FileRef(path, local.size, digest, local.entries)  # stored by a checkpoint not at hand
         if ref is None or ref.size != local.size:
-            path = f"{NATIVE_DIR}/{digest}.sst"
             if _upload(self.root, path, snapshot.path(local.name)) != digest:
                 raise CheckpointError(
                     f"SST file {local.name} changed while it was uploaded", code="WRITE_FAILED"
@@ -95,6 +100,15 @@ class NativeWriter:
             ref = FileRef(path, local.size, digest, local.entries, checkpoint_id=self.checkpoint_id)
         seen = posixpath.relpath(ref.path, f"chk-{self.checkpoint_id}")
         return NativeFile(local.name, replace(ref, path=seen), local.column_families, local.key_groups)
+
+    def _stored(self, path: str, size: int) -> bool:
+        """Whether the shared area holds ``path`` whole already (a file of that name has that
+        content; one a crash cut short has fewer bytes). It is never written again: an older
+        retained checkpoint may reference it (a job restored from it)."""
+        try:
+            return self.root.size(path) == size
+        except (FileNotFoundError, CheckpointNotFoundError):
+            return False
 
     def _other(self, snapshot: NativeSnapshot, local: LocalFile) -> NativeFile:
         name = f"{self.prefix}-native-{local.name}"

@@ -248,3 +248,32 @@ def test_a_failed_upload_aborts_and_keeps_the_previous(
             pending.commit()
     assert storage.completed_ids() == [1]
     assert comparable(storage.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
+
+
+def test_after_a_restore_of_an_older_checkpoint_stored_files_are_not_written_again(
+    location: tuple[str, dict[str, Any]], tmp_path: Path, uploads: list[tuple[str, int]]
+) -> None:
+    url, options = location
+    storage = CheckpointStorage(url, options, rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(800))
+        first = commit(storage, live)
+        model = comparable(live)
+        fill(live, range(800), tag="neu")
+        for col in live._columns.values():
+            col.cf.compact_range(None, None)
+        commit(storage, live)  # the latest references none of the first's SST files
+    factory = lambda **kw: rocks(tmp_path, **kw)  # noqa: E731
+    with first.keyed_backend("op", 0, 1, factory, time_provider=CLOCK) as restored:
+        uploads.clear()
+        third = commit(storage, restored)
+    assert [p for p, _ in uploads if p.endswith(".sst")] == []  # the first's files, in place already
+    ssts = {f.ref.sha256 for st in third.manifest.operators[0].subtasks if st.native for f in st.native.files}
+    assert ssts >= {
+        f.ref.sha256
+        for st in first.manifest.operators[0].subtasks
+        if st.native
+        for f in st.native.files
+        if f.sst
+    }
+    assert comparable(storage.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
