@@ -1,6 +1,6 @@
 """The Spark reader on native RocksDB checkpoints reads the rows it reads from the Parquet
 checkpoint of the same backends (TTL-expired entries left out as there, filters applied);
-the change feed refuses them with a typed error."""
+a Spark write into a native operator is refused with a typed error."""
 
 from __future__ import annotations
 
@@ -119,15 +119,6 @@ def test_rows_are_the_parquet_checkpoints(roots: tuple[str, str], options: dict[
 def test_expired_entries_are_left_out(roots: tuple[str, str]) -> None:
     _, native = roots
     assert len(read(native, state="seen")) == 200 < len(read(native, state="seen", includeExpired="true"))
-
-
-def test_the_change_feed_refuses_native_checkpoints(roots: tuple[str, str]) -> None:
-    _, native = roots
-    opts = {"path": native, "operator": "op", "state": "v", "readchangefeed": "true",
-            "changestartcheckpointid": "2"}  # fmt: skip
-    with pytest.raises(CheckpointError, match=r"\[NATIVE_FORMAT_UNSUPPORTED\].*native.*change feed"):
-        source = FlinkStateDataSource(opts)
-        source.reader(source.schema())
 
 
 def test_spark_reads_a_native_checkpoint(spark: Any, roots: tuple[str, str]) -> None:
