@@ -6,8 +6,8 @@ it), then opened as a DB:
 
 - restoring a RocksDB backend, the subtask's files that overlap the backend's key groups
   most become its DB (no entry read or written), and the key groups outside its range
-  are range-deleted (Flink's clipping); any other overlapping subtask (a rescale that
-  merges) is read entry by entry into it;
+  are range-deleted (Flink's clipping); the entries of any other overlapping subtask (a
+  rescale that merges) are copied into it as stored, none decoded;
 - anything else (a heap backend, ``read_keyed``: ``show``, Python readers) opens the
   files as a temporary RocksDB backend and reads its snapshot key group by key group,
   so entries decode with the RocksDB layout's own codecs and TTL transforms.
@@ -68,10 +68,6 @@ def _held(entry: SubtaskEntry) -> KeyGroupRange:
     return KeyGroupRange(*entry.key_group_range)
 
 
-def _metas(op: OperatorEntry, native: NativeEntry) -> list[StateMetaInfo]:
-    return [m for m in op.keyed_states if m.name in native.columns]
-
-
 def _restore_into(
     backend: RocksDBKeyedStateBackend,
     directory: Storage,
@@ -85,7 +81,7 @@ def _restore_into(
     try:
         digests = download(directory, entry.native, source, checkpoint_id)
         native = entry.native
-        backend.restore_native(source, _metas(op, native), native.columns, native.sequences,
+        backend.restore_native(source, op.keyed_states, native.columns, native.sequences,
                                _held(entry), digests)  # fmt: skip
     finally:
         shutil.rmtree(source, ignore_errors=True)
@@ -125,11 +121,14 @@ def restore_native(backend: AbstractKeyedStateBackend, directory: Storage, op: O
                      key=lambda st: -_overlap(st, wanted))  # fmt: skip
     if sources and isinstance(backend, RocksDBKeyedStateBackend):
         _restore_into(backend, directory, op, sources[0], checkpoint_id)
-        sources = sources[1:]
+        for entry in sources[1:]:
+            with opened(directory, op, entry, checkpoint_id, backend) as tmp:
+                backend.copy_key_groups(tmp, _held(entry))
+        return
     for entry in sources:
         overlap = _held(entry).intersection(wanted)
         with opened(directory, op, entry, checkpoint_id, backend) as tmp, tmp.snapshot() as snap:
-            for meta in _metas(op, entry.native or NativeEntry()):
+            for meta in op.keyed_states:
                 for kg in overlap:
                     cols = snap.states[meta.name].columns(kg)
                     if len(cols):

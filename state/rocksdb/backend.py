@@ -293,10 +293,11 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
     ) -> None:
         """Make the DB files in ``source`` (a native snapshot's, downloaded onto this
         filesystem; moved, not copied) this backend's DB, before any state is used: each
-        state of ``metas`` is bound to its column family of ``columns``; list appends go on
-        above ``sequences``. ``held``: the key groups the files hold; those outside this
-        backend's range are range-deleted (Flink's clipping). ``digests``: SHA-256 of SST
-        files by name, known already (not hashed again at the next native snapshot)."""
+        state of ``metas`` is bound to its column family of ``columns`` (one the files lack
+        gets an empty one); list appends go on above ``sequences``. ``held``: the key groups
+        the files hold; those outside this backend's range are range-deleted (Flink's
+        clipping). ``digests``: SHA-256 of SST files by name, known already (not hashed again
+        at the next native snapshot)."""
         self._check_open()
         if self._columns or self._metas:
             raise StateAccessError(
@@ -305,15 +306,21 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._dir.replace_db(source)
         self.change_log.reset()
         d = self._dir
-        for meta in metas:
-            cf = columns[meta.name]
-            col = StateColumn(d.db, cf, meta, self._key_codec, d.cf_options, d.write_options, existing=True)
+        metas = list(metas)
+        for name in columns.values():  # new column families are named after every restored one
+            self._cf_count = max(self._cf_count, int(name[1:]) if name[1:].isdigit() else 0)
+        for meta in sorted(metas, key=lambda m: m.name not in columns):
+            cf = columns.get(meta.name)
+            if cf is None:
+                col = self._new_column(meta)
+            else:
+                col = StateColumn(d.db, cf, meta, self._key_codec, d.cf_options, d.write_options, True)
+            col.stop_recording()
             if meta.ttl is not None:
                 col.transform_factory = snapshot_transform(meta.kind, meta.ttl, ttl_clock(self, meta.ttl))
             col.continue_sequence(sequences.get(meta.name, 0))
             self._columns[meta.name] = col
             self._metas[meta.name] = meta
-            self._cf_count = max(self._cf_count, int(cf[1:]) if cf[1:].isdigit() else 0)
         self._digests.update(digests or {})
         own = self.key_group_range
         for start, end in ((held.start, own.start - 1), (own.end + 1, held.end)):
@@ -321,6 +328,28 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
                 begin, stop = self._key_codec.absolute[start], prefix_end(self._key_codec.absolute[end])
                 for col in self._columns.values():
                     col.delete_range(begin, stop)
+
+    def copy_key_groups(self, other: RocksDBKeyedStateBackend, key_groups: KeyGroupRange) -> None:
+        """Write the entries of ``key_groups`` of ``other`` here as they are stored, none
+        decoded (a rescale merging another subtask's restored files): both backends hold the
+        same states of one checkpoint's operator."""
+        self._check_open()
+        rng = key_groups.intersection(self.key_group_range)
+        if len(rng) == 0:
+            return
+        begin, end = self._key_codec.absolute[rng.start], prefix_end(self._key_codec.absolute[rng.end])
+        for name, src in other._columns.items():
+            dst = self._columns[name]
+            batch: list[tuple[bytes, bytes]] = []
+            for key, value in src.iter_all(begin):
+                if key >= end:
+                    break
+                batch.append((key, value))
+                if len(batch) >= _RESTORE_BATCH:
+                    dst.write(batch)
+                    batch = []
+            dst.write(batch)
+            dst.continue_sequence(src.sequence)
 
     def drop_key_groups(self, key_groups: KeyGroupRange) -> None:
         """Delete every entry of ``key_groups`` (a range delete per state)."""

@@ -129,3 +129,47 @@ def test_an_operator_of_native_and_parquet_subtasks(tmp_path: Path, p: int) -> N
     finally:
         for b in restored:
             b.close()
+
+
+def test_a_state_only_some_subtasks_hold_is_merged(tmp_path: Path) -> None:
+    """Subtask 0 never registered ``only1``: restored at 1, subtask 0's files are opened (an
+    empty column family made for ``only1``) and subtask 1's entries copied in."""
+    from flinkstate.state import Types, ValueStateDescriptor, compute_key_group_range_for_operator_index
+
+    only = ValueStateDescriptor("only1", Types.LONG())
+    both = ValueStateDescriptor("both", Types.STRING())
+    ranges = [compute_key_group_range_for_operator_index(128, 2, i) for i in range(2)]
+    live = [
+        RocksDBKeyedStateBackend(tmp_path / f"live-{i}", Types.LONG(), 128, r) for i, r in enumerate(ranges)
+    ]
+    try:
+        for k in range(400):
+            b = next(b for b in live if b.key_group_range.start <= _group(k) <= b.key_group_range.end)
+            b.set_current_key(k)
+            b.get_state(both).update(f"b{k}")
+            if b is live[1]:
+                b.get_state(only).update(k)
+        storage = CheckpointStorage(str(tmp_path / "root"), rocksdb_format="native")
+        checkpoint = checkpoint_into(storage, live)
+    finally:
+        for b in live:
+            b.close()
+    heap = checkpoint.keyed_backend("op", 0, 1)
+    [restored] = rocks(tmp_path, checkpoint, 1)
+    try:
+        in_second = sum(1 for k in range(400) if _group(k) in ranges[1])
+        assert contents(restored) == contents(heap) and len(contents(heap)) == 400 + in_second
+    finally:
+        restored.close()
+
+
+def contents(backend: Any) -> set[Any]:
+    with backend.snapshot() as snap:
+        states = snap.states.items()
+        return {(n, e.key, e.value) for n, s in states for kg in snap.key_group_range for e in s.entries(kg)}
+
+
+def _group(key: int) -> int:
+    from flinkstate.state import Types, assign_to_key_group
+
+    return assign_to_key_group(key, 128, Types.LONG())
