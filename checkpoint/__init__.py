@@ -41,6 +41,7 @@ from .reading.keys import (
     parse_json_keys,
 )
 from .reading.merge import DELETE, merge_keyed, merged_key_group, stored_key_group
+from .reading.native import native_key_groups, refuse_native
 from .reading.restore import CompletedCheckpoint
 from .reading.verified import check_file, open_whole
 from .storage import Storage, nested_options
@@ -121,6 +122,7 @@ __all__ = [
     "load_version",
     "merge_keyed",
     "merged_key_group",
+    "native_key_groups",
     "metadata_table",
     "nested_options",
     "only_key_groups",
@@ -135,6 +137,7 @@ __all__ = [
     "publish_manifest",
     "read_key_groups",
     "read_row_group",
+    "refuse_native",
     "rewrite_max_parallelism",
     "spark_compatible",
     "state_entries",

@@ -23,56 +23,15 @@ from flinkstate.state.ttl.time import LONG_MIN
 from flinkstate.state.types.mapping import TypeInformation, type_from_json
 
 from .errors import CheckpointCorruptError
+from .fileref import FileRef as FileRef  # re-exported: where every other module finds it
 from .jsontext import dumps_indented
+from .native_entry import NativeEntry
 
 FORMAT = "flinkstate-checkpoint"
 VERSION = 1
 METADATA = "_metadata"
 WATERMARK_PROPERTY = "flinkstate.process.watermark"
 """The property where the process runner records the watermark it ended at."""
-
-
-@dataclass(frozen=True)
-class FileRef:
-    """One data file. ``key_groups`` maps key group -> (row group index, rows)."""
-
-    path: str
-    size: int
-    sha256: str
-    rows: int
-    key_groups: Mapping[int, tuple[int, int]] = field(default_factory=dict)
-    footer_sha256: str | None = None
-    """SHA-256 of the Parquet footer and trailer (reads of a few row groups check it)."""
-    checkpoint_id: int | None = None
-    """The checkpoint that wrote the file (``None`` in manifests written before it was recorded)."""
-    delta: bool = False
-    """The file holds changes (upserts and ``op`` deletes) applied over the files before it."""
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "path": self.path,
-            "size": self.size,
-            "sha256": self.sha256,
-            "rows": self.rows,
-        }
-        if self.footer_sha256 is not None:
-            data["footer_sha256"] = self.footer_sha256
-        if self.checkpoint_id is not None:
-            data["checkpoint_id"] = self.checkpoint_id
-        if self.delta:
-            data["delta"] = True
-        if self.key_groups:
-            data["key_groups"] = [[kg, rg, n] for kg, (rg, n) in sorted(self.key_groups.items())]
-        return data
-
-    @staticmethod
-    def from_json(data: Mapping[str, Any]) -> FileRef:
-        groups = {int(kg): (int(rg), int(n)) for kg, rg, n in data.get("key_groups", [])}
-        footer = data.get("footer_sha256")
-        origin = data.get("checkpoint_id")
-        return FileRef(str(data["path"]), int(data["size"]), str(data["sha256"]), int(data["rows"]), groups,
-                       None if footer is None else str(footer), None if origin is None else int(origin),
-                       bool(data.get("delta", False)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -110,11 +69,20 @@ class SubtaskEntry:
     (a compaction): kept for the change feed, never applied on restore."""
     watermark: int | None = None
     """The keyed backend's event-time watermark when its snapshot was taken (``None``: none)."""
+    native: NativeEntry | None = None
+    """The keyed state as native RocksDB files (then ``keyed`` is empty; see :mod:`.native_entry`)."""
 
     def files(self) -> list[FileRef]:
         groups = (self.keyed, self.operator, self.broadcast, self.changes)
         out = [f for group in groups for fs in group.values() for f in fs]
+        out += [] if self.native is None else self.native.refs()
         return out + [f for f in (self.raw_keyed, self.raw_operator) if f is not None]
+
+    def stored_key_groups(self, state: str) -> set[int]:
+        """The key groups the files of keyed state ``state`` may hold entries of."""
+        if self.native is not None:
+            return self.native.key_groups(state)
+        return {kg for ref in self.keyed.get(state, ()) for kg in ref.key_groups}
 
 
 @dataclass(frozen=True)
@@ -280,6 +248,7 @@ def _subtask_json(st: SubtaskEntry) -> dict[str, Any]:
         "raw_operator": None if st.raw_operator is None else st.raw_operator.to_json(),
         **({"changes": {n: [f.to_json() for f in fs] for n, fs in st.changes.items()}} if st.changes else {}),
         **({"watermark": st.watermark} if st.watermark is not None else {}),
+        **({"native": st.native.to_json()} if st.native is not None else {}),
     }
 
 
@@ -302,6 +271,7 @@ def _subtask_from(data: Mapping[str, Any]) -> SubtaskEntry:
         optional("raw_operator"),
         files("changes"),
         None if data.get("watermark") is None else int(data["watermark"]),
+        None if data.get("native") is None else NativeEntry.from_json(data["native"]),
     )
 
 

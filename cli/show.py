@@ -84,7 +84,7 @@ def _keyed_rows(
     cutoff: int | None,
 ) -> Iterator[pa.Table]:
     meta = checkpoint.state_meta(op.uid, state)
-    stored = sorted({kg for st in op.subtasks for ref in st.keyed.get(state, ()) for kg in ref.key_groups})
+    stored = sorted({kg for st in op.subtasks for kg in st.stored_key_groups(state)})
     if keys is not None:
         assert op.key_type is not None  # parse_key refuses keys without a key type
         wanted = key_groups_of(keys, op.key_type, op.max_parallelism)

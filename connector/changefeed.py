@@ -46,6 +46,7 @@ from .feeddiff import (
     scope_diff,
     stored_rows,
 )
+from .feednative import StateDiffPartition, StatePlan, is_native, state_plans
 from .feedscope import deletes_then_updates, rewritten
 from .options import ReadOptions
 from .reader import FlinkStateReader, is_stand_in
@@ -115,11 +116,13 @@ class ChangeFeedReader(FlinkStateReader):
             raise OptionError(f"option readChangeFeed: {options.state!r} is not a keyed state")
         uid, name = self.op.uid, self.meta.name
         self.ranges: list[tuple[int, str, list[tuple[list[FileRef], tuple[FileRef, ...]]]]] = []
-        self.diffs: list[DiffPlan] = []
+        self.diffs: list[DiffPlan | StatePlan] = []
         befores = [open_before(options, checkpoints[0].checkpoint_id), *checkpoints[:-1]]
         for before, checkpoint in zip(befores, checkpoints, strict=True):
             meta = checkpoint.operator(uid).keyed_state(name)
-            if meta is not None and meta.full_in_every_checkpoint:
+            if is_native(checkpoint.operator(uid)) or (before and is_native(before.manifest.operator(uid))):
+                self.diffs += state_plans(checkpoint, before, uid, name)
+            elif meta is not None and meta.full_in_every_checkpoint:
                 self.diffs += diff_plans(checkpoint, before, uid, name)
             else:
                 files = delta_files(checkpoint, before, uid, name)
@@ -144,6 +147,9 @@ class ChangeFeedReader(FlinkStateReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, DiffPartition):
             return self.read_diff(partition)
+        if isinstance(partition, StateDiffPartition):
+            name, pickle = self.options.state or "", self.options.allow_pickle
+            return self._diffs(partition.read(name, self.options.storage, pickle), partition.checkpoint_id)
         if is_stand_in(partition):
             return iter(())
         assert isinstance(partition, ChangePartition)
@@ -173,21 +179,28 @@ class ChangeFeedReader(FlinkStateReader):
 
     def read_diff(self, partition: DiffPartition) -> Iterator[pa.RecordBatch]:
         """The difference of a subtask's key groups from the checkpoint before."""
-        op, meta = self.op, self.meta
-        assert op is not None and meta is not None and op.key_type is not None
         storage = self.options.storage
         new = dict(
             read_key_groups(Storage(partition.directory, storage), partition.new, partition.checkpoint_id)
         )
         old = dict(read_key_groups(Storage(partition.before_directory, storage), partition.old,
                                    partition.before_id))  # fmt: skip
+        groups = ((kg, old.get(kg), new.get(kg)) for kg in sorted(new.keys() | old.keys()))
+        return self._diffs(groups, partition.checkpoint_id)
+
+    def _diffs(
+        self, groups: Iterator[tuple[int, list[pa.Table] | None, list[pa.Table] | None]], checkpoint_id: int
+    ) -> Iterator[pa.RecordBatch]:
+        """The feed rows of (key group, its tables before, its tables at ``checkpoint_id``)."""
+        op, meta = self.op, self.meta
+        assert op is not None and meta is not None and op.key_type is not None
         pickle = self.options.allow_pickle
-        for kg in sorted(new.keys() | old.keys()):
-            before = stored_rows(old.get(kg), meta, op.key_type, kg, pickle)
-            after = stored_rows(new.get(kg), meta, op.key_type, kg, pickle)
+        for kg, old, new in groups:
+            before = stored_rows(old, meta, op.key_type, kg, pickle)
+            after = stored_rows(new, meta, op.key_type, kg, pickle)
             deletes, upserts = scope_diff(before, after, meta)
             if deletes is not None or upserts is not None:
-                yield from self._changes(deletes, upserts, partition.checkpoint_id)
+                yield from self._changes(deletes, upserts, checkpoint_id)
 
     def _changes(
         self, deletes: pa.Table | None, upserts: pa.Table | None, checkpoint_id: int

@@ -32,7 +32,7 @@ from flinkstate.state.types.mapping import TypeInformation
 from .errors import ChangeFeedError
 
 
-def _after(k: int) -> str:
+def read_after(k: int) -> str:
     return f"read the changes of the checkpoints after {k}"
 
 
@@ -68,19 +68,19 @@ def delta_files(
         if untracked or (full and not mine):
             raise ChangeFeedError(
                 f"checkpoint {k} wrote state {state!r} of subtask {st.index} in full without recording "
-                f"its changes (a first checkpoint, a restore, a rescale or an older writer): {_after(k)}"
+                f"its changes (a first checkpoint, a restore, a rescale or an older writer): {read_after(k)}"
             )
         if not chain and not mine:
             if before is None:
                 raise ChangeFeedError(
                     f"checkpoint {k} holds no file of state {state!r} for subtask {st.index}; whether it "
-                    f"was emptied needs the checkpoint before {k}, which is not retained: {_after(k)}"
+                    f"was emptied needs the checkpoint before {k}, which is not retained: {read_after(k)}"
                 )
             if _holds(before, uid, state, _range(st), op.max_parallelism):
                 raise ChangeFeedError(
                     f"checkpoint {k} holds no file of state {state!r} for subtask {st.index} while "
                     f"checkpoint {before.checkpoint_id} holds some: it was written in full without "
-                    f"recording its changes (a full checkpoint, a restore or a rescale): {_after(k)}"
+                    f"recording its changes (a full checkpoint, a restore or a rescale): {read_after(k)}"
                 )
         out.append(mine)
     return out
@@ -119,6 +119,33 @@ def diff_plans(
     checkpoint; refused when the checkpoint before is not retained or not comparable."""
     k = checkpoint.checkpoint_id
     op = checkpoint.operator(uid)
+    why = diff_refusal(checkpoint, before, uid, state)
+    if why is not None:
+        raise ChangeFeedError(
+            f"state {state!r} is held in full in every checkpoint (TTL cleanup_full_snapshot), so its "
+            f"changes at checkpoint {k} are the difference from the checkpoint before, and {why}: "
+            f"{read_after(k)}"
+        )
+    assert before is not None
+    old_op = before.manifest.operator(uid)
+    old_refs = [] if old_op is None else [r for st in old_op.subtasks for r in st.keyed.get(state, ())]
+    plans = []
+    for st in op.subtasks:
+        groups = _range(st)
+        assert groups is not None
+        new = key_group_files(st.keyed.get(state, ()), groups)
+        plans.append(DiffPlan(k, checkpoint.directory.url, before.checkpoint_id, before.directory.url,
+                              new, key_group_files(old_refs, groups)))  # fmt: skip
+    return plans
+
+
+def diff_refusal(
+    checkpoint: CompletedCheckpoint, before: CompletedCheckpoint | None, uid: str, state: str
+) -> str | None:
+    """Why ``state``'s changes at ``checkpoint`` cannot be the difference from ``before``
+    (the checkpoint before it, if retained); ``None`` when they can."""
+    k = checkpoint.checkpoint_id
+    op = checkpoint.operator(uid)
     why = None
     if before is None:
         why = f"the checkpoint before {k} is not retained"
@@ -132,22 +159,7 @@ def diff_plans(
             why = f"checkpoint {before.checkpoint_id} holds it with another description or key groups"
         elif any(st.key_group_range is None for st in op.subtasks):
             why = f"checkpoint {k} does not record its subtasks' key groups"
-    if why is not None:
-        raise ChangeFeedError(
-            f"state {state!r} is held in full in every checkpoint (TTL cleanup_full_snapshot), so its "
-            f"changes at checkpoint {k} are the difference from the checkpoint before, and {why}: {_after(k)}"
-        )
-    assert before is not None
-    old_op = before.manifest.operator(uid)
-    old_refs = [] if old_op is None else [r for st in old_op.subtasks for r in st.keyed.get(state, ())]
-    plans = []
-    for st in op.subtasks:
-        groups = _range(st)
-        assert groups is not None
-        new = key_group_files(st.keyed.get(state, ()), groups)
-        plans.append(DiffPlan(k, checkpoint.directory.url, before.checkpoint_id, before.directory.url,
-                              new, key_group_files(old_refs, groups)))  # fmt: skip
-    return plans
+    return why
 
 
 def stored_rows(

@@ -73,7 +73,9 @@ def process(
     timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
     ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
     ``incremental`` (True: a worker that kept its live backend writes only what changed
-    since the last checkpoint; a restored one writes in full), ``job_parameters`` (a dict
+    since the last checkpoint; a restored one writes in full), ``rocksdb_format`` (how the
+    RocksDB backend is checkpointed: ``"native"``, its SST files, by default, or
+    ``"parquet"``, the portable format; see ``CheckpointStorage``), ``job_parameters`` (a dict
     of str to str: what ``RuntimeContext.get_job_parameter`` reads), ``side_outputs`` (the
     ``OutputTag``s the function yields to, or a dict of tag to schema; each is committed with
     the output, read it with :func:`read_side_output`). Each call applies every
@@ -169,7 +171,11 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
     (a replayed batch: the one committed before)."""
     spark = inputs.spark
     storage = CheckpointStorage(
-        job.checkpoint, job.storage_options, retain=job.retain, incremental=job.incremental
+        job.checkpoint,
+        job.storage_options,
+        retain=job.retain,
+        incremental=job.incremental,
+        rocksdb_format=job.rocksdb_format,
     )
     latest = storage.latest_id()
     base = None if latest is None else storage.load(latest, allow_pickle=True)

@@ -44,6 +44,8 @@ class Job:
     incremental: bool
     job_parameters: Mapping[str, str]
     side_outputs: tuple[SideOutput, ...] = ()
+    rocksdb_format: str = "parquet"
+    """How RocksDB backends are checkpointed (see ``CheckpointStorage``): ``native`` by default."""
 
 
 def parse_job(
@@ -74,6 +76,7 @@ def parse_job(
         "incremental",
         "job_parameters",
         "side_outputs",
+        "rocksdb_format",
     }
     if two_inputs:
         known.discard("broadcast")
@@ -132,6 +135,9 @@ def parse_job(
     incremental = options.get("incremental", True)
     if type(incremental) is not bool:
         raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
+    rocksdb_format = options.get("rocksdb_format", "native" if backend == "rocksdb" else "parquet")
+    if rocksdb_format not in ("parquet", "native"):
+        raise ProcessError(f"option rocksdb_format must be 'parquet' or 'native', got {rocksdb_format!r}")
     job_parameters = options.get("job_parameters") or {}
     if not isinstance(job_parameters, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in job_parameters.items()
@@ -158,6 +164,7 @@ def parse_job(
         incremental,
         dict(job_parameters),
         parse_side_outputs(df.sparkSession, options.get("side_outputs")),
+        rocksdb_format,
     )
 
 

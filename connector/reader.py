@@ -29,6 +29,7 @@ from flinkstate.checkpoint import (
     key_group_rows,
     keyed_view_schema,
     metadata_table,
+    native_key_groups,
     only_key_groups,
     operator_rows,
     operator_view_schema,
@@ -53,6 +54,15 @@ class KeyedPartition(InputPartition):
     """Row groups of one subtask's files: ((file, ((key group, row group), ...)), ...)."""
 
     files: KeyGroupFiles
+
+
+@dataclass(frozen=True)
+class NativePartition(InputPartition):
+    """Key groups of one subtask held as native RocksDB files (read all at once: opening
+    them means downloading the subtask's files)."""
+
+    subtask: int
+    key_groups: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,12 @@ class FlinkStateReader(DataSourceReader):
         size = self.options.key_groups_per_partition
         out: list[InputPartition] = []
         for subtask in self.op.subtasks:
+            if subtask.native is not None:
+                stored = subtask.stored_key_groups(self.meta.name)
+                native = sorted(stored if wanted is None else stored & wanted)
+                if native:
+                    out.append(NativePartition(subtask.index, tuple(native)))
+                continue
             files = key_group_files(subtask.keyed.get(self.meta.name, ()), wanted)
             groups = sorted({kg for _, pairs in files for kg, _ in pairs})
             for i in range(0, len(groups), size):
@@ -158,22 +174,35 @@ class FlinkStateReader(DataSourceReader):
         elif isinstance(partition, OperatorPartition):
             yield from self._read_operator(storage, partition)
         elif isinstance(partition, KeyedPartition):
-            yield from self._read_keyed(storage, partition)
+            columns = self._needed_columns(self._expired_before())
+            groups = read_key_groups(storage, partition.files, self.checkpoint_id, columns)
+            yield from self._read_keyed(groups)
+        elif isinstance(partition, NativePartition):
+            assert self.op is not None and self.meta is not None
+            wanted, subtask = set(partition.key_groups), {partition.subtask}
+            yield from self._read_keyed(
+                native_key_groups(storage, self.op, self.meta, self.checkpoint_id, wanted, subtask)
+            )
         elif not is_stand_in(partition):
             raise TypeError(f"not a partition of this reader: {partition!r}")
 
-    def _read_keyed(self, storage: Storage, partition: KeyedPartition) -> Iterator[pa.RecordBatch]:
+    def _expired_before(self) -> int | None:
         meta, op = self.meta, self.op
         assert meta is not None and op is not None
         watermark = self.options.watermark
         if watermark is None:  # by default, what a restore of the checkpoint would hide
             watermark = self.manifest.watermark(op.uid)
-        expired_before = None if self.options.include_expired else expiry_cutoff(meta, watermark)
+        return None if self.options.include_expired else expiry_cutoff(meta, watermark)
+
+    def _read_keyed(self, groups: Iterator[tuple[int, list[pa.Table]]]) -> Iterator[pa.RecordBatch]:
+        """Rows of the key groups ``groups`` yields (their tables as stored)."""
+        meta, op = self.meta, self.op
+        assert meta is not None and op is not None
+        expired_before = self._expired_before()
         keys = self._wanted_keys()
-        columns = self._needed_columns(expired_before)
         pending: list[pa.Table] = []
         rows = 0
-        for kg, tables in read_key_groups(storage, partition.files, self.checkpoint_id, columns):
+        for kg, tables in groups:
             view = key_group_rows(
                 tables, kg, meta, op.key_type, keys=keys, flatten=self.options.flatten,
                 expired_before=expired_before, allow_pickle=self.options.allow_pickle,

@@ -33,6 +33,7 @@ from flinkstate.checkpoint import (
     open_whole,
     operator_schema,
     read_row_group,
+    refuse_native,
     store_file,
     write_row_groups,
 )
@@ -125,6 +126,7 @@ def operator_entry(
         raise OptionError(
             f"operator {opts.operator!r} has key type {base.key_type}, this write {plan.key_type}"
         )
+    refuse_native(base, "writing state into it")
     per_subtask: dict[int, list[FileRef]] = {i: [] for i in range(p)}
     for index, ref in files:
         per_subtask[index].append(ref)

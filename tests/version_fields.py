@@ -12,6 +12,7 @@ Other tuples of the same length (a chain of files) are compared position by posi
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,
     MapStateDescriptor,
+    RocksDBKeyedStateBackend,
     StateTtlConfig,
     Types,
     ValueStateDescriptor,
@@ -112,6 +114,8 @@ def fields_left_default(root: Any) -> list[str]:
 
 UID = "op"
 OTHER_UID = "other-op"
+NATIVE_UID = "native-op"
+"""An operator on RocksDB backends, checkpointed natively (its files)."""
 P, MAX_P = 2, 8
 
 
@@ -130,9 +134,9 @@ def _ttl() -> StateTtlConfig:
     )
 
 
-def _checkpoint(storage: CheckpointStorage, backends: list[list[HeapKeyedStateBackend]], step: int) -> None:
+def _checkpoint(storage: CheckpointStorage, backends: list[list[Any]], step: int) -> None:
     pending = storage.begin()
-    for uid, ops in zip((UID, OTHER_UID), backends, strict=True):
+    for uid, ops in zip((UID, OTHER_UID), backends[:2], strict=True):
         for i, backend in enumerate(ops):
             operator = OperatorStateBackend()
             operator.get_list_state(ListStateDescriptor("ol", Types.LONG())).add(step * 10 + i)
@@ -141,6 +145,8 @@ def _checkpoint(storage: CheckpointStorage, backends: list[list[HeapKeyedStateBa
             pending.write_subtask(uid, i, P, MAX_P, keyed=backend, operator=operator,
                                   raw_keyed={backend.key_group_range.start: b"raw%d" % i},
                                   raw_operator=[b"rawop%d" % i])  # fmt: skip
+    for i, backend in enumerate(backends[2]):
+        pending.write_subtask(NATIVE_UID, i, P, MAX_P, keyed=backend)
     pending.commit({"step": str(step)})
 
 
@@ -148,21 +154,32 @@ class Job:
     """Two operators of two keyed subtasks (watermarks 1000 and 2000) on live backends, with
     a TTL value state (every TTL setting away from its default), a namespaced map state,
     list and broadcast operator states and raw state, checkpointed incrementally under
-    ``path`` (chains of at most two files)."""
+    ``path`` (chains of at most two files); and a third operator on RocksDB backends
+    (value and list states), checkpointed as its native files."""
 
     def __init__(self, path: Path) -> None:
         from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index as rng_of
 
-        self.storage = CheckpointStorage(str(path), retain=10, incremental=True, max_chain_files=2)
+        self.storage = CheckpointStorage(str(path), retain=10, incremental=True, max_chain_files=2,
+                                         rocksdb_format="native")  # fmt: skip
         self.value = ValueStateDescriptor("v", Types.LONG())
         self.value.enable_time_to_live(_ttl())
         self.mapped = MapStateDescriptor("m", Types.STRING(), Types.LONG())
         self.chained = ValueStateDescriptor("c", Types.LONG())
         self.grown = ValueStateDescriptor("d", Types.LONG())
-        self.backends = [
+        self.listed = ListStateDescriptor("l", Types.STRING())
+        self.backends: list[list[Any]] = [
             [HeapKeyedStateBackend(Types.LONG(), MAX_P, rng_of(MAX_P, P, i)) for i in range(P)]
             for _ in range(2)
         ]
+        work = path.parent / f"{path.name}-rocksdb"
+        self.backends.append(
+            [
+                RocksDBKeyedStateBackend(work / str(i), Types.LONG(), MAX_P, rng_of(MAX_P, P, i))
+                for i in range(P)
+            ]
+        )
+        weakref.finalize(self, _close, self.backends[2])  # RocksDB directories are freed with the job
         for ops in self.backends:
             for i, backend in enumerate(ops):
                 backend.advance_watermark(1000 * (i + 1))
@@ -173,7 +190,13 @@ class Job:
         and ``d`` of the keys chosen, then checkpoint; returns the manifest."""
         step = self.step
         self.step += 1
-        for ops in self.backends:
+        for backend in self.backends[2]:
+            for k in range(40):
+                if _group(k) in backend.key_group_range:
+                    backend.set_current_key(k)
+                    backend.get_state(self.chained).update(k + step)
+                    backend.get_list_state(self.listed).add(f"{k}-{step}")
+        for ops in self.backends[:2]:
             for backend in ops:
                 for k in range(40):
                     if _group(k) not in backend.key_group_range:
@@ -205,6 +228,11 @@ def write_base(path: Path) -> tuple[Job, Manifest]:
     left = fields_left_default(manifest)
     assert not left, f"the base leaves fields at their defaults: {left}"
     return job, manifest
+
+
+def _close(backends: list[RocksDBKeyedStateBackend]) -> None:
+    for backend in backends:
+        backend.close()
 
 
 def _group(key: int) -> int:

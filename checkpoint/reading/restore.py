@@ -24,6 +24,7 @@ from ..manifest import Manifest, OperatorEntry
 from ..storage import Storage
 from .keyed_files import key_group_files, read_key_groups
 from .merge import merge_keyed
+from .native import native_key_groups, restore_native
 from .verified import open_ranges, open_whole
 
 RESTORE_BATCH = 16
@@ -59,17 +60,28 @@ class CompletedCheckpoint:
     ) -> Iterator[tuple[int, list[pa.Table]]]:
         """(key group, its Arrow tables in file order) of a state, optionally limited to
         ``key_groups``, subtask by subtask: :func:`.keyed_files.read_key_groups` (only files
-        holding wanted key groups are opened, only those row groups read, every file checked)."""
-        self.state_meta(uid, state)
+        holding wanted key groups are opened, only those row groups read, every file checked);
+        subtasks held as native RocksDB files are decoded from them (see :mod:`.native`)."""
+        meta = self.state_meta(uid, state)
+        op = self.operator(uid)
+        if any(st.native is not None for st in op.subtasks):
+            yield from native_key_groups(self.directory, op, meta, self.checkpoint_id, key_groups)
+        yield from self._read_files(op, state, key_groups)
+
+    def _read_files(
+        self, op: OperatorEntry, state: str, key_groups: Container[int] | None
+    ) -> Iterator[tuple[int, list[pa.Table]]]:
+        """:meth:`read_keyed` of the subtasks held as Parquet files."""
         directory, checkpoint_id = self.directory, self.checkpoint_id
-        for subtask in self.operator(uid).subtasks:
+        for subtask in op.subtasks:
             files = key_group_files(subtask.keyed.get(state, ()), key_groups)
             yield from read_key_groups(
                 directory, files, checkpoint_id, batch=RESTORE_BATCH, threads=True, max_rows=RESTORE_ROWS
             )
 
     def restore_keyed(self, backend: AbstractKeyedStateBackend, uid: str) -> None:
-        """Load into ``backend`` every key group of its range (at any parallelism)."""
+        """Load into ``backend`` every key group of its range (at any parallelism): subtasks
+        held as native RocksDB files first (see :mod:`.native`), then those held as Parquet."""
         op = self.operator(uid)
         if op.max_parallelism != backend.max_parallelism:
             raise StateMigrationError(
@@ -80,9 +92,11 @@ class CompletedCheckpoint:
         watermark = self.manifest.watermark(uid)
         if watermark is not None:  # event-time TTL goes on from where the checkpoint was
             backend.advance_watermark(watermark)
+        if any(st.native is not None for st in op.subtasks):
+            restore_native(backend, self.directory, op, self.checkpoint_id)
         for meta in op.keyed_states:
-            registered = False
-            for kg, tables in self.read_keyed(uid, meta.name, backend.key_group_range):
+            registered = meta.name in backend.state_names()
+            for kg, tables in self._read_files(op, meta.name, backend.key_group_range):
                 assert op.key_type is not None
                 backend.restore_state(meta, kg, merge_keyed(tables, meta, op.key_type, self.allow_pickle))
                 registered = True
@@ -101,7 +115,11 @@ class CompletedCheckpoint:
         op = self.operator(uid)
         rng = compute_key_group_range_for_operator_index(op.max_parallelism, parallelism, subtask)
         backend = backend_factory(max_parallelism=op.max_parallelism, key_group_range=rng, **backend_args)
-        self.restore_keyed(backend, uid)
+        try:
+            self.restore_keyed(backend, uid)
+        except BaseException:
+            backend.close()  # a RocksDB backend's directory is free again
+            raise
         return backend
 
     def state_meta(self, uid: str, state: str) -> StateMetaInfo:

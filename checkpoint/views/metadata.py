@@ -39,6 +39,7 @@ def metadata_table(manifest: Any, checkpoint_id: int) -> pa.Table:
         }
         for meta in op.keyed_states:
             refs = [r for st in op.subtasks for r in st.keyed.get(meta.name, ())]
+            refs += [f.ref for st in op.subtasks if st.native for f in st.native.state_files(meta.name)]
             types = (op.key_type, meta.value_type, meta.user_key_type, meta.namespace_type)
             row = {
                 "state": meta.name,

@@ -66,9 +66,16 @@ def state_entries(checkpoint: CompletedCheckpoint, uid: str, state: str) -> dict
 
 
 def _stored_bytes(checkpoint: CompletedCheckpoint, uid: str, state: str) -> dict[int, int]:
-    """Compressed bytes of ``state`` per key group, from the footers of the files holding it."""
+    """Compressed bytes of ``state`` per key group, from the footers of the files holding it
+    (of native SST files: each file's bytes spread evenly over the key groups it spans)."""
     out: dict[int, int] = {}
     for subtask in checkpoint.operator(uid).subtasks:
+        for native in () if subtask.native is None else subtask.native.state_files(state):
+            if native.key_groups is None:
+                continue
+            first, last = native.key_groups  # an SST file's bytes, spread evenly over its key groups
+            for kg in range(first, last + 1):
+                out[kg] = out.get(kg, 0) + native.ref.size // (last - first + 1)
         for ref in subtask.keyed.get(state, ()):
             if not ref.key_groups:
                 continue

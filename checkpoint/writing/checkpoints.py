@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from ..flink import FlinkSavepoint
 
 
+ROCKSDB_FORMATS = ("parquet", "native")
+
+
 class CheckpointStorage:
     """The checkpoints of one job under a root URL (``file://``, ``s3://``, ``memory://``, a path)."""
 
@@ -47,15 +50,24 @@ class CheckpointStorage:
         incremental: bool = False,
         max_chain_files: int = ChainPolicy.max_files,
         max_chain_bytes_ratio: float = ChainPolicy.max_bytes_ratio,
+        rocksdb_format: str = "parquet",
     ) -> None:
         """``incremental``: checkpoints write only what changed since the last completed one
         (see :mod:`.increments`); a state's chain is compacted into one full file when it would
         hold more than ``max_chain_files`` files or its deltas more than
-        ``max_chain_bytes_ratio`` times its base's bytes."""
+        ``max_chain_bytes_ratio`` times its base's bytes. ``rocksdb_format``: how a RocksDB
+        backend is checkpointed: ``"parquet"`` (portable: savepoints, the heap, Spark,
+        ``convert``) or ``"native"`` (its SST files, each stored once; see :mod:`.native`)."""
         if type(retain) is not int or retain < 1:
             raise CheckpointError(f"retain must be a positive int, got {retain!r}", code="INVALID_ARGUMENT")
         if type(incremental) is not bool:
             raise CheckpointError(f"incremental must be a bool, got {incremental!r}", code="INVALID_ARGUMENT")
+        if rocksdb_format not in ROCKSDB_FORMATS:
+            raise CheckpointError(
+                f"rocksdb_format must be one of {list(ROCKSDB_FORMATS)}, got {rocksdb_format!r}",
+                code="INVALID_ARGUMENT",
+            )
+        self.rocksdb_format = rocksdb_format
         self.storage = Storage(url, storage_options)
         self.retain = retain
         self.incremental = incremental
@@ -88,9 +100,10 @@ class CheckpointStorage:
         directory = self.storage.child(f"chk-{checkpoint_id}")
         increment = self.incremental if incremental is None else incremental
         recording = self.incremental or increment  # a full checkpoint of an incremental job rebases it
+        native = self.rocksdb_format == "native"
         pending = PendingCheckpoint(directory, checkpoint_id, root=self.storage, retain=self.retain,
                                     policy=self.policy if recording else None, full=not increment,
-                                    in_flight=self._in_flight)  # fmt: skip
+                                    in_flight=self._in_flight, native=native)  # fmt: skip
         self._in_flight.add(pending)
         return pending
 

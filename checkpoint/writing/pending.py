@@ -73,18 +73,20 @@ class PendingCheckpoint:
         policy: ChainPolicy | None = None,
         full: bool = False,
         in_flight: InFlightCheckpoints | None = None,
+        native: bool = False,
     ) -> None:
         """With a ``policy``, keyed backends are snapshot with their changes: written as
         increments over their last completed checkpoint (in full when ``full``), and told
         when this checkpoint commits. Without, every snapshot is written in full.
-        ``in_flight``: the storage's checkpoints in flight, this one among them until done."""
+        ``in_flight``: the storage's checkpoints in flight, this one among them until done.
+        ``native``: RocksDB backends are written as their SST files (see :mod:`.native`)."""
         self.directory = directory
         self.checkpoint_id = checkpoint_id
         self.kind = kind
         self._base = base
         self._root = root
         self._retain = retain
-        self.target = CheckpointTarget(directory, checkpoint_id, root, policy, full)
+        self.target = CheckpointTarget(directory, checkpoint_id, root, policy, full, native)
         """What a task elsewhere needs to write its part (picklable; see :mod:`.target`)."""
         self._change_sets: list[ChangeSet] = []
         self._bases: dict[tuple[int | None, str], BaseChain | None] = {}

@@ -20,6 +20,7 @@ from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData
+from flinkstate.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flinkstate.state.ttl.time import LONG_MIN
 
 from ..errors import CheckpointError
@@ -33,7 +34,8 @@ class CheckpointTarget:
     """Checkpoint ``checkpoint_id`` in ``directory`` (under checkpoint root ``root``, if any).
 
     With a ``policy``, keyed backends are snapshot with their changes and written as
-    increments over their last completed checkpoint (in full when ``full``).
+    increments over their last completed checkpoint (in full when ``full``). With
+    ``native``, a RocksDB backend is snapshot as its SST files instead.
     """
 
     directory: Storage
@@ -41,6 +43,9 @@ class CheckpointTarget:
     root: Storage | None = None
     policy: ChainPolicy | None = None
     full: bool = False
+    native: bool = False
+    """A RocksDB backend is snapshot natively, as the files of a RocksDB checkpoint (only
+    under a checkpoint root; see :mod:`.native`)."""
 
     def snapshot(
         self,
@@ -55,7 +60,10 @@ class CheckpointTarget:
         last completed checkpoint went to the same place may snapshot states as their
         changes only (see :mod:`flinkstate.state.keyed.changes`). An increment builds only on a
         base that went to the same place; without a ``uid`` it is written in full."""
-        if self.policy is None:
+        snap: KeyedStateSnapshot
+        if self.native and self.root is not None and isinstance(backend, RocksDBKeyedStateBackend):
+            snap = backend.native_snapshot()
+        elif self.policy is None:
             snap = backend.snapshot()
         else:
             scope = None
@@ -73,7 +81,7 @@ class CheckpointTarget:
 
     def writer(self, uid: str, subtask: int, parallelism: int, max_parallelism: int) -> SubtaskWriter:
         return SubtaskWriter(self.directory, uid, subtask, parallelism, max_parallelism, self.checkpoint_id,
-                             self.policy)  # fmt: skip
+                             self.policy, self.root)  # fmt: skip
 
     def discard(self, result: SubtaskResult) -> None:
         """Delete the files ``result`` wrote (an attempt that will not be committed)."""

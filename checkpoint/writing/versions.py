@@ -52,9 +52,10 @@ def rebase(manifest: Manifest, old_dir: str, new_dir: str) -> Manifest:
     def subtask(st: SubtaskEntry) -> SubtaskEntry:
         raw_k = None if st.raw_keyed is None else _move(st.raw_keyed, old_dir, new_dir)
         raw_o = None if st.raw_operator is None else _move(st.raw_operator, old_dir, new_dir)
+        native = None if st.native is None else st.native.moved(lambda r: _move(r, old_dir, new_dir))
         return replace(st, keyed=files(dict(st.keyed)), operator=files(dict(st.operator)),
                        broadcast=files(dict(st.broadcast)), raw_keyed=raw_k, raw_operator=raw_o,
-                       changes=files(dict(st.changes)))  # fmt: skip
+                       changes=files(dict(st.changes)), native=native)  # fmt: skip
 
     ops = tuple(replace(op, subtasks=tuple(subtask(st) for st in op.subtasks)) for op in manifest.operators)
     return replace(manifest, operators=ops)

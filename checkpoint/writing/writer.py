@@ -16,12 +16,16 @@ from dataclasses import dataclass, field, replace
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot, StateMetaInfo
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
+from flinkstate.state.rocksdb.native import NativeSnapshot
 from flinkstate.state.types.mapping import TypeInformation
 
+from ..errors import CheckpointError
 from ..format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator
 from ..manifest import FileRef, Files, OperatorStateInfo, SubtaskEntry
+from ..native_entry import NativeEntry
 from ..storage import Storage
 from .increments import BaseChain, ChainPolicy, IncrementalKeyedWriter
+from .native import NativeWriter
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,12 @@ class SubtaskWriter:
         max_parallelism: int,
         checkpoint_id: int | None = None,
         policy: ChainPolicy | None = None,
+        root: Storage | None = None,
     ) -> None:
         """``checkpoint_id`` is recorded as every file's origin; ``policy`` bounds the chains
-        of incremental snapshots (a snapshot with changes and a base is written as an increment)."""
+        of incremental snapshots (a snapshot with changes and a base is written as an increment);
+        ``root``: the checkpoint root ``directory`` is ``chk-<checkpoint_id>`` of (where a
+        native snapshot's SST files are shared, see :mod:`.native`)."""
         self.directory = directory
         self.checkpoint_id = checkpoint_id
         self.policy = policy or ChainPolicy()
@@ -79,6 +86,7 @@ class SubtaskWriter:
         self.max_parallelism = max_parallelism
         self._prefix = f"{uuid.uuid4().hex[:12]}-{slug(uid)}-{subtask}"
         self.written: list[str] = []
+        self.root = root
 
     def _store(self, suffix: str, written: WrittenFile, delta: bool = False) -> FileRef:
         name = f"{self._prefix}-{suffix}.parquet"
@@ -106,6 +114,19 @@ class SubtaskWriter:
             if written.rows:
                 files[name] = (self._store(f"k-{slug(name)}", written),)
         return files, {}, metas
+
+    def native(self, snapshot: NativeSnapshot) -> NativeEntry:
+        """A native snapshot's files (see :mod:`.native`)."""
+        if self.root is None or self.checkpoint_id is None:
+            raise CheckpointError(
+                "a native RocksDB snapshot is written only into a checkpoint root (CheckpointStorage)",
+                code="INVALID_ARGUMENT",
+            )
+        writer = NativeWriter(self.root, self.checkpoint_id, self._prefix, self.uid)
+        try:
+            return writer.write(snapshot)
+        finally:
+            self.written.extend(writer.written)
 
     def operator(
         self, states: Iterable[OperatorStateData]
@@ -138,7 +159,11 @@ class SubtaskWriter:
         metas: tuple[StateMetaInfo, ...] = ()
         key_type = None
         rng = key_group_range
-        if keyed is not None:
+        native = None
+        if isinstance(keyed, NativeSnapshot):
+            native, metas = self.native(keyed), keyed.metas
+            key_type, rng = keyed.key_type, keyed.key_group_range
+        elif keyed is not None:
             keyed_files, changes, metas = self.keyed(keyed, base)
             key_type, rng = keyed.key_type, keyed.key_group_range
         lists, broadcast, infos = self.operator(operator or ())
@@ -154,6 +179,7 @@ class SubtaskWriter:
             raw_o,
             changes,
             None if keyed is None else keyed.watermark,
+            native,
         )
         return SubtaskResult(
             self.uid,

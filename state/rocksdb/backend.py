@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from ..descriptors import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor, StateKind
@@ -28,6 +29,7 @@ from .column import StateColumn, WriteBuffer
 from .directory import DbDirectory
 from .list_state import RocksDBListState
 from .map_state import RocksDBMapState
+from .native import NativeSnapshot, take
 from .options import RocksDBOptions
 from .reducing_state import RocksDBReducingState
 from .snapshot import RocksDBStateSnapshot
@@ -70,6 +72,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         self._snapshots: weakref.WeakSet[RocksDBStateSnapshot] = weakref.WeakSet()
         self._cf_count = 0
         self._buffer: WriteBuffer | None = None
+        self._digests: dict[str, str] = {}
 
     @property
     def path(self) -> str:
@@ -266,6 +269,92 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             self._snapshots.add(snap)
             states[name] = snap
         return KeyedStateSnapshot(self._key_type, self._max_p, self.key_group_range, states)
+
+    # -- native snapshots (see :mod:`.native`) -------------------------------------
+
+    def native_snapshot(self) -> NativeSnapshot:
+        """A snapshot as the files of a RocksDB checkpoint (its own directory, hard links)."""
+        self._check_open()
+        if self._buffer is not None:
+            self._buffer.flush()
+        directory, files = take(self._dir.db, self._dir.path, self._key_codec.width)
+        names = {f.name for f in files}  # SST files compacted away are forgotten
+        self._digests = {n: d for n, d in self._digests.items() if n in names}
+        cols = self._columns
+        metas = tuple(replace(col.meta, namespace_type=col.namespaces.type) for col in cols.values())
+        return NativeSnapshot(self._key_type, self._max_p, self.key_group_range, {}, directory=directory,
+                              files=files, metas=metas, columns={n: c.cf_name for n, c in cols.items()},
+                              sequences={n: c.sequence for n, c in cols.items() if c.sequence},
+                              digests=self._digests)  # fmt: skip
+
+    def restore_native(
+        self,
+        source: str,
+        metas: Iterable[StateMetaInfo],
+        columns: Mapping[str, str],
+        sequences: Mapping[str, int],
+        held: KeyGroupRange,
+        digests: Mapping[str, str] | None = None,
+    ) -> None:
+        """Make the DB files in ``source`` (a native snapshot's, downloaded onto this
+        filesystem; moved, not copied) this backend's DB, before any state is used: each
+        state of ``metas`` is bound to its column family of ``columns`` (one the files lack
+        gets an empty one); list appends go on above ``sequences``. ``held``: the key groups
+        the files hold; those outside this backend's range are range-deleted (Flink's
+        clipping). ``digests``: SHA-256 of SST files by name, known already (not hashed again
+        at the next native snapshot)."""
+        self._check_open()
+        if self._columns or self._metas:
+            raise StateAccessError(
+                "a native restore must come before any state is used", code="RESTORE_AFTER_USE"
+            )
+        self._dir.replace_db(source)
+        self.change_log.reset()
+        d = self._dir
+        metas = list(metas)
+        for name in columns.values():  # new column families are named after every restored one
+            self._cf_count = max(self._cf_count, int(name[1:]) if name[1:].isdigit() else 0)
+        for meta in sorted(metas, key=lambda m: m.name not in columns):
+            cf = columns.get(meta.name)
+            if cf is None:
+                col = self._new_column(meta)
+            else:
+                col = StateColumn(d.db, cf, meta, self._key_codec, d.cf_options, d.write_options, True)
+            col.stop_recording()
+            if meta.ttl is not None:
+                col.transform_factory = snapshot_transform(meta.kind, meta.ttl, ttl_clock(self, meta.ttl))
+            col.continue_sequence(sequences.get(meta.name, 0))
+            self._columns[meta.name] = col
+            self._metas[meta.name] = meta
+        self._digests.update(digests or {})
+        own = self.key_group_range
+        for start, end in ((held.start, own.start - 1), (own.end + 1, held.end)):
+            if start <= end:
+                begin, stop = self._key_codec.absolute[start], prefix_end(self._key_codec.absolute[end])
+                for col in self._columns.values():
+                    col.delete_range(begin, stop)
+
+    def copy_key_groups(self, other: RocksDBKeyedStateBackend, key_groups: KeyGroupRange) -> None:
+        """Write the entries of ``key_groups`` of ``other`` here as they are stored, none
+        decoded (a rescale merging another subtask's restored files): both backends hold the
+        same states of one checkpoint's operator."""
+        self._check_open()
+        rng = key_groups.intersection(self.key_group_range)
+        if len(rng) == 0:
+            return
+        begin, end = self._key_codec.absolute[rng.start], prefix_end(self._key_codec.absolute[rng.end])
+        for name, src in other._columns.items():
+            dst = self._columns[name]
+            batch: list[tuple[bytes, bytes]] = []
+            for key, value in src.iter_all(begin):
+                if key >= end:
+                    break
+                batch.append((key, value))
+                if len(batch) >= _RESTORE_BATCH:
+                    dst.write(batch)
+                    batch = []
+            dst.write(batch)
+            dst.continue_sequence(src.sequence)
 
     def drop_key_groups(self, key_groups: KeyGroupRange) -> None:
         """Delete every entry of ``key_groups`` (a range delete per state)."""

@@ -75,12 +75,17 @@ class StateColumn:
         keys: KeyCodec,
         cf_options: rocksdict.Options,
         write_options: rocksdict.WriteOptions,
+        existing: bool = False,
     ) -> None:
+        """``existing``: the column family is in the DB already (a native restore)."""
         import rocksdict
 
         self.meta = meta
         self.cf_name = cf_name
-        self.cf: Any = db.create_column_family(cf_name, cf_options)  # raw mode: bytes in, bytes out
+        # raw mode: bytes in, bytes out
+        self.cf: Any = (
+            db.get_column_family(cf_name) if existing else db.create_column_family(cf_name, cf_options)
+        )
         self.cf.set_write_options(write_options)
         self.handle: rocksdict.ColumnFamily | None = db.get_column_family_handle(cf_name)
         self._db = db
@@ -252,6 +257,15 @@ class StateColumn:
         for key in self.view().keys(from_key=prefix):
             return bool(key.startswith(prefix))
         return False
+
+    @property
+    def sequence(self) -> int:
+        """The last list element sequence handed out."""
+        return self._seq
+
+    def continue_sequence(self, last: int) -> None:
+        """Hand out sequences above ``last`` (a restored column's last)."""
+        self._seq = max(self._seq, last)
 
     def next_seq(self) -> bytes:
         """A list element's suffix: increasing, so appends keep their order."""

@@ -27,6 +27,8 @@ MARKER_TEXT = "flinkstate RocksDB keyed state backend, layout version 1\n"
 LOCK = "flinkstate.lock"
 DB = "db"
 INGEST = "ingest"
+TRANSIENT = ("native-", "restore-")
+"""Name prefixes of directories a native snapshot or restore makes beside the DB, for a while."""
 
 _OPEN: set[str] = set()
 _OPEN_GUARD = threading.Lock()
@@ -94,17 +96,20 @@ class DbDirectory:
         else:
             with open(marker, "w", encoding="utf-8") as f:
                 f.write(MARKER_TEXT)
-        for name in (DB, INGEST):
-            work = os.path.join(path, name)
-            try:
+        try:
+            for name in entries:  # what a killed process left of native snapshots and restores
+                if name.startswith(TRANSIENT):
+                    shutil.rmtree(os.path.join(path, name), ignore_errors=True)
+            for name in (DB, INGEST):
+                work = os.path.join(path, name)
                 if os.path.isdir(work) and not os.path.islink(work):
                     shutil.rmtree(work)
                 elif os.path.lexists(work):
                     os.remove(work)
-            except OSError as exc:
-                raise InvalidArgumentError(
-                    f"cannot clear the working state in {work}: {exc}", code="CORRUPT_DB_DIRECTORY"
-                ) from exc
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"cannot clear the working state in {path}: {exc}", code="CORRUPT_DB_DIRECTORY"
+            ) from exc
 
     def _open_db(self) -> Any:
         import rocksdict
@@ -121,6 +126,18 @@ class DbDirectory:
         folder = os.path.join(self.path, INGEST)
         os.makedirs(folder, exist_ok=True)
         return os.path.join(folder, f"{next(self._files)}.sst")
+
+    def replace_db(self, source: str) -> None:
+        """Make the DB files in ``source`` (a directory on this filesystem: a restore's
+        downloads) this directory's DB, and open it with its column families. The DB open
+        now must have no column family or iterator open."""
+        from .native import open_existing
+
+        db_path = os.path.join(self.path, DB)
+        self.db.close()
+        shutil.rmtree(db_path, ignore_errors=True)
+        os.replace(source, db_path)
+        self.db = open_existing(db_path, self.db_options, self.cf_options)
 
     def _release(self) -> None:
         if self._lock is not None:

@@ -125,7 +125,7 @@ def _edit(edits: SavepointEdits) -> Callable[[Path, Job, Manifest], Manifest]:
     return run
 
 
-FILES = ("keyed", "changes", "operator", "broadcast", "raw_keyed", "raw_operator")
+FILES = ("keyed", "changes", "operator", "broadcast", "native", "raw_keyed", "raw_operator")
 COPIED: list[Step] = [
     ("operators", "*", "subtasks", "*", "*", "*", "*", field) for field in ("path", "checkpoint_id")
 ] + [

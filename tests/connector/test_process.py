@@ -473,3 +473,6 @@ def test_rocksdb_backend_gives_the_heap_results(spark: Any, tmp_path: Path) -> N
         outputs[backend] = runs
     assert outputs["rocksdb"] == outputs["heap"]
     assert stored_counts(tmp_path / "rocksdb") == word_count_model(["a", "b", "a", "c", "a"] * 2)
+    subtasks = open_checkpoint(str(tmp_path / "rocksdb")).manifest.operators
+    keyed = [st for op in subtasks for st in op.subtasks if st.key_group_range is not None]
+    assert keyed and all(st.native is not None for st in keyed)  # RocksDB checkpoints natively by default

@@ -1,0 +1,145 @@
+"""Native snapshots of the RocksDB backend: a RocksDB checkpoint of the live DB, by files.
+
+Taking one (the synchronous part) is a RocksDB checkpoint into a fresh directory beside
+the DB: memtables flushed, then every live file hard-linked (SST files are immutable, so
+the links stay consistent while the DB goes on writing and compacting). The directory is
+the snapshot's own, never the DB's working files: the checkpoint layer copies its files
+out, then :meth:`NativeSnapshot.release` deletes it. Each SST file is described by the
+column families it belongs to and the key groups its keys span (the first bytes of a key
+are its key group, see :mod:`.codec`).
+
+Restoring (:func:`reopen`) is the other way: the files of one snapshot, downloaded into a
+directory, become the backend's DB; its states are bound to their column families by
+name, with no entry read or written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import StateAccessError
+from ..keyed.snapshot import KeyedStateSnapshot, StateMetaInfo
+from .directory import TRANSIENT
+
+_SST_LINE = re.compile(r"^\s*(\d+):\d+\[", re.MULTILINE)
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """One file of a native snapshot: its name in the DB directory and what it holds.
+
+    ``column_families`` and ``key_groups`` (first, last) only for SST files (``sst``)."""
+
+    name: str
+    size: int
+    sst: bool
+    column_families: tuple[str, ...] = ()
+    key_groups: tuple[int, int] | None = None
+    entries: int = 0
+
+
+@dataclass(slots=True)
+class NativeSnapshot(KeyedStateSnapshot):
+    """A keyed snapshot as the files of a RocksDB checkpoint in ``directory``.
+
+    ``metas``: every state's description; ``columns``: the column family of each state;
+    ``sequences``: each list state's last element sequence (appends after a restore go
+    on above it); ``digests``: SHA-256 of SST files by name, shared with the backend (an
+    SST file never changes, so each is hashed once per DB)."""
+
+    directory: str = ""
+    files: tuple[LocalFile, ...] = ()
+    metas: tuple[StateMetaInfo, ...] = ()
+    columns: Mapping[str, str] = field(default_factory=dict)
+    sequences: Mapping[str, int] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def digest(self, name: str) -> str:
+        """The SHA-256 of SST file ``name`` (computed once per DB, then remembered)."""
+        known = self.digests.get(name)
+        if known is None:
+            sha = hashlib.sha256()
+            with open(self.path(name), "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    sha.update(chunk)
+            known = self.digests[name] = sha.hexdigest()
+        return known
+
+    def release(self) -> None:
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = ""
+
+
+def take(db: Any, work_dir: str, key_group_width: int) -> tuple[str, tuple[LocalFile, ...]]:
+    """A RocksDB checkpoint of ``db`` in a new directory under ``work_dir``, and its files."""
+    import rocksdict
+
+    target = os.path.join(work_dir, f"{TRANSIENT[0]}{uuid.uuid4().hex}")
+    try:
+        rocksdict.Checkpoint(db).create_checkpoint(target)
+        return target, _describe(target, key_group_width)
+    except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+        shutil.rmtree(target, ignore_errors=True)
+        raise StateAccessError(
+            f"RocksDB checkpoint into {target} failed: {exc}", code="DB_CHECKPOINT_FAILED"
+        ) from exc
+
+
+def _describe(directory: str, width: int) -> tuple[LocalFile, ...]:
+    """The files of checkpoint ``directory``: SST files with their column families (read
+    from the checkpoint itself, opened read-only: the live DB may have compacted since)."""
+    import rocksdict
+
+    names = sorted(os.listdir(directory))
+    opts = rocksdict.Options(raw_mode=True)
+    db = rocksdict.Rdict(directory, opts, access_type=rocksdict.AccessType.read_only())
+    try:
+        by_number: dict[int, list[str]] = {}
+        handles = []
+        for cf_name in rocksdict.Rdict.list_cf(directory):
+            cf = db.get_column_family(cf_name)
+            handles.append(cf)
+            for number in _SST_LINE.findall(cf.property_value("rocksdb.sstables") or ""):
+                by_number.setdefault(int(number), []).append(cf_name)
+        live = {os.path.basename(f["name"]): f for f in db.live_files()}
+    finally:
+        for cf in handles:
+            cf.close()
+        db.close()
+    out = []
+    for name in names:
+        size = os.path.getsize(os.path.join(directory, name))
+        info = live.get(name)
+        if not name.endswith(".sst") or info is None:
+            out.append(LocalFile(name, size, False))
+            continue
+        first = int.from_bytes(info["start_key"][:width], "big")
+        last = int.from_bytes(info["end_key"][:width], "big")
+        cfs = tuple(sorted(by_number.get(int(name[:-4]), [])))
+        out.append(LocalFile(name, size, True, cfs, (first, last), int(info["num_entries"])))
+    return tuple(out)
+
+
+def open_existing(path: str, db_options: Any, cf_options: Any) -> Any:
+    """The DB in ``path`` (restored files) with every column family it has."""
+    import rocksdict
+
+    names = [n for n in rocksdict.Rdict.list_cf(path) if n != "default"]
+    try:
+        return rocksdict.Rdict(path, db_options, column_families={n: cf_options for n in names})
+    except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+        raise StateAccessError(
+            f"cannot open restored RocksDB in {path}: {exc}", code="DB_OPEN_FAILED"
+        ) from exc

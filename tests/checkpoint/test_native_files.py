@@ -1,0 +1,279 @@
+"""Native RocksDB checkpoints by files: each SST file stored once, kept while a retained
+checkpoint references it, checked on restore; a crash leaves the previous one readable.
+Run on every storage (memory, local, S3)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flinkstate.checkpoint import CheckpointCorruptError, CheckpointStorage, CompletedCheckpoint, Storage
+from flinkstate.checkpoint.writing import native as native_writing
+from flinkstate.state import (
+    HeapKeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    RocksDBKeyedStateBackend,
+    StateTtlConfig,
+    Types,
+    ValueStateDescriptor,
+    assign_to_key_group,
+)
+from flinkstate.state.ttl import ManualTimeProvider
+
+VALUE = ValueStateDescriptor("v", Types.DOUBLE())
+NAMES = MapStateDescriptor("names", Types.STRING(), Types.STRING())
+ROWS = ListStateDescriptor("rows", Types.ROW_NAMED(["a", "b"], [Types.STRING(), Types.DOUBLE()]))
+TOTAL = ReducingStateDescriptor("total", lambda a, b: a + b, Types.LONG())
+SHORT = ValueStateDescriptor("short", Types.STRING())
+SHORT.enable_time_to_live(StateTtlConfig.new_builder(timedelta(seconds=10)).build())
+CLOCK = ManualTimeProvider(1_000_000)
+
+
+def fill(backend: Any, keys: range, tag: str = "") -> None:
+    """Unicode keys, NaN, -0.0, None, namespaces, TTL (some entries expire), every kind."""
+    for n in keys:
+        key = f"clé-{n}-日本"
+        backend.set_current_key(key)
+        CLOCK.now = 1_000_000 if n % 3 else 1_000_000 + 60_000  # every third written late: still alive
+        backend.get_state(VALUE).update([math.nan, -0.0, float(n)][n % 3])
+        backend.get_map_state(NAMES).put_all({f"ü{n}": None if n % 2 else f"wert{tag}", "": "leer"})
+        backend.get_list_state(ROWS).add_all([(None, -0.0), (f"ß{n}", math.inf)][: 1 + n % 2])
+        backend.get_reducing_state(TOTAL).add(n)
+        backend.get_partitioned_state(("win", n % 4), TOTAL).add(-n)
+        backend.get_state(SHORT).update(f"kurz{tag}")
+    CLOCK.now = 1_000_000 + 65_000  # entries written at the start are expired now
+
+
+def entries(backend: Any) -> list[tuple[Any, ...]]:
+    """Every (state, key, namespace, value, timestamp), each in the key group it belongs to."""
+    out = []
+    with backend.snapshot() as snap:
+        for name, state in snap.states.items():
+            for kg in snap.key_group_range:
+                for e in state.entries(kg):
+                    assert assign_to_key_group(e.key, 128, snap.key_type) == kg
+                    value = tuple(sorted(e.value.items())) if isinstance(e.value, dict) else e.value
+                    value = tuple(value) if isinstance(value, list) else value
+                    out.append((name, e.key, e.namespace, value, repr(e.timestamp)))
+    return out
+
+
+def comparable(backend: Any) -> Counter[Any]:
+    """Entries with NaN made comparable (NaN != NaN)."""
+    nan = "NaN"
+    return Counter(
+        tuple(nan if isinstance(x, float) and math.isnan(x) else x for x in e) for e in entries(backend)
+    )
+
+
+def rocks(tmp_path: Path, **kw: Any) -> RocksDBKeyedStateBackend:
+    kw.setdefault("time_provider", CLOCK)
+    return RocksDBKeyedStateBackend(tmp_path / f"db-{uuid.uuid4().hex[:8]}", **kw)
+
+
+def commit(storage: CheckpointStorage, backend: Any) -> CompletedCheckpoint:
+    pending = storage.begin()
+    pending.write_subtask("op", 0, 1, 128, keyed=backend)
+    return pending.commit()
+
+
+def native_files(storage: CheckpointStorage) -> set[str]:
+    return set(storage.storage.walk_files("_data/native"))
+
+
+@pytest.fixture
+def uploads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every (path, bytes) uploaded by native checkpoints."""
+    seen: list[tuple[str, int]] = []
+    upload = native_writing._upload
+
+    def counting(storage: Storage, path: str, local: str) -> str:
+        digest = upload(storage, path, local)
+        seen.append((path, storage.size(path)))
+        return digest
+
+    monkeypatch.setattr(native_writing, "_upload", counting)
+    return seen
+
+
+def test_restores_what_parquet_restores(location: tuple[str, dict[str, Any]], tmp_path: Path) -> None:
+    url, options = location
+    native = CheckpointStorage(url + "/native", options, rocksdb_format="native")
+    parquet = CheckpointStorage(url + "/parquet", options)
+    with rocks(tmp_path) as live:
+        fill(live, range(300))
+        a, b = commit(native, live), commit(parquet, live)
+    for factory in (lambda **kw: rocks(tmp_path, **kw), HeapKeyedStateBackend):
+        from_native = a.keyed_backend("op", 0, 1, factory, time_provider=CLOCK)
+        from_parquet = b.keyed_backend("op", 0, 1, factory, time_provider=CLOCK)
+        try:
+            assert comparable(from_native) == comparable(from_parquet)
+            for backend in (from_native, from_parquet):
+                backend.set_current_key("clé-5-日本")
+                assert backend.get_state(VALUE).value() == 5.0
+                assert backend.get_state(SHORT).value() is None  # expired
+                assert dict(backend.get_map_state(NAMES).items()) == {"ü5": None, "": "leer"}
+                assert backend.get_partitioned_state(("win", 1), TOTAL).get() == -5
+                backend.set_current_key("clé-6-日本")
+                assert backend.get_state(SHORT).value() == "kurz"  # written late: alive
+        finally:
+            from_native.close()
+            from_parquet.close()
+
+
+def test_a_second_checkpoint_uploads_only_new_files(
+    location: tuple[str, dict[str, Any]], tmp_path: Path, uploads: list[tuple[str, int]]
+) -> None:
+    url, options = location
+    storage = CheckpointStorage(url, options, rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(5000))
+        first = commit(storage, live)
+        full = sum(n for p, n in uploads if p.endswith(".sst"))
+        uploads.clear()
+        fill(live, range(0, 5000, 100), tag="neu")  # 1% of the keys change
+        second = commit(storage, live)
+        model = comparable(live)
+    changed = sum(n for p, n in uploads if p.endswith(".sst"))
+    assert 0 < changed < 0.05 * full, (changed, full)
+    # besides, the small files of RocksDB's checkpoint itself (MANIFEST, CURRENT, OPTIONS)
+    others = [p for p, _ in uploads if not p.endswith(".sst")]
+    assert others and all("-native-" in p and "/" not in p for p in others)
+    old = {f.ref.sha256 for st in first.manifest.operators[0].subtasks for f in st.native.files if f.sst}  # type: ignore[union-attr]
+    [st] = second.manifest.operators[0].subtasks
+    assert st.native is not None
+    shared = [f for f in st.native.files if f.sst and f.ref.sha256 in old]
+    assert shared and all(f.ref.checkpoint_id == 1 for f in shared)  # referenced, not uploaded again
+    assert second.manifest.incremental
+    restored = second.keyed_backend("op", 0, 1, time_provider=CLOCK)
+    assert comparable(restored) == model
+
+
+def test_retention_keeps_shared_files_while_referenced(
+    location: tuple[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    url, options = location
+    storage = CheckpointStorage(url, options, retain=1, rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(2000))
+        commit(storage, live)
+        first = native_files(storage)
+        fill(live, range(0, 2000, 50), tag="neu")
+        commit(storage, live)  # retires checkpoint 1; its SST files are still referenced
+        assert first <= native_files(storage)
+        for col in live._columns.values():  # every SST file rewritten: the old ones are referenced no more
+            col.cf.compact_range(None, None)
+        fill(live, range(1), tag="zwei")
+        third = commit(storage, live)
+        model = comparable(live)
+    kept = native_files(storage)
+    assert not first & kept
+    assert kept == {
+        f"_data/native/{f.ref.sha256}.sst"
+        for f in third.manifest.operators[0].subtasks[0].native.files
+        if f.sst
+    }  # type: ignore[union-attr]
+    assert storage.completed_ids() == [3]
+    assert comparable(storage.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
+
+
+@pytest.mark.parametrize("damage", ["altered", "missing"])
+def test_a_damaged_sst_file_is_corrupt_naming_it(tmp_path: Path, damage: str) -> None:
+    storage = CheckpointStorage(str(tmp_path / "root"), rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(200))
+        checkpoint = commit(storage, live)
+    path = sorted(native_files(storage))[0]
+    if damage == "missing":
+        storage.storage.delete(path)
+    else:
+        data = bytearray(storage.storage.read_bytes(path))
+        data[len(data) // 2] ^= 0xFF
+        storage.storage.delete(path)
+        storage.storage.write_bytes(path, bytes(data))
+    name = path.rsplit("/", 1)[1]
+    for factory in (lambda **kw: rocks(tmp_path, **kw), HeapKeyedStateBackend):
+        with pytest.raises(CheckpointCorruptError, match=rf"\[CHECKPOINT_CORRUPT\].*{name}.*{damage}"):
+            checkpoint.keyed_backend("op", 0, 1, factory)
+    with pytest.raises(CheckpointCorruptError, match=name):
+        list(checkpoint.read_keyed("op", "v"))
+
+
+def test_a_crash_before_publishing_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
+    url = str(tmp_path / "root")
+    storage = CheckpointStorage(url, rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(1000))
+        commit(storage, live)
+        model = comparable(live)
+        fill(live, range(1000), tag="neu")
+        for col in live._columns.values():
+            col.cf.compact_range(None, None)
+        pending = storage.begin()
+        pending.write_subtask("op", 0, 1, 128, keyed=live).result()  # uploaded, never published: a crash
+    assert len(native_files(storage)) > 1
+    after = CheckpointStorage(url, rocksdb_format="native")  # the next run
+    assert after.latest_id() == 1
+    assert comparable(after.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
+    gone = after.cleanup(older_than=timedelta(0), allow_short_grace=True)  # the attempt's orphans go
+    assert any(p.startswith("_data/native/") for p in gone.deleted)
+    assert comparable(after.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
+
+
+def test_a_failed_upload_aborts_and_keeps_the_previous(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = CheckpointStorage(str(tmp_path / "root"), rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(500))
+        commit(storage, live)
+        model = comparable(live)
+        fill(live, range(500), tag="neu")
+
+        def broken(storage: Storage, path: str, local: str) -> str:
+            raise OSError("connection reset")
+
+        monkeypatch.setattr(native_writing, "_upload", broken)
+        pending = storage.begin()
+        pending.write_subtask("op", 0, 1, 128, keyed=live)
+        with pytest.raises(OSError, match="connection reset"):
+            pending.commit()
+    assert storage.completed_ids() == [1]
+    assert comparable(storage.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
+
+
+def test_after_a_restore_of_an_older_checkpoint_stored_files_are_not_written_again(
+    location: tuple[str, dict[str, Any]], tmp_path: Path, uploads: list[tuple[str, int]]
+) -> None:
+    url, options = location
+    storage = CheckpointStorage(url, options, rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(800))
+        first = commit(storage, live)
+        model = comparable(live)
+        fill(live, range(800), tag="neu")
+        for col in live._columns.values():
+            col.cf.compact_range(None, None)
+        commit(storage, live)  # the latest references none of the first's SST files
+    factory = lambda **kw: rocks(tmp_path, **kw)  # noqa: E731
+    with first.keyed_backend("op", 0, 1, factory, time_provider=CLOCK) as restored:
+        uploads.clear()
+        third = commit(storage, restored)
+    assert [p for p, _ in uploads if p.endswith(".sst")] == []  # the first's files, in place already
+    ssts = {f.ref.sha256 for st in third.manifest.operators[0].subtasks if st.native for f in st.native.files}
+    assert ssts >= {
+        f.ref.sha256
+        for st in first.manifest.operators[0].subtasks
+        if st.native
+        for f in st.native.files
+        if f.sst
+    }
+    assert comparable(storage.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
