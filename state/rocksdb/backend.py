@@ -343,17 +343,19 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         if len(rng) == 0:
             return
         begin, end = self._key_codec.absolute[rng.start], prefix_end(self._key_codec.absolute[rng.end])
+        bulk_min, sst_path = self.options.bulk_load_min_entries, self._dir.ingest_file
         for name, src in other._columns.items():
             dst = self._columns[name]
+            dst.stop_recording()  # restored entries are no change
             batch: list[tuple[bytes, bytes]] = []
             for key, value in src.iter_all(begin):
                 if key >= end:
                     break
                 batch.append((key, value))
-                if len(batch) >= _RESTORE_BATCH:
-                    dst.write(batch)
+                if len(batch) >= _MIGRATE_CHUNK:
+                    dst.load(batch, bulk_min, sst_path)
                     batch = []
-            dst.write(batch)
+            dst.load(batch, bulk_min, sst_path)
             dst.continue_sequence(src.sequence)
 
     def drop_key_groups(self, key_groups: KeyGroupRange) -> None:
