@@ -7,7 +7,9 @@ incremental native one (into the root that holds the earlier rounds' checkpoints
 SST files it does not hold yet are uploaded), a full native one and a full Parquet one
 (each into an empty root). The full native checkpoint hashes every SST file, as a job's
 first checkpoint does (the backend remembers the SHA-256 of files it hashed; that memory
-is left out of it, so it is the cold cost). Then the last round's full checkpoints are
+is left out of it, so it is the cold cost). Only the first of the three flushes the
+memtable holding the round's changes: the full ones' times leave that flush out, which
+makes the incremental's ratio conservative. Then the last round's full checkpoints are
 restored, at the same parallelism (2 subtasks) and after a rescale (2 → 3), into fresh
 RocksDB backends, in pairs. Every ratio pairs figures of one round; medians over rounds.
 No round is a warm-up for either side: the native base the increments build on is
