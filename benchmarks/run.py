@@ -15,6 +15,7 @@ from common import Result
 from flink_bench import BENCHMARKS as FLINK
 from flink_write_bench import BENCHMARKS as FLINK_WRITE
 from incremental_bench import BENCHMARKS as INCREMENTAL
+from native_bench import BENCHMARKS as NATIVE
 from process_bench import BENCHMARKS as PROCESS
 from rocksdb_bench import BENCHMARKS as ROCKSDB
 from scale_bench import BENCHMARKS as SCALE
@@ -30,6 +31,7 @@ ALL: dict[str, Callable[[bool], Iterator[Result]]] = {
     **ROCKSDB,
     **SCALE,
     **INCREMENTAL,
+    **NATIVE,
     **FLINK,
     **FLINK_WRITE,
     **PROCESS,

@@ -33,9 +33,11 @@ from ..edits import (
     plan_edits,
     rows_by_key_group,
 )
-from ..errors import CheckpointCorruptError, CheckpointError
+from ..errors import CheckpointCorruptError, CheckpointError, CheckpointNotFoundError
 from ..manifest import METADATA, FileRef, OperatorEntry, SubtaskEntry
+from ..native_entry import NativeEntry
 from ..reading.restore import CompletedCheckpoint
+from ..reading.verified import CHUNK
 from ..storage import Storage
 from .committer import derive_manifest, publish_manifest
 from .rewrite import rewrite_max_parallelism
@@ -105,25 +107,36 @@ class _Copier:
         self.copies: dict[str, FileRef] = {}
 
     def file(self, ref: FileRef) -> FileRef:
+        """``ref``'s file copied, streamed (an SST file may be large) and checked as it goes."""
         if ref.path not in self.copies:
-            data = self.source.read_bytes(ref.path)
-            if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+            name = f"{uuid.uuid4().hex[:12]}-{posixpath.basename(ref.path)}"
+            self.written.append(name)
+            sha, size = hashlib.sha256(), 0
+            try:
+                with self.source.open_input(ref.path) as src, self.target.open_output(name) as dst:
+                    while chunk := src.read(CHUNK):
+                        sha.update(chunk)
+                        size += len(chunk)
+                        dst.write(chunk)
+            except CheckpointNotFoundError as exc:
+                raise CheckpointCorruptError(f"data file {ref.path} is missing") from exc
+            if size != ref.size or sha.hexdigest() != ref.sha256:
                 raise CheckpointCorruptError(
                     f"data file {ref.path} does not match its checksum: truncated or altered"
                 )
-            name = f"{uuid.uuid4().hex[:12]}-{posixpath.basename(ref.path)}"
-            self.written.append(name)
-            self.target.write_bytes(name, data)
             self.copies[ref.path] = replace(ref, path=name, checkpoint_id=self.checkpoint_id)
         return self.copies[ref.path]
 
     def subtask(self, st: SubtaskEntry) -> SubtaskEntry:
-        """``st`` with every file copied, field by field (a field added later is copied too)."""
+        """``st`` with every file copied, field by field (a field added later is copied too),
+        native RocksDB files too."""
         changed: dict[str, Any] = {}
         for f in fields(SubtaskEntry):
             value = getattr(st, f.name)
             if isinstance(value, FileRef):
                 changed[f.name] = self.file(value)
+            elif isinstance(value, NativeEntry):
+                changed[f.name] = value.moved(self.file)
             elif isinstance(value, Mapping):
                 changed[f.name] = {n: tuple(self.file(r) for r in refs) for n, refs in value.items()}
         return replace(st, **changed)

@@ -5,6 +5,7 @@ Run on every storage (memory, local, S3)."""
 from __future__ import annotations
 
 import math
+import shutil
 import uuid
 from collections import Counter
 from datetime import timedelta
@@ -13,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from flinkstate.checkpoint import CheckpointCorruptError, CheckpointStorage, CompletedCheckpoint, Storage
+from flinkstate.checkpoint import (
+    CheckpointCorruptError,
+    CheckpointStorage,
+    CompletedCheckpoint,
+    SavepointEdits,
+    Storage,
+    edit_checkpoint,
+)
 from flinkstate.checkpoint.writing import native as native_writing
 from flinkstate.state import (
     HeapKeyedStateBackend,
@@ -277,3 +285,29 @@ def test_after_a_restore_of_an_older_checkpoint_stored_files_are_not_written_aga
         if f.sst
     }
     assert comparable(storage.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
+
+
+def test_an_edited_native_checkpoint_holds_its_own_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``edit_checkpoint`` copies native files too: the edited savepoint restores the same
+    entries once the source checkpoints are gone; files are streamed, none read whole."""
+    read_whole: list[str] = []
+    read_bytes = Storage.read_bytes
+
+    def recording(self: Storage, relative: str) -> bytes:
+        read_whole.append(relative)
+        return read_bytes(self, relative)
+
+    monkeypatch.setattr(Storage, "read_bytes", recording)
+    storage = CheckpointStorage(str(tmp_path / "cp"), rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(300))
+        source = commit(storage, live)
+        expected = comparable(live)
+    edited = edit_checkpoint(source, str(tmp_path / "edited"), SavepointEdits().rename_operator("op", "op2"))
+    assert [p for p in read_whole if "native" in p] == []
+    shutil.rmtree(tmp_path / "cp")
+    for factory in (lambda **kw: rocks(tmp_path, **kw), HeapKeyedStateBackend):
+        with edited.keyed_backend("op2", 0, 1, factory, time_provider=CLOCK) as restored:
+            assert comparable(restored) == expected

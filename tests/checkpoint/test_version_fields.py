@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from version_fields import MAX_P, OTHER_UID, UID, Job, P, Step, unmeant, write_base
+from version_fields import MAX_P, NATIVE_UID, OTHER_UID, UID, Job, P, Step, unmeant, write_base
 
 from flinkstate.checkpoint import (
     CheckpointStorage,
@@ -120,20 +120,28 @@ def _edit(edits: SavepointEdits) -> Callable[[Path, Job, Manifest], Manifest]:
         for uid in (UID, OTHER_UID):  # the states kept restore as from the source (chains applied)
             for name in ("v", "m"):
                 assert _entries(edited, uid, name) == _entries(source, uid, name)
+        for name in ("c", "l"):  # and those held as native RocksDB files, from the edited savepoint's copies
+            assert _entries(edited, NATIVE_UID, name) == _entries(source, NATIVE_UID, name)
         return edited.manifest
 
     return run
 
 
 FILES = ("keyed", "changes", "operator", "broadcast", "native", "raw_keyed", "raw_operator")
-COPIED: list[Step] = [
-    ("operators", "*", "subtasks", "*", "*", "*", "*", field) for field in ("path", "checkpoint_id")
-] + [
-    ("operators", "*", "subtasks", "*", raw, field)
-    for raw in FILES[-2:]
-    for field in ("path", "checkpoint_id")
-]
-"""What copying every file into an edited savepoint changes: its path and origin."""
+COPIED: list[Step] = (
+    [("operators", "*", "subtasks", "*", "*", "*", "*", field) for field in ("path", "checkpoint_id")]
+    + [
+        ("operators", "*", "subtasks", "*", raw, field)
+        for raw in FILES[-2:]
+        for field in ("path", "checkpoint_id")
+    ]
+    + [
+        ("operators", "*", "subtasks", "*", "native", "files", "*", "ref", field)
+        for field in ("path", "checkpoint_id")
+    ]
+)
+"""What copying every file into an edited savepoint changes: its path and origin (native
+RocksDB files too)."""
 NO_CHANGE_FEED: list[Step] = [("operators", "*", "subtasks", "*", "changes")]
 REWRITTEN: list[Step] = [("operators", "*", "subtasks", "*", part) for part in FILES]
 STATE_S: list[Step] = [
