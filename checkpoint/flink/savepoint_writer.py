@@ -32,6 +32,7 @@ from flinkstate.state.keygroups.assignment import (
 
 from ..errors import CheckpointError
 from ..manifest import METADATA
+from ..progress import progress_steps
 from ..reading.restore import CompletedCheckpoint
 from ..storage import Storage
 from .errors import UnsupportedFlinkWriteError
@@ -224,17 +225,7 @@ def write_operators(
         raise CheckpointError(f"{directory!r} already holds a savepoint", code="CHECKPOINT_EXISTS")
     before = _state_files(target, storage) if old else set()
     suffix = f"-{uuid.uuid4().hex[:12]}" if old else ""
-    total = 2 * sum(plan.parallelism for plan in plans)
-    done = 0
-
-    def step() -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(done, total)
-
-    if progress is not None:
-        progress(0, total)
+    step = progress_steps(progress, 2 * sum(plan.parallelism for plan in plans))
     encoded = [_encode(plan, directory, inline_threshold, step, suffix) for plan in plans]
     meta = metadata_bytes(checkpoint_id, [op for op, _ in encoded], f"{directory!r}/{METADATA}")
     for out, files in encoded:

@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from ..errors import CheckpointError
 from ..manifest import METADATA, FileRef, Manifest, OperatorEntry, SubtaskEntry
+from ..progress import progress_steps
 from ..storage import Storage
 
 _CHK = re.compile(r"^chk-(\d+)$")
@@ -194,16 +195,7 @@ def collect_garbage(
     versions = [(i, list(root.walk_files_modified(f"chk-{i}")))
                 for i in version_ids(root) if i <= keep[-1] and i not in held.ids]  # fmt: skip
     total = len(data_files) + sum(len(files) for _, files in versions)
-    seen = 0
-
-    def looked_at() -> None:
-        nonlocal seen
-        seen += 1
-        if progress is not None:
-            progress(seen, total)
-
-    if progress is not None:
-        progress(0, total)
+    looked_at = progress_steps(progress, total)
     # _data first: a pass that stops half-way leaves the manifests that reference what remains
     for path, modified in data_files:
         if path not in used and (path in released or orphan_is_old(path, modified)):
