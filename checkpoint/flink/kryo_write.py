@@ -10,13 +10,15 @@ UTF-8 (one byte up to 0x7F, two up to 0x7FF, else three; astral chars as two sur
 
 :func:`class_header` takes the class header from a value's bytes; :func:`state_class_header`
 the one header all values of a state share (a state holding none, or values of several
-classes, has no header the writer can know: ``[FLINK_UNSUPPORTED]``).
+classes, has no header the writer can know: ``[FLINK_UNSUPPORTED]``); :func:`kryo_spec` how
+a Kryo state of a Flink savepoint read with its declaration is set from rows.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -25,7 +27,13 @@ from flinkstate.state.errors import SerializationError
 from flinkstate.state.serializers.base import TypeSerializer
 
 from .errors import UnsupportedFlinkWriteError
+from .header import StateInfo
 from .kryo import KryoReader, kryo_string, varint
+from .passthrough import verbatim_spec
+from .savepoint import FlinkSavepoint
+from .snapshots import _KRYO, FlinkType
+from .write_keyed import KeyedStateSpec
+from .write_namespaces import flink_namespace
 
 Write = Callable[[Any, bytearray], None]
 _NEW_OBJECT = b"\x01"  # Kryo's reference marker of an object not seen before
@@ -218,3 +226,27 @@ def state_class_header(values: Iterable[bytes], kind: str, ttl: bool, java_class
             "cannot be written"
         )
     return found.pop()
+
+
+def kryo_spec(
+    source: FlinkSavepoint,
+    operator_id: str,
+    info: StateInfo,
+    what: str,
+    check_key: Callable[[FlinkType], object],
+) -> KeyedStateSpec | None:
+    """How keyed state ``info`` of a Flink savepoint, a declared Kryo class, is set from rows:
+    its meta info written as read (the Kryo serializer snapshot and its registrations with it),
+    its values encoded by a :class:`KryoWriter` with the class header its values carry
+    (``check_key`` refuses a map key the writer cannot encode). None: not a declared Kryo state."""
+    value = info.value.inner if info.value.inner is not None else info.value
+    if info.is_timer or value.snapshot_class != _KRYO or not isinstance(value.serializer, KryoReader):
+        return None
+    if info.user_key is not None:
+        check_key(info.user_key)
+    namespace = flink_namespace(info.namespace, what)
+    raw = (v for rows in source.raw_keyed(operator_id, info.name) for v in rows.value)
+    header = state_class_header(raw, info.kind, info.ttl, value.java_class, what)
+    assert value.type_info is not None
+    writer = KryoWriter(value.type_info.to_arrow(), value.java_class, header, what)
+    return replace(verbatim_spec(info), namespace=namespace, encoder=writer)

@@ -4,6 +4,8 @@ wrote, the reader's inverse on random values, and Kryo states set from rows."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -11,7 +13,8 @@ from flink_model import FIXTURES
 from kryo_model import encode, uvarint
 from sql_model import RICH_DDL
 
-from flinkstate.checkpoint.flink import read_savepoint
+from flinkstate.checkpoint import SavepointEdits
+from flinkstate.checkpoint.flink import FlinkSavepoint, edit_savepoint, read_savepoint
 from flinkstate.checkpoint.flink.declared import parse_type
 from flinkstate.checkpoint.flink.errors import UnsupportedFlinkWriteError
 from flinkstate.checkpoint.flink.kryo_write import KryoWriter, state_class_header
@@ -124,3 +127,61 @@ def test_a_class_header_no_value_carries_is_refused() -> None:
     two = [encode(RANDOM, _random_value(random.Random(2)), c) for c in (85, 86)]
     with pytest.raises(UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\] v: .*2 classes"):
         state_class_header(two, "VALUE", False, "a.B", "v")
+
+
+def _by_key(sp: FlinkSavepoint, op: str, state: str) -> dict[Any, Any]:
+    return {r["key"]: r["value"] for r in sp.keyed_state(op, state).to_pylist()}
+
+
+@pytest.mark.parametrize("fixture", ["heap_canonical", "rocksdb_native"])
+def test_an_edit_sets_a_declared_kryo_state_from_rows(fixture: str, tmp_path: Path) -> None:
+    """v_kryo replaced from rows reads back (declared) as the rows; its meta info is the one read;
+    every other state is as it was."""
+    source = read_savepoint(str(FIXTURES / fixture), types={"v_kryo": OPAQUE})
+    rows = [{"key": k, "value": {"value": v}} for k, v in [(1, 5), (2, -(2**63)), (7, 2**63 - 1), (1000, 0)]]
+    edits = SavepointEdits().set_keyed_state("keyed-states", "v_kryo", rows)
+    edit_savepoint(source, str(tmp_path / "sp"), edits)
+    back = read_savepoint(str(tmp_path / "sp"), types={"v_kryo": OPAQUE})
+    assert _by_key(back, "keyed-states", "v_kryo") == {r["key"]: r["value"] for r in rows}
+    old = next(
+        i
+        for i in source.keyed_header(source.operator("keyed-states").operator_id).states
+        if i.name == "v_kryo"
+    )
+    new = next(
+        i for i in back.keyed_header(back.operator("keyed-states").operator_id).states if i.name == "v_kryo"
+    )
+    assert new.meta == old.meta
+    for name in ("v_long", "v_string", "v_pojo", "ttl_value"):
+        assert _by_key(back, "keyed-states", name) == _by_key(source, "keyed-states", name)
+
+
+def test_an_edit_sets_a_rich_kryo_state_with_nulls_and_unicode(tmp_path: Path) -> None:
+    source = read_savepoint(str(FIXTURES / "sql_rocksdb"), types={"k_rich": RICH_DDL})
+    names = [None, "", "é", "中文\U0001f600", "x" * 70, "ascii"]
+    values = {
+        k: {
+            "id": -k,
+            "count": 2**31 - 1,
+            "name": names[k % 6],
+            "boxed": None if k % 2 else k,
+            "ratio": None if k % 3 else -0.0,
+            "flag": k % 2 == 0,
+        }
+        for k in range(12)
+    }
+    rows = [{"key": k, "value": v} for k, v in values.items()]
+    edit_savepoint(
+        source, str(tmp_path / "sp"), SavepointEdits().set_keyed_state("kryo-states", "k_rich", rows)
+    )
+    back = read_savepoint(str(tmp_path / "sp"), types={"k_rich": RICH_DDL})
+    assert _by_key(back, "kryo-states", "k_rich") == values
+    assert _by_key(back, "kryo-states", "k_after") == _by_key(source, "kryo-states", "k_after")
+
+
+def test_without_its_declaration_a_kryo_state_is_not_set(tmp_path: Path) -> None:
+    source = read_savepoint(str(FIXTURES / "heap_canonical"))
+    edits = SavepointEdits().set_keyed_state("keyed-states", "v_kryo", [{"key": 1, "value": b"\x01"}])
+    with pytest.raises(UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\].*'v_kryo'.*not set"):
+        edit_savepoint(source, str(tmp_path / "sp"), edits)
+    assert not list(tmp_path.iterdir())
