@@ -18,6 +18,7 @@ from flinkstate.checkpoint.flink import FlinkSavepoint, edit_savepoint, read_sav
 from flinkstate.checkpoint.flink.declared import parse_type
 from flinkstate.checkpoint.flink.errors import UnsupportedFlinkWriteError
 from flinkstate.checkpoint.flink.kryo_write import KryoWriter, state_class_header
+from flinkstate.state.errors import FlinkStateError
 
 OPAQUE = "STRUCT<value: BIGINT NOT NULL>"  # FixtureJob's Kryo class, declared
 KRYO_STATES = [
@@ -184,4 +185,13 @@ def test_without_its_declaration_a_kryo_state_is_not_set(tmp_path: Path) -> None
     edits = SavepointEdits().set_keyed_state("keyed-states", "v_kryo", [{"key": 1, "value": b"\x01"}])
     with pytest.raises(UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\].*'v_kryo'.*not set"):
         edit_savepoint(source, str(tmp_path / "sp"), edits)
+    assert not list(tmp_path.iterdir())
+
+
+def test_rows_that_do_not_fit_the_declared_struct_are_refused(tmp_path: Path) -> None:
+    source = read_savepoint(str(FIXTURES / "heap_canonical"), types={"v_kryo": OPAQUE})
+    for bad in [{"value": "x"}, {"value": None}]:
+        edits = SavepointEdits().set_keyed_state("keyed-states", "v_kryo", [{"key": 1, "value": bad}])
+        with pytest.raises(FlinkStateError, match=r"\[(TYPE_MISMATCH|NULL_ELEMENT|SERIALIZATION)\].*v_kryo"):
+            edit_savepoint(source, str(tmp_path / "sp"), edits)
     assert not list(tmp_path.iterdir())
