@@ -195,3 +195,23 @@ def test_rows_that_do_not_fit_the_declared_struct_are_refused(tmp_path: Path) ->
         with pytest.raises(FlinkStateError, match=r"\[(TYPE_MISMATCH|NULL_ELEMENT|SERIALIZATION)\].*v_kryo"):
             edit_savepoint(source, str(tmp_path / "sp"), edits)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("kind", "ttl"), [("VALUE", False), ("VALUE", True), ("LIST", True), ("MAP", False), ("MAP", True)]
+)
+@pytest.mark.parametrize(
+    "header", [uvarint(87, 5), b"\x01\x00" + bytes(b"a.B"[:-1]) + bytes([ord("B") | 0x80])]
+)
+def test_the_class_header_is_found_in_every_entry_layout(kind: str, ttl: bool, header: bytes) -> None:
+    """A value's class header (a registration id, or an unregistered class's name) after a map
+    value's null flag and a TTL timestamp; null objects and null map values carry none."""
+    writer = KryoWriter(RANDOM, "a.B", header, "v")
+    value = writer.to_bytes(_random_value(random.Random(3)))
+    stamp = b"\x00" * 7 + b"\x05" if ttl else b""
+    entries = {
+        "VALUE": [stamp + b"\x00", stamp + value],
+        "LIST": [stamp + value + b"," + stamp + value],
+        "MAP": [b"\x01", b"\x00" + stamp + b"\x00", b"\x00" + stamp + value],
+    }[kind]
+    assert state_class_header(entries, kind, ttl, "a.B", "v") == header
