@@ -49,9 +49,9 @@ class EditedOperator(OperatorSource):
         renamed = plan.uid != plan.source.name
         self.operator_id = operator_id(plan.uid) if renamed else inner.operator_id
         self.parallelism, self.max_parallelism = inner.parallelism, inner.max_parallelism
-        carried = {s.name for s in inner.states if s.verbatim is not None}
+        carried = {s.name for s in inner.states if s.carried}
         for rows in plan.set_states:
-            if rows.name in carried:
+            if rows.name in carried and inner.settable(rows.name) is None:
                 raise UnsupportedFlinkWriteError(
                     f"operator {self.name!r}, state {rows.name!r}: its serializer cannot be written, so it "
                     "can be kept (carried as it is) or removed, not set"
@@ -87,6 +87,9 @@ class EditedOperator(OperatorSource):
     def verbatim_key(self, spec: KeyedStateSpec, key: bytes) -> Any:
         return self.inner.verbatim_key(spec, key)
 
+    def settable(self, name: str) -> KeyedStateSpec | None:
+        return self.inner.settable(name)
+
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         return self.inner.keyed_columns(self._kept[index])
 
@@ -95,11 +98,12 @@ class EditedOperator(OperatorSource):
         return [[d for d in sub if d.name not in gone] for sub in self.inner.operator_states()]
 
 
-def _arrow_state(rows: KeyedRows) -> ArrowState:
-    """A state the plan sets (types completed, columns fitted), as the Arrow writer's."""
+def _arrow_state(rows: KeyedRows, spec: KeyedStateSpec | None) -> ArrowState:
+    """A state the plan sets (types completed, columns fitted), as the Arrow writer's
+    (``spec``: how a state carried as bytes is set, :meth:`.OperatorSource.settable`)."""
     assert rows.kind is not None and rows.value_type is not None
     return ArrowState(
-        rows.name, rows.kind.name, rows.table, rows.value_type, rows.user_key_type, rows.ttl is not None
+        rows.name, rows.kind.name, rows.table, rows.value_type, rows.user_key_type, rows.ttl is not None, spec
     )
 
 
@@ -111,7 +115,10 @@ def _edited_operator(inner: OperatorSource | None, plan: OperatorPlan) -> Operat
     if not plan.set_states:
         return edited
     key_type = source.key_type or plan.set_states[0].key_type
-    states = [_arrow_state(r) for r in plan.set_states]
+    carried = {s.name for s in source.states if s.carried}
+    states = [
+        _arrow_state(r, source.settable(r.name) if r.name in carried else None) for r in plan.set_states
+    ]
     return MergedOperator(
         edited, ArrowOperator(plan.uid, states, key_type, source.parallelism, source.max_parallelism)
     )

@@ -95,7 +95,7 @@ def _columns(plan: _Plan) -> dict[int, list[StateColumns | None]]:
                 out.setdefault(kg, [None] * n)[i] = cols
                 continue
             spec = op.states[i]
-            if spec.verbatim is not None:  # bytes: the key decoded only to place it
+            if spec.carried:  # bytes: the key decoded only to place it
                 for key, value in zip(cols.keys, cols.values, strict=True):
                     new = op.key_group(op.verbatim_key(spec, key), plan.max_parallelism)
                     slot = out.setdefault(new, [None] * n)

@@ -50,7 +50,8 @@ class ArrowState:
     AGGREGATING (keyed; the last two hold values or accumulators as a value state) or
     SPLIT_DISTRIBUTE, UNION, BROADCAST (operator state); ``user_key_type``: a map state's or
     broadcast state's key type; ``ttl``: keyed state with Flink's TTL serializer, each value's
-    last-access timestamp the write time."""
+    last-access timestamp the write time; ``spec``: how a state of the savepoint written to,
+    carried as bytes, is set (:meth:`.OperatorSource.settable`: a declared Kryo state)."""
 
     name: str
     kind: str
@@ -58,6 +59,7 @@ class ArrowState:
     value_type: TypeInformation
     user_key_type: TypeInformation | None = None
     ttl: bool = False
+    spec: KeyedStateSpec | None = None
 
     @property
     def keyed(self) -> bool:
@@ -81,6 +83,20 @@ def _fitted(state: ArrowState, key_type: TypeInformation | None, what: str) -> A
     else:
         refuse_null_elements(cols["value"], what)
     return replace(state, table=pa.table(cols))
+
+
+def _spec(state: ArrowState, what: str) -> KeyedStateSpec:
+    """The spec ``state`` is written with (refused where Flink's serializers cannot hold it)."""
+    if state.spec is None:
+        spec = KeyedStateSpec(state.name, state.kind, state.value_type, state.user_key_type, state.ttl)
+        spec.value_snapshot(what)
+        return spec
+    if (state.kind, state.ttl) != (state.spec.kind, state.spec.ttl):
+        raise UnsupportedFlinkWriteError(
+            f"{what}: its serializers are written as read ({state.spec.kind}, TTL {state.spec.ttl}); "
+            f"it cannot be set as {state.kind}, TTL {state.ttl}"
+        )
+    return state.spec
 
 
 class ArrowOperator(OperatorSource):
@@ -107,11 +123,7 @@ class ArrowOperator(OperatorSource):
             key_snapshot(self.key_type, f"operator {uid!r}: the key")
         self.arrow = [_fitted(s, key_type, f"operator {uid!r}, state {s.name!r}") for s in states]
         self.keyed_arrow = [s for s in self.arrow if s.keyed]
-        self.states = tuple(
-            KeyedStateSpec(s.name, s.kind, s.value_type, s.user_key_type, s.ttl) for s in self.keyed_arrow
-        )
-        for spec in self.states:
-            spec.value_snapshot(f"operator {uid!r}, state {spec.name!r}")
+        self.states = tuple(_spec(s, f"operator {uid!r}, state {s.name!r}") for s in self.keyed_arrow)
         for s in self.arrow:
             if not s.keyed:
                 what = f"operator {uid!r}, operator state {s.name!r}"
@@ -198,6 +210,9 @@ class MergedOperator(OperatorSource):
 
     def verbatim_key(self, spec: KeyedStateSpec, key: bytes) -> Any:
         return self.base.verbatim_key(spec, key)  # only the base's states are carried as bytes
+
+    def settable(self, name: str) -> KeyedStateSpec | None:
+        return self.base.settable(name)
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         if index < len(self.kept):

@@ -50,7 +50,8 @@ class KeyedStateSpec:
     map value or accumulator type; a timer queue (kind PRIORITY_QUEUE) holds timestamps.
     ``verbatim``: the state's meta info as read from a Flink savepoint, written as it is; its
     entries are then bytes (:mod:`.passthrough`): each key's bytes after the key-group prefix
-    and its value bytes."""
+    and its value bytes, unless ``encoder`` encodes its values (a declared Kryo class set from
+    rows: :mod:`.kryo_write`)."""
 
     name: str
     kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING | PRIORITY_QUEUE
@@ -59,6 +60,12 @@ class KeyedStateSpec:
     ttl: bool = False
     namespace: Namespace = Namespace.VOID
     verbatim: bytes | None = field(default=None, repr=False)
+    encoder: TypeSerializer | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def carried(self) -> bool:
+        """Whether the entries are bytes carried as read (see the class docstring)."""
+        return self.verbatim is not None and self.encoder is None
 
     @property
     def is_timer(self) -> bool:
@@ -114,10 +121,10 @@ class EntryEncoder:
         self.spec = spec
         self.prefix = 1 if max_parallelism <= 128 else 2
         self._batch: tuple[int, int] | None = None
-        if spec.verbatim is not None:
+        if spec.carried:
             return
         self.key = serializer_for(key)
-        self.value = serializer_for(spec.value)
+        self.value = spec.encoder or serializer_for(spec.value)
         self.user_key: TypeSerializer | None = (
             serializer_for(spec.user_key) if spec.user_key is not None else None
         )
@@ -159,7 +166,7 @@ class EntryEncoder:
     def encode(self, kg: int, columns: StateColumns) -> bytes:
         """The state's entries of key group ``kg`` as framed, sorted records, the last key
         flagged (empty without entries)."""
-        if self.spec.verbatim is not None:  # key bytes after the prefix, value bytes
+        if self.spec.carried:  # key bytes after the prefix, value bytes
             head = kg.to_bytes(self.prefix, "big")
             return _framed(sorted(zip([head + k for k in columns.keys], columns.values, strict=True)))
         namespaces = columns.namespaces

@@ -30,6 +30,7 @@ from ..reading.restore import CompletedCheckpoint
 from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
 from .key_hash import check_key_type, flink_key_group_assigner
+from .kryo_write import kryo_spec
 from .metadata import OperatorMeta
 from .operator import read_operator_header
 from .operator_id import operator_id
@@ -124,6 +125,11 @@ class OperatorSource(ABC):
         key-group prefix), to place it at another max parallelism."""
         raise self.refuse(f"state {spec.name!r} is carried as bytes and has no key decoder")
 
+    def settable(self, name: str) -> KeyedStateSpec | None:
+        """The spec keyed state ``name``, carried as bytes, is set from rows with (None: it
+        cannot be set; a declared Kryo state can: :func:`.kryo_write.kryo_spec`)."""
+        return None
+
     def refuse(self, message: str) -> UnsupportedFlinkWriteError:
         return UnsupportedFlinkWriteError(f"operator {self.name!r}: {message}")
 
@@ -212,7 +218,7 @@ class FlinkOperator(OperatorSource):
             except UnsupportedFlinkWriteError as exc:
                 self.key_verbatim, self.key_type = exc.detail, header.key.type_info or _BYTES
         self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
-        carried = check_carried(op) if any(s.verbatim is not None for s in self.states) else None
+        carried = check_carried(op) if any(s.carried for s in self.states) else None
         if carried is not None:
             raise UnsupportedFlinkWriteError(f"{next(iter(self.why.values()))}; {carried}")
         self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
@@ -270,6 +276,13 @@ class FlinkOperator(OperatorSource):
             self.why[info.name] = self.key_verbatim
         return verbatim_spec(info)
 
+    def settable(self, name: str) -> KeyedStateSpec | None:
+        info = next((i for i in self.header.states if i.name == name), None) if self.header else None
+        if info is None or self.key_verbatim is not None:
+            return None
+        what, at = f"operator {self.name!r}, state {name!r}", f"state {name!r} (map key)"
+        return kryo_spec(self.source, self.op.operator_id, info, what, lambda t: self._same(t, at, True))
+
     def check_key_groups(self) -> None:
         if self.key_verbatim is not None:
             raise UnsupportedFlinkWriteError(
@@ -303,7 +316,7 @@ class FlinkOperator(OperatorSource):
 
     def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
         spec = self.states[index]
-        if spec.verbatim is not None:
+        if spec.carried:
             yield from verbatim_columns(self.source, self.op.operator_id, spec)
             return
         if spec.is_timer:

@@ -18,7 +18,8 @@ from flink_model import FIXTURES, KEYS
 from flink_restore import JOB, compile_job, flink_lib, restore
 from window_model import WINDOWS_JOB
 
-from flinkstate.checkpoint.flink import read_savepoint, write_savepoint
+from flinkstate.checkpoint import SavepointEdits
+from flinkstate.checkpoint.flink import edit_savepoint, read_savepoint, write_savepoint
 from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
 pytestmark = [
@@ -154,3 +155,21 @@ def test_flink_restores_its_sql_savepoint_written_back(classpath: str, tmp_path:
     assert len(restored) == 20 and all(f[3] != "null" and f[4] == f"a{f[1]}" for f in restored)
     for operator in ("deduplicate", "group-aggregate"):
         assert len([f for f in fields if f[0] == operator and f[1].startswith("-U")]) >= 20
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_flink_restores_a_kryo_state_set_from_rows(classpath: str, tmp_path: Path, backend: str) -> None:
+    """heap_canonical's Kryo state v_kryo set from rows by an offline edit (read with its
+    declaration; values Kryo-encoded, its Kryo serializer snapshot carried as read): Flink
+    restores exactly the values given (extreme longs, a key the fixture lacks)."""
+    source = read_savepoint(
+        str(FIXTURES / "heap_canonical"), types={"v_kryo": "STRUCT<value: BIGINT NOT NULL>"}
+    )
+    extremes = [-(2**63), 2**63 - 1, 0, -1]
+    values = {k: extremes[i % 4] if i < 4 else k * 1000 - 7 for i, k in enumerate([*KEYS, 10**12])}
+    rows = [{"key": k, "value": {"value": v}} for k, v in values.items()]
+    target = tmp_path / "savepoint"
+    edit_savepoint(source, str(target), SavepointEdits().set_keyed_state("keyed-states", "v_kryo", rows))
+    lines = restore_fixture(classpath, backend, target, tmp_path / "work", fixture_spec())
+    kryo = {f[4]: f[6] for f in (line.split("\t") for line in lines) if f[3] == "v_kryo"}
+    assert kryo == {str(k): f"Opaque({v})" for k, v in values.items()}
