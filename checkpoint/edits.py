@@ -64,10 +64,13 @@ def _table(rows: Any) -> pa.Table:
         return rows
     if isinstance(rows, pa.RecordBatch):
         return pa.Table.from_batches([rows])
-    if isinstance(rows, list):
-        return pa.Table.from_pylist(rows)
-    if type(rows).__module__.split(".")[0] == "pandas":  # NaN stays a double value, None is null
-        return pa.table({str(c): pa.array(rows[c], from_pandas=False) for c in rows.columns})
+    try:
+        if isinstance(rows, list):
+            return pa.Table.from_pylist(rows)
+        if type(rows).__module__.split(".")[0] == "pandas":  # NaN stays a double value, None is null
+            return pa.table({str(c): pa.array(rows[c], from_pandas=False) for c in rows.columns})
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:  # e.g. an int of 2**63
+        raise EditError(f"state rows do not make a table: {exc}", code="TYPE_MISMATCH") from exc
     raise EditError(
         f"state rows are a pyarrow Table, a pandas DataFrame or a list of dicts, not {type(rows).__name__}",
         code="INVALID_EDIT",

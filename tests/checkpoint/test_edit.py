@@ -155,6 +155,10 @@ BAD: dict[str, tuple[Callable[[], SavepointEdits], str]] = {
         "UID_COLLISION",
     ),
     "add an operator without state": (lambda: SavepointEdits().add_operator("new-op"), "INVALID_EDIT"),
+    "an int beyond a long": (
+        lambda: SavepointEdits().set_keyed_state("counter", "count", [{"key": "a", "value": 2**63}]),
+        "TYPE_MISMATCH",
+    ),
     "rename removed": (
         lambda: SavepointEdits().remove_operator("other").rename_operator("other", "x"),
         "EDIT_CONFLICT",
