@@ -34,6 +34,12 @@ LABELS = {
     "restore": "restore at the same parallelism (2 subtasks)",
     "rescale": "rescale-restore 2 → 3 (3 subtasks)",
 }
+FLOORS = {
+    "fill": ("dict", "a plain dict filled with the same keys (what the heap's tables are built on)"),
+    "restore": ("copy", "copying the checkpoint's files (what a native restore downloads)"),
+}
+"""Operation → (figure, what it is): the same work done by a dependency alone, measured in
+the same run where the run has it, so a slope can be compared with its floor's."""
 PYTHON_ALLOWANCE = 512 << 20
 """Peak RSS a RocksDB run may use beyond its RocksDB budget: the interpreter, pyarrow, and
 the key groups a restore decodes at a time (bounded by the key groups' size, not the state's)."""
@@ -89,8 +95,24 @@ for b in subtasks:
     b.close()
 del subtasks, states, b
 gc.collect()
+if storage_args.get("rocksdb_format") == "native":
+    # the native restore's floor: copying the checkpoint's files (what a restore downloads)
+    copy = tempfile.mkdtemp(dir=root)
+    start = time.perf_counter()
+    shutil.copytree(root + "/checkpoints", copy + "/files")
+    out["copy"] = time.perf_counter() - start
+    shutil.rmtree(copy)
 out["restore"] = restore(checkpoint, 2)
 out["rescale"] = restore(checkpoint, 3)
+if kind == "heap":
+    # the heap fill's floor: a plain dict filled with the same (key, namespace) keys
+    gc.collect()
+    start = time.perf_counter()
+    plain = {}
+    for k in range(n):
+        plain[(k, None)] = k
+    out["dict"] = time.perf_counter() - start
+    del plain
 out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps(out))
 """
@@ -140,6 +162,7 @@ def _series(name: str, kind: str, sizes: list[int], storage_args: dict[str, str]
             s = slope(n1, a[op], n2, b[op])
             yield Result("P13", f"{name}: {LABELS[op]}, log-log slope {n1:,} → {n2:,}", s, "slope",
                          "linear", 1.0, 1.0 / max(s, 0.01), "<= 1.1", s <= 1.1)  # fmt: skip
+        yield from _floor(name, op, runs)
     for n, figures in runs:
         rss = figures["peak_rss"]
         if kind == "heap":
@@ -151,6 +174,22 @@ def _series(name: str, kind: str, sizes: list[int], storage_args: dict[str, str]
             yield Result("P13", f"{name}: peak RSS, {n:,} entries", rss / 2**20, "MiB",
                          f"RocksDB budget (block cache) + {PYTHON_ALLOWANCE >> 20} MiB Python", limit / 2**20,
                          limit / rss, "<= budget + allowance", rss <= limit)  # fmt: skip
+
+
+def _floor(name: str, op: str, runs: list[tuple[int, dict[str, float]]]) -> Iterator[Result]:
+    """Reference lines: the operation's floor (:data:`FLOORS`) at each size and its slope."""
+    key, what = FLOORS.get(op, ("", ""))
+    if not key or key not in runs[0][1]:
+        return
+    for n, figures in runs:
+        yield Result("P13", f"{name}: floor of {LABELS[op]}: {what}, {n:,} entries", figures[key], "s",
+                     f"{LABELS[op]}, {n:,} entries", figures[op], figures[op] / figures[key],
+                     "(reference)", None)  # fmt: skip
+    for (n1, a), (n2, b) in itertools.pairwise(runs):
+        s = slope(n1, a[key], n2, b[key])
+        yield Result("P13", f"{name}: floor of {LABELS[op]}: {what}, log-log slope {n1:,} → {n2:,}", s,
+                     "slope", f"{LABELS[op]}'s slope", slope(n1, a[op], n2, b[op]), 1.0 / max(s, 0.01),
+                     "(reference)", None)  # fmt: skip
 
 
 def p13(quick: bool) -> Iterator[Result]:

@@ -4,6 +4,13 @@ Memory is bounded by RocksDB, not Python: one LRU block cache per backend, and a
 buffer manager that charges every column family's memtables to that cache, so a
 backend's RocksDB memory stays near ``block_cache_bytes`` however large its state is
 (the budget: :attr:`RocksDBOptions.memory_budget`).
+
+Compaction decides what a by-file incremental checkpoint uploads: every file a compaction
+wrote since the last checkpoint is new. Level compaction (RocksDB's and Flink's default)
+rewrites the next level's overlapping files each time level 0 reaches its trigger, which
+with keys spread by hash is most of that level; universal compaction merges whole sorted
+runs of similar size, so a larger trigger leaves more small runs unmerged and an increment
+holds little more than the flushed changes (at some cost in reads and disk space).
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ from ..errors import InvalidArgumentError
 
 _MIB = 1 << 20
 
+COMPACTION_STYLES = ("level", "universal")
+"""Compaction styles a backend may use (FIFO compaction drops data, so it is not offered)."""
+
 
 @dataclass(frozen=True)
 class RocksDBOptions:
@@ -25,7 +35,9 @@ class RocksDBOptions:
     ``disable_wal``: no write-ahead log (checkpoints, not the DB, make state durable, as
     in Flink); ``bulk_load_min_entries``: a restored key group of a state with at least
     this many entries is written as a sorted SST file and ingested (see :mod:`.bulk`),
-    a smaller one with write batches."""
+    a smaller one with write batches; ``compaction_style``: one of :data:`COMPACTION_STYLES`;
+    ``compaction_trigger``: sorted runs in level 0 (universal: in all) that start a
+    compaction."""
 
     block_cache_bytes: int = 64 * _MIB
     write_buffer_bytes: int = 16 * _MIB
@@ -33,18 +45,21 @@ class RocksDBOptions:
     total_write_buffer_bytes: int = 32 * _MIB
     disable_wal: bool = True
     bulk_load_min_entries: int = 4096
+    compaction_style: str = "level"
+    compaction_trigger: int = 4
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.type == "bool":
-                if not isinstance(value, bool):
-                    raise InvalidArgumentError(
-                        f"RocksDB option {f.name} must be a bool, got {value!r}", code="INVALID_OPTION"
-                    )
-            elif type(value) is not int or value <= 0:
+                valid = isinstance(value, bool)
+            elif f.type == "str":
+                valid = isinstance(value, str) and value in COMPACTION_STYLES
+            else:
+                valid = type(value) is int and value > 0
+            if not valid:
                 raise InvalidArgumentError(
-                    f"RocksDB option {f.name} must be a positive int, got {value!r}", code="INVALID_OPTION"
+                    f"RocksDB option {f.name} must be {_expected(f.type)}, got {value!r}", code="INVALID_OPTION"
                 )
 
     @classmethod
@@ -57,7 +72,7 @@ class RocksDBOptions:
                 raise InvalidArgumentError(
                     f"unknown RocksDB option {name!r}; valid options: {sorted(known)}", code="INVALID_OPTION"
                 )
-            parsed[name] = _parse(name, raw, known[name].type == "bool")
+            parsed[name] = _parse(name, raw, str(known[name].type))
         return cls(**parsed)
 
     @property
@@ -85,6 +100,8 @@ class RocksDBOptions:
             opts.set_write_buffer_size(self.write_buffer_bytes)
             opts.set_max_write_buffer_number(self.max_write_buffers)
             opts.set_write_buffer_manager(manager)
+            opts.set_compaction_style(_compaction_style(self.compaction_style))
+            opts.set_level_zero_file_num_compaction_trigger(self.compaction_trigger)
             return opts
 
         db = options()
@@ -101,15 +118,31 @@ class RocksDBOptions:
         return opts
 
 
-def _parse(name: str, raw: Any, boolean: bool) -> Any:
-    if boolean:
+def _compaction_style(name: str) -> Any:
+    import rocksdict
+
+    return rocksdict.DBCompactionStyle.universal() if name == "universal" else rocksdict.DBCompactionStyle.level()
+
+
+def _expected(kind: object) -> str:
+    if kind == "bool":
+        return "a bool"
+    if kind == "str":
+        return f"one of {list(COMPACTION_STYLES)}"
+    return "a positive int"
+
+
+def _parse(name: str, raw: Any, kind: str) -> Any:
+    if kind == "bool":
         if isinstance(raw, bool):
             return raw
         if isinstance(raw, str) and raw.lower() in ("true", "false"):
             return raw.lower() == "true"
+    elif kind == "str":
+        if isinstance(raw, str):
+            return raw.strip().lower()
     elif isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     elif isinstance(raw, str) and raw.strip().isdigit():
         return int(raw)
-    kind = "a bool" if boolean else "a positive int"
-    raise InvalidArgumentError(f"RocksDB option {name} must be {kind}, got {raw!r}", code="INVALID_OPTION")
+    raise InvalidArgumentError(f"RocksDB option {name} must be {_expected(kind)}, got {raw!r}", code="INVALID_OPTION")
