@@ -59,7 +59,8 @@ class RocksDBOptions:
                 valid = type(value) is int and value > 0
             if not valid:
                 raise InvalidArgumentError(
-                    f"RocksDB option {f.name} must be {_expected(f.type)}, got {value!r}", code="INVALID_OPTION"
+                    f"RocksDB option {f.name} must be {_expected(f.type)}, got {value!r}",
+                    code="INVALID_OPTION",
                 )
 
     @classmethod
@@ -121,7 +122,11 @@ class RocksDBOptions:
 def _compaction_style(name: str) -> Any:
     import rocksdict
 
-    return rocksdict.DBCompactionStyle.universal() if name == "universal" else rocksdict.DBCompactionStyle.level()
+    return (
+        rocksdict.DBCompactionStyle.universal()
+        if name == "universal"
+        else rocksdict.DBCompactionStyle.level()
+    )
 
 
 def _expected(kind: object) -> str:
@@ -145,4 +150,6 @@ def _parse(name: str, raw: Any, kind: str) -> Any:
         return raw
     elif isinstance(raw, str) and raw.strip().isdigit():
         return int(raw)
-    raise InvalidArgumentError(f"RocksDB option {name} must be {_expected(kind)}, got {raw!r}", code="INVALID_OPTION")
+    raise InvalidArgumentError(
+        f"RocksDB option {name} must be {_expected(kind)}, got {raw!r}", code="INVALID_OPTION"
+    )

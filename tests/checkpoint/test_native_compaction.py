@@ -24,7 +24,9 @@ DESC = ValueStateDescriptor("v", Types.LONG())
 MAX_P, N, ROUNDS = 128, 6_000, 8
 STYLES = {
     "level": RocksDBOptions(compaction_trigger=2, write_buffer_bytes=64 << 10),
-    "universal": RocksDBOptions(compaction_style="universal", compaction_trigger=3, write_buffer_bytes=64 << 10),
+    "universal": RocksDBOptions(
+        compaction_style="universal", compaction_trigger=3, write_buffer_bytes=64 << 10
+    ),
 }
 
 

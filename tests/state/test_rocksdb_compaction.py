@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from flinkstate.state import FlinkStateError, RocksDBKeyedStateBackend, RocksDBOptions, Types, ValueStateDescriptor
+from flinkstate.state import (
+    FlinkStateError,
+    RocksDBKeyedStateBackend,
+    RocksDBOptions,
+    Types,
+    ValueStateDescriptor,
+)
 
 
 def test_compaction_options_parse_from_strings() -> None:
@@ -33,9 +39,9 @@ def test_bad_compaction_options_are_refused(bad: dict[str, object]) -> None:
 
 
 def test_constructor_checks_the_style() -> None:
-    with pytest.raises(FlinkStateError, match="INVALID_OPTION.*compaction_style"):
+    with pytest.raises(FlinkStateError, match=r"INVALID_OPTION.*compaction_style"):
         RocksDBOptions(compaction_style="Level")
-    with pytest.raises(FlinkStateError, match="INVALID_OPTION.*compaction_trigger"):
+    with pytest.raises(FlinkStateError, match=r"INVALID_OPTION.*compaction_trigger"):
         RocksDBOptions(compaction_trigger=True)
 
 
