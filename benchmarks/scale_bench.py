@@ -34,12 +34,15 @@ LABELS = {
     "restore": "restore at the same parallelism (2 subtasks)",
     "rescale": "rescale-restore 2 → 3 (3 subtasks)",
 }
+_DICT = ("dict", "a plain dict filled with the same keys (what the heap's tables are built on)")
 FLOORS = {
-    "fill": ("dict", "a plain dict filled with the same keys (what the heap's tables are built on)"),
-    "restore": ("copy", "copying the checkpoint's files (what a native restore downloads)"),
+    "fill": (_DICT,),
+    "restore": (("copy", "copying the checkpoint's files (what a native restore downloads)"), _DICT),
+    "rescale": (_DICT,),
 }
-"""Operation → (figure, what it is): the same work done by a dependency alone, measured in
-the same run where the run has it, so a slope can be compared with its floor's."""
+"""Operation → its floors, (figure, what it is): the same work done by a dependency alone,
+measured in the same run where the run has it (the first one a run has is reported), so a
+slope can be compared with its floor's."""
 PYTHON_ALLOWANCE = 512 << 20
 """Peak RSS a RocksDB run may use beyond its RocksDB budget: the interpreter, pyarrow, and
 the key groups a restore decodes at a time (bounded by the key groups' size, not the state's)."""
@@ -178,9 +181,10 @@ def _series(name: str, kind: str, sizes: list[int], storage_args: dict[str, str]
 
 def _floor(name: str, op: str, runs: list[tuple[int, dict[str, float]]]) -> Iterator[Result]:
     """Reference lines: the operation's floor (:data:`FLOORS`) at each size and its slope."""
-    key, what = FLOORS.get(op, ("", ""))
-    if not key or key not in runs[0][1]:
+    present = [floor for floor in FLOORS.get(op, ()) if floor[0] in runs[0][1]]
+    if not present:
         return
+    key, what = present[0]
     for n, figures in runs:
         yield Result("P13", f"{name}: floor of {LABELS[op]}: {what}, {n:,} entries", figures[key], "s",
                      f"{LABELS[op]}, {n:,} entries", figures[op], figures[op] / figures[key],
