@@ -91,12 +91,14 @@ def _restore_into(
 def opened(directory: Storage, op: OperatorEntry, entry: SubtaskEntry, checkpoint_id: int,
            like: AbstractKeyedStateBackend | None = None) -> Iterator[RocksDBKeyedStateBackend]:  # fmt: skip
     """``entry``'s files opened as a temporary RocksDB backend (deleted afterwards); its
-    TTL clock and watermark are ``like``'s, when given."""
+    TTL clock and watermark are ``like``'s, when given, and its RocksDB options (memory
+    budget) too when ``like`` is a RocksDB backend."""
     work = tempfile.mkdtemp(prefix="flinkstate-native-")
     try:
         clock = like.time_provider if like else None
+        options = like.options if isinstance(like, RocksDBKeyedStateBackend) else None
         tmp = RocksDBKeyedStateBackend(os.path.join(work, "db"), op.key_type, op.max_parallelism,
-                                       _held(entry), clock)  # fmt: skip
+                                       _held(entry), clock, options)  # fmt: skip
         try:
             if like is not None:
                 tmp.advance_watermark(like.current_watermark)
