@@ -36,6 +36,7 @@ from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot
 
 _TIMER_QUEUES = ("_timer_state/event_", "_timer_state/processing_")
 TIMESTAMP = BasicTypeInfo("LONG")
+"""The value type of a timer queue written (a timer's timestamp)."""
 
 
 def is_timer_queue(meta: StateMetaInfo) -> bool:
