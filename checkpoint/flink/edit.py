@@ -1,7 +1,7 @@
 """Offline edits of a Flink savepoint, written as a new canonical savepoint Flink restores.
 
 The edits (:class:`~flinkstate.checkpoint.edits.SavepointEdits`) wrap the savepoint
-writer's sources (:class:`.write_sources.FlinkOperator`): a removed operator is not
+writer's sources (:class:`.write_flink_source.FlinkOperator`): a removed operator is not
 written, a renamed one is written under the new uid's OperatorID (what Flink's
 ``changeOperatorIdentifier`` does), a removed state is left out of its operator's streams,
 a state set from rows is added or replaced as the Spark writer's append does
@@ -31,9 +31,10 @@ from .operator_id import operator_id, operator_id_hex
 from .savepoint import FlinkSavepoint
 from .savepoint_writer import DEFAULT_INLINE_THRESHOLD, write_operators
 from .write_arrow import ArrowOperator, ArrowState, MergedOperator
+from .write_flink_source import FlinkOperator
 from .write_keyed import KeyedStateSpec
 from .write_snapshots import Snapshot, VerbatimSnapshot
-from .write_sources import FlinkOperator, OperatorSource
+from .write_sources import OperatorSource
 
 FLINK_TTL = StateTtlConfig.new_builder(timedelta(days=1)).build()
 """What marks a Flink state as a TTL state in an edit plan: Flink's TTL serializer records no

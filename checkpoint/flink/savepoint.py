@@ -15,23 +15,21 @@ from typing import Any
 
 import fsspec
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.types.mapping import TypeInformation
 
-from ..arrow_codec import from_arrow
 from ..errors import CheckpointNotFoundError
 from .body import KeyGroupDecoder, StateRows, decode_groups
 from .declared import StateDeclaration, apply_declarations, declarations
 from .errors import DeclaredTypeError
-from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers, union_states
+from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
 from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
 from .native import read_native
-from .operator import read_operator_header, read_operator_state
 from .operator_id import operator_id_hex
-from .tables import broadcast_table, keyed_schema, keyed_table, operator_table
+from .operator_states import empty_operator_table, operator_infos, operator_state, subtask_values
+from .tables import keyed_schema, keyed_table
 
 PYTHON_PREFIX = "python-state-"
 
@@ -179,18 +177,7 @@ class FlinkSavepoint:
         return out
 
     def _operator_infos(self, op: OperatorMeta) -> list[StateInfo]:
-        """The operator states of every subtask's header (not the first subtask's alone)."""
-        headers = []
-        for sub in op.subtasks:
-            handle = sub.managed_operator
-            if handle is not None and handle.stream is not None:
-                data = handle.stream.read(self.directory, self.storage)
-                headers.append(
-                    read_operator_header(data, f"{self.directory}: {handle.stream.name}")[1].values()
-                )
-        return union_states(
-            headers, f"{self.directory}: operator {op.uid or op.operator_id}", "operator state"
-        )
+        return operator_infos(op, self.directory, self.storage)
 
     @staticmethod
     def _describe(op: OperatorMeta, s: StateInfo, key: str) -> FlinkState:
@@ -247,9 +234,7 @@ class FlinkSavepoint:
         info = next((i for i in self._operator_infos(self.operator(operator)) if i.name == state), None)
         if info is None:
             raise CheckpointNotFoundError(f"operator {operator!r} has no state {state!r}")
-        if info.kind == "BROADCAST":
-            return broadcast_table([], [], [], info.user_key, info.value).schema  # type: ignore[arg-type]
-        return operator_table([], [], [], info.value).schema
+        return empty_operator_table(info).schema
 
     def _decode(
         self,
@@ -355,14 +340,8 @@ class FlinkSavepoint:
     def operator_values(self, operator: str, state: str, subtask: int) -> Any:
         """One subtask's elements (a list) or broadcast map (a dict) of an operator state, as
         our Python values (rows and POJOs as tuples)."""
-        table = self.operator_state(operator, state)
-        table = table.filter(pc.equal(table.column(0), subtask))
         info = next(i for i in self._operator_infos(self.operator(operator)) if i.name == state)
-        assert info.value.type_info is not None  # operator states have no void or timer types
-        values = from_arrow(table.column(2), info.value.type_info)
-        if info.user_key is not None and info.user_key.type_info is not None:
-            return dict(zip(from_arrow(table.column(1), info.user_key.type_info), values, strict=True))
-        return values
+        return subtask_values(self.operator_state(operator, state), info, subtask)
 
     def restore_keyed(
         self, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None
@@ -389,27 +368,7 @@ class FlinkSavepoint:
     def operator_state(self, operator: str, state: str) -> pa.Table:
         """Operator list/union state (``subtask, position, value``) or broadcast state
         (``subtask, key, value``)."""
-        op = self.operator(operator)
-        subtasks: list[int] = []
-        firsts: list[object] = []
-        values: list[object] = []
-        info: StateInfo | None = None
-        for sub in op.subtasks:
-            handle = sub.managed_operator
-            if handle is None or handle.stream is None or all(e.name != state for e in handle.states):
-                continue
-            data = handle.stream.read(self.directory, self.storage)
-            where = f"{self.directory}: operator {operator}, file {handle.stream.name}"
-            info, f, v = read_operator_state(data, handle, state, where)
-            subtasks += [sub.index] * len(v)
-            firsts += f
-            values += v
-        if info is None:
-            raise CheckpointNotFoundError(f"operator {operator!r} has no operator state {state!r}")
-        if info.kind == "BROADCAST":
-            assert info.user_key is not None
-            return broadcast_table(subtasks, firsts, values, info.user_key, info.value)
-        return operator_table(subtasks, firsts, values, info.value)
+        return operator_state(self.operator(operator), operator, state, self.directory, self.storage)
 
     def state(self, operator: str, state: str, key_groups: Iterable[int] | None = None) -> pa.Table:
         """A keyed or operator state by name."""

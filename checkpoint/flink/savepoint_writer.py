@@ -37,10 +37,12 @@ from ..reading.restore import CompletedCheckpoint
 from ..storage import Storage
 from .errors import UnsupportedFlinkWriteError
 from .savepoint import FlinkSavepoint, read_savepoint
+from .write_flink_source import FlinkOperator
 from .write_keyed import keyed_stream
 from .write_metadata import KeyedOut, OperatorOut, OperatorStateOut, StreamOut, SubtaskOut, metadata_bytes
 from .write_operator import operator_stream, subtask_states
-from .write_sources import OperatorSource, operators_of
+from .write_pyflink import pyflink_operator
+from .write_sources import CheckpointOperator, OperatorSource
 
 #: Flink's default ``execution.checkpointing.data-inline-threshold`` (20 KiB).
 DEFAULT_INLINE_THRESHOLD = 20 * 1024
@@ -157,6 +159,25 @@ def _encode(
     out = OperatorOut(op.operator_id, plan.parallelism, plan.max_parallelism, tuple(subtasks))
     inline = {st.name for sub in subtasks for st in sub.streams() if st.inline is not None}
     return out, {name: data for name, data in files.items() if name not in inline}
+
+
+def operators_of(
+    source: CompletedCheckpoint | FlinkSavepoint,
+    refs: Iterable[str] | None,
+    pyflink_mode: str | Mapping[str, str] | None = None,
+) -> list[OperatorSource]:
+    """The operators ``refs`` (uids; for a Flink savepoint also ids or names; default: all with
+    state) of ``source``, checked; ``pyflink_mode`` (one for all or by uid): the operators whose
+    keyed state is written as PyFlink Python state (:mod:`.write_pyflink`)."""
+    if isinstance(source, CompletedCheckpoint):
+        entries = [source.operator(r) for r in refs] if refs is not None else list(source.manifest.operators)
+        held = [
+            e for e in entries if e.keyed_states or e.operator_states or any(s.files() for s in e.subtasks)
+        ]
+        return [pyflink_operator(source, e, pyflink_mode) or CheckpointOperator(source, e) for e in held]
+    metas = [source.operator(r) for r in refs] if refs is not None else list(source.operators)
+    held_metas = [m for m in metas if m.subtasks]
+    return [pyflink_operator(source, m, pyflink_mode) or FlinkOperator(source, m) for m in held_metas]
 
 
 def write_savepoint(

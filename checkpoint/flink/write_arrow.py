@@ -35,10 +35,11 @@ from ..state_rows import fit, fit_keyed, fit_keys, key_group_columns, refuse_nul
 from .errors import UnsupportedFlinkWriteError
 from .operator_id import operator_id
 from .savepoint import FlinkSavepoint
+from .savepoint_writer import operators_of
 from .write_keyed import KeyedStateSpec
 from .write_operator import check_types
 from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot
-from .write_sources import OperatorSource, operators_of
+from .write_sources import OperatorSource
 
 KEYED_KINDS = tuple(k.name for k in StateKind)
 OPERATOR_KINDS = {m.name: m for m in OperatorStateMode}

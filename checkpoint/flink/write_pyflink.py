@@ -51,9 +51,10 @@ from .operator import snappy_block
 from .pyflink import encoder
 from .savepoint import PYTHON_PREFIX, FlinkSavepoint
 from .snapshots import _BYTES, _ROW, FlinkType
+from .write_flink_source import FlinkOperator
 from .write_keyed import KeyedStateSpec
 from .write_snapshots import Snapshot, atomic_name, key_snapshot, map_of, ttl
-from .write_sources import CheckpointOperator, FlinkOperator, OperatorSource
+from .write_sources import CheckpointOperator, OperatorSource
 
 PYFLINK_MODES = ("process", "thread")
 #: Appended to a mode: keys are pickled (``key_by`` without ``key_type``).

@@ -1,8 +1,8 @@
 """Reading native RocksDB checkpoints (``rocksdb_format="native"``).
 
-A subtask's files are downloaded into a local directory, each checked against its size
-and SHA-256 as it streams (a missing or altered one is ``[CHECKPOINT_CORRUPT]`` naming
-it), then opened as a DB:
+A subtask's files are downloaded into a local directory, :data:`DOWNLOADS` at a time,
+each checked against its size and SHA-256 as it streams (a missing or altered one is
+``[CHECKPOINT_CORRUPT]`` naming it), then opened as a DB:
 
 - restoring a RocksDB backend, the subtask's files that overlap the backend's key groups
   most become its DB (no entry read or written), and the key groups outside its range
@@ -19,8 +19,10 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Container, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 
 import pyarrow as pa
@@ -33,33 +35,52 @@ from flinkstate.state.rocksdb.backend import RocksDBKeyedStateBackend
 from ..errors import CheckpointCorruptError, CheckpointError, CheckpointNotFoundError
 from ..format import keyed_schema, storage_table
 from ..manifest import OperatorEntry, SubtaskEntry
-from ..native_entry import NativeEntry
+from ..native_entry import NativeEntry, NativeFile
 from ..storage import Storage
 
 _CHUNK = 1 << 20
+DOWNLOADS = 4
+"""Files a restore downloads at a time (as Flink's RocksDB backend does with its transfer threads)."""
 
 
 def download(directory: Storage, native: NativeEntry, target: str, checkpoint_id: int) -> dict[str, str]:
-    """Every file of ``native`` into local directory ``target`` under its DB name, checked;
-    return the SST files' SHA-256 by name."""
+    """Every file of ``native`` into local directory ``target`` under its DB name, checked,
+    :data:`DOWNLOADS` at a time, largest first; return the SST files' SHA-256 by name. The
+    first failure stops the other downloads and is raised once none is running (``target``
+    then holds partial files: the caller discards it)."""
     os.makedirs(target, exist_ok=True)
-    for f in native.files:
-        ref = f.ref
-        where = (
-            f"native file {ref.path} ({f.name}; referenced by checkpoint {checkpoint_id} in {directory!r})"
-        )
-        sha, size = hashlib.sha256(), 0
+    stop = threading.Event()
+    files = sorted(native.files, key=lambda f: f.ref.size, reverse=True)
+    with ThreadPoolExecutor(DOWNLOADS, thread_name_prefix="native-download") as pool:
+        futures = [pool.submit(_fetch, directory, f, target, checkpoint_id, stop) for f in files]
         try:
-            with directory.open_input(ref.path) as src, open(os.path.join(target, f.name), "wb") as dst:
-                while chunk := src.read(_CHUNK):
-                    sha.update(chunk)
-                    size += len(chunk)
-                    dst.write(chunk)
-        except (CheckpointNotFoundError, FileNotFoundError) as exc:
-            raise CheckpointCorruptError(f"{where} is missing") from exc
-        if size != ref.size or sha.hexdigest() != ref.sha256:
-            raise CheckpointCorruptError(f"{where} does not match its size and SHA-256: truncated or altered")
+            for future in as_completed(futures):
+                future.result()
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return {f.name: f.ref.sha256 for f in native.files if f.sst}
+
+
+def _fetch(directory: Storage, f: NativeFile, target: str, checkpoint_id: int, stop: threading.Event) -> None:
+    """File ``f`` into ``target``, checked against its size and SHA-256 (unless ``stop`` is
+    set meanwhile: another download failed)."""
+    ref = f.ref
+    where = f"native file {ref.path} ({f.name}; referenced by checkpoint {checkpoint_id} in {directory!r})"
+    sha, size = hashlib.sha256(), 0
+    try:
+        with directory.open_input(ref.path) as src, open(os.path.join(target, f.name), "wb") as dst:
+            while chunk := src.read(_CHUNK):
+                if stop.is_set():
+                    return
+                sha.update(chunk)
+                size += len(chunk)
+                dst.write(chunk)
+    except (CheckpointNotFoundError, FileNotFoundError) as exc:
+        raise CheckpointCorruptError(f"{where} is missing") from exc
+    if size != ref.size or sha.hexdigest() != ref.sha256:
+        raise CheckpointCorruptError(f"{where} does not match its size and SHA-256: truncated or altered")
 
 
 def _held(entry: SubtaskEntry) -> KeyGroupRange:
@@ -91,12 +112,14 @@ def _restore_into(
 def opened(directory: Storage, op: OperatorEntry, entry: SubtaskEntry, checkpoint_id: int,
            like: AbstractKeyedStateBackend | None = None) -> Iterator[RocksDBKeyedStateBackend]:  # fmt: skip
     """``entry``'s files opened as a temporary RocksDB backend (deleted afterwards); its
-    TTL clock and watermark are ``like``'s, when given."""
+    TTL clock and watermark are ``like``'s, when given, and its RocksDB options (memory
+    budget) too when ``like`` is a RocksDB backend."""
     work = tempfile.mkdtemp(prefix="flinkstate-native-")
     try:
         clock = like.time_provider if like else None
+        options = like.options if isinstance(like, RocksDBKeyedStateBackend) else None
         tmp = RocksDBKeyedStateBackend(os.path.join(work, "db"), op.key_type, op.max_parallelism,
-                                       _held(entry), clock)  # fmt: skip
+                                       _held(entry), clock, options)  # fmt: skip
         try:
             if like is not None:
                 tmp.advance_watermark(like.current_watermark)

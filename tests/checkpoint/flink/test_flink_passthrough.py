@@ -32,9 +32,10 @@ from flinkstate.checkpoint.flink.key_hash import flink_key_group_assigner
 from flinkstate.checkpoint.flink.operator_id import operator_id
 from flinkstate.checkpoint.flink.output import Output
 from flinkstate.checkpoint.flink.passthrough import operator_elements
+from flinkstate.checkpoint.flink.savepoint_writer import operators_of
 from flinkstate.checkpoint.flink.write_operator import VERBATIM
 from flinkstate.checkpoint.flink.write_snapshots import ATOMIC_CLASSES, Snapshot
-from flinkstate.checkpoint.flink.write_sources import OperatorSource, operators_of
+from flinkstate.checkpoint.flink.write_sources import OperatorSource
 from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.types.mapping import Types
