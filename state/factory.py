@@ -64,8 +64,10 @@ def backend_options(
                 f"rocksdb_options are for backend='rocksdb', not backend={kind!r}", code="INVALID_OPTION"
             )
         return BackendOptions(kind)
-    if rocksdb_options is None or isinstance(rocksdb_options, RocksDBOptions):
-        return BackendOptions(kind, rocksdb_options or RocksDBOptions())
+    if rocksdb_options is None:
+        return BackendOptions(kind, RocksDBOptions())  # equal to the defaults given explicitly
+    if isinstance(rocksdb_options, RocksDBOptions):
+        return BackendOptions(kind, rocksdb_options)
     if not isinstance(rocksdb_options, Mapping):
         raise InvalidArgumentError(
             f"rocksdb_options must be a RocksDBOptions or a mapping of option names to values, "
