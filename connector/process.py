@@ -43,7 +43,7 @@ from flinkstate.state.ttl.time import LONG_MIN
 
 from .errors import ProcessError
 from .inputs import Inputs, OneInput
-from .process_options import Job, parse_job
+from .process_options import Job, parse_backend, parse_job
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, TaskPlan, output_uid, run_subtask
 from .shipping import ship
 from .side_outputs import committed_frame, side_frame
@@ -67,7 +67,9 @@ def process(
 ) -> Any:
     """Run ``function`` over ``df`` keyed by ``key``; return its committed output.
 
-    Options: ``backend`` ("heap" or "rocksdb"), ``parallelism`` (default: the checkpoint's,
+    Options: ``backend`` ("heap" or "rocksdb"), ``rocksdb_options`` (the RocksDB backend's
+    options: a ``RocksDBOptions`` or a mapping of its fields, strings accepted; checked
+    before any task runs), ``parallelism`` (default: the checkpoint's,
     else Spark's default parallelism), ``max_parallelism`` (128), ``event_time`` (a column of
     epoch milliseconds), ``watermark_delay`` (ms), ``end_of_input`` (fire every event-time
     timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
@@ -108,9 +110,13 @@ def foreach_batch(
     stream once: with the first micro-batch, and again (all of them) only when they differ
     from those last applied (a digest kept in the checkpoint, so across restarts too).
     ``side_sinks`` maps a declared side output's tag (or id) to a function that gets its
-    committed rows as ``sink`` gets the output (after ``sink``; on a replay too).
+    committed rows as ``sink`` gets the output (after ``sink``; on a replay too). The
+    options are those of :func:`process`; a bad ``backend`` or ``rocksdb_options`` fails
+    here, before any micro-batch.
     """
     sides = dict(side_sinks or {})
+    backend = parse_backend(options)  # a bad backend or RocksDB option fails here, parsed once
+    options = {**options, "rocksdb_options": backend.rocksdb}
 
     def run(batch_df: Any, batch_id: int) -> None:
         job = parse_job(batch_df, key, function, output_schema, checkpoint, uid, options)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.factory import check_backend
+from flinkstate.state.factory import BackendOptions, backend_options
 from flinkstate.state.process.functions import (
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
@@ -32,7 +32,8 @@ class Job:
     output_struct: Any
     checkpoint: str
     uid: str
-    backend: str
+    backend: BackendOptions
+    """The keyed backend and its RocksDB options (``backend=``, ``rocksdb_options=``)."""
     parallelism: int | None
     max_parallelism: int
     event_time: str | None
@@ -77,6 +78,7 @@ def parse_job(
         "job_parameters",
         "side_outputs",
         "rocksdb_format",
+        "rocksdb_options",
     }
     if two_inputs:
         known.discard("broadcast")
@@ -118,11 +120,7 @@ def parse_job(
                 f"event_time column {event_time!r} must hold epoch milliseconds (an integer "
                 f"type), not {df.schema[event_time].dataType.simpleString()}"
             )
-    backend = options.get("backend", "heap")
-    try:
-        check_backend(backend)
-    except InvalidArgumentError as exc:
-        raise ProcessError(exc.detail, code=exc.code) from exc
+    backend = parse_backend(options)
     ints = {
         n: options.get(n, d) for n, d in (("max_parallelism", 128), ("watermark_delay", 0), ("retain", 3))
     }
@@ -135,7 +133,7 @@ def parse_job(
     incremental = options.get("incremental", True)
     if type(incremental) is not bool:
         raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
-    rocksdb_format = options.get("rocksdb_format", "native" if backend == "rocksdb" else "parquet")
+    rocksdb_format = options.get("rocksdb_format", "native" if backend.kind == "rocksdb" else "parquet")
     if rocksdb_format not in ("parquet", "native"):
         raise ProcessError(f"option rocksdb_format must be 'parquet' or 'native', got {rocksdb_format!r}")
     job_parameters = options.get("job_parameters") or {}
@@ -166,6 +164,14 @@ def parse_job(
         parse_side_outputs(df.sparkSession, options.get("side_outputs")),
         rocksdb_format,
     )
+
+
+def parse_backend(options: Mapping[str, Any]) -> BackendOptions:
+    """The run's keyed backend from its ``backend`` and ``rocksdb_options`` options."""
+    try:
+        return backend_options(options.get("backend", "heap"), options.get("rocksdb_options"))
+    except InvalidArgumentError as exc:
+        raise ProcessError(exc.detail, code=exc.code) from exc
 
 
 _SCHEMAS: dict[str, Any] = {}

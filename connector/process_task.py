@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from flinkstate.checkpoint import CheckpointTarget, CompletedCheckpoint, Manifest, Storage, SubtaskResult
 from flinkstate.state.errors import InvalidArgumentError, SerializationError
-from flinkstate.state.factory import make_keyed_backend, needs_directory
+from flinkstate.state.factory import BackendOptions
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
@@ -62,7 +62,7 @@ class TaskPlan:
 
     uid: str
     function: ProcessFunction
-    backend: str
+    backend: BackendOptions
     key_columns: tuple[str, ...]
     key_type: TypeInformation
     value_columns: tuple[str, ...]
@@ -113,7 +113,8 @@ class Outputs:
 class _Kept:
     token: str
     """Names the attempt whose results held this backend's state (unique per attempt)."""
-    backend_name: str
+    backend: BackendOptions
+    """The options its backend was built with: reused only for a run with equal ones."""
     operator: KeyedProcessOperator
     directory: str | None
 
@@ -130,10 +131,10 @@ def _discard(kept: _Kept) -> None:
         shutil.rmtree(kept.directory, ignore_errors=True)
 
 
-def backend_factory(name: str) -> tuple[Callable[..., AbstractKeyedStateBackend], str | None]:
-    """The keyed backend of ``name`` (see :mod:`flinkstate.state.factory`) and its local directory."""
-    directory = tempfile.mkdtemp(prefix=f"flinkstate-{name}-") if needs_directory(name) else None
-    return partial(make_keyed_backend, name, path=directory), directory
+def backend_factory(backend: BackendOptions) -> tuple[Callable[..., AbstractKeyedStateBackend], str | None]:
+    """The keyed backend of ``backend`` (see :mod:`flinkstate.state.factory`) and its local directory."""
+    directory = tempfile.mkdtemp(prefix=f"flinkstate-{backend.kind}-") if backend.needs_directory else None
+    return partial(backend.make, path=directory), directory
 
 
 def _acquire(plan: TaskPlan, subtask: int, attempt: int) -> tuple[KeyedProcessOperator, str | None, bool]:
@@ -150,7 +151,7 @@ def _acquire(plan: TaskPlan, subtask: int, attempt: int) -> tuple[KeyedProcessOp
         committed = (plan.base_token or "").split()  # the committed attempt of each subtask
         wanted = committed[subtask] if len(committed) == plan.parallelism else None
         op = kept.operator
-        same = (kept.token, kept.backend_name, op.parallelism, op.backend.max_parallelism)
+        same = (kept.token, kept.backend, op.parallelism, op.backend.max_parallelism)
         if same == (wanted, plan.backend, plan.parallelism, plan.max_parallelism):
             op.use(plan.function, **run)  # this run's settings
             if plan.base is not None:  # the checkpoint its attempt wrote has committed

@@ -1,9 +1,11 @@
-"""A keyed backend by name: ``"heap"`` or ``"rocksdb"`` (what runners take as an option)."""
+"""A keyed backend by name: ``"heap"`` or ``"rocksdb"`` (what runners take as an option),
+with its RocksDB options parsed once (:func:`backend_options`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgumentError
@@ -28,6 +30,51 @@ def check_backend(kind: object) -> str:
 def needs_directory(kind: str) -> bool:
     """Whether the keyed backend ``kind`` needs a local directory of its own (``path=``)."""
     return check_backend(kind) == "rocksdb"
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """A keyed backend by name and its parsed options: small, picklable, and equal to
+    another exactly when both build the same kind of backend (a runner reuses a live
+    backend only for equal ones)."""
+
+    kind: str
+    rocksdb: RocksDBOptions | None = None
+    """The RocksDB backend's options (its defaults unless given); None for the heap."""
+
+    @property
+    def needs_directory(self) -> bool:
+        return needs_directory(self.kind)
+
+    def make(self, *, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> AbstractKeyedStateBackend:
+        """A new keyed backend (see :func:`make_keyed_backend` for ``path`` and ``kwargs``)."""
+        return make_keyed_backend(self.kind, path=path, options=self.rocksdb, **kwargs)
+
+
+def backend_options(
+    backend: object, rocksdb_options: RocksDBOptions | Mapping[str, Any] | None = None
+) -> BackendOptions:
+    """``backend`` with ``rocksdb_options`` (a :class:`RocksDBOptions` or a mapping of its
+    fields, strings accepted) parsed: ``[INVALID_OPTION]`` for an unknown backend or option,
+    a bad value, or options for the heap backend (which would ignore them)."""
+    kind = check_backend(backend)
+    if kind != "rocksdb":
+        if rocksdb_options is not None:
+            raise InvalidArgumentError(
+                f"rocksdb_options are for backend='rocksdb', not backend={kind!r}", code="INVALID_OPTION"
+            )
+        return BackendOptions(kind)
+    if rocksdb_options is None:
+        return BackendOptions(kind, RocksDBOptions())  # equal to the defaults given explicitly
+    if isinstance(rocksdb_options, RocksDBOptions):
+        return BackendOptions(kind, rocksdb_options)
+    if not isinstance(rocksdb_options, Mapping):
+        raise InvalidArgumentError(
+            f"rocksdb_options must be a RocksDBOptions or a mapping of option names to values, "
+            f"got {rocksdb_options!r}",
+            code="INVALID_OPTION",
+        )
+    return BackendOptions(kind, RocksDBOptions.from_mapping(rocksdb_options))
 
 
 def make_keyed_backend(

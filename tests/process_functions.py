@@ -313,6 +313,28 @@ class TaskInfo(KeyedProcessFunction):
         yield (ctx.get_current_key(), *self.info)
 
 
+def rocksdb_write_buffer(path: str) -> int:
+    """``write_buffer_size`` in the OPTIONS file RocksDB wrote for the backend at ``path``."""
+    import re
+    from pathlib import Path
+
+    text = sorted(Path(path, "db").glob("OPTIONS-*"))[-1].read_text()
+    found = re.search(r"^\s*write_buffer_size=(\d+)", text, re.M)
+    assert found is not None, text
+    return int(found.group(1))
+
+
+class WriteBufferSeen(KeyedProcessFunction):
+    """Emits (key, the write buffer size RocksDB was opened with) per element: its backend's
+    options as they reached RocksDB on the executor."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.size = rocksdb_write_buffer(runtime_context._op.backend.path)  # the task's backend
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        yield ctx.get_current_key(), self.size
+
+
 class BatchLog:
     """A ``foreach_batch`` sink keeping each batch's output rows in a JSON-lines file: over
     Spark Connect a streaming query's sink runs in Spark's foreachBatch worker on the server,

@@ -25,9 +25,10 @@ from flinkstate.connector.process_task import (
 )
 from flinkstate.connector.routing import route_values
 from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
+from flinkstate.state.factory import BackendOptions, backend_options
 from flinkstate.state.ttl.time import LONG_MIN
 
-from process_functions import Failing, TimerCount, WordCount
+from process_functions import Failing, TimerCount, WordCount, rocksdb_write_buffer, stored_counts
 
 
 def _schema() -> OutputSchema:
@@ -47,6 +48,7 @@ def _plan(
     timed: tuple[int, int, int] | None = None,
     schema: OutputSchema | None = None,
     job_parameters: dict[str, str] | None = None,
+    backend: BackendOptions | None = None,
 ) -> tuple[Any, Any]:
     """A plan over words, or with ``timed`` = (watermark_delay, watermark, end watermark)
     over rows (word, ts) with event time ``ts``."""
@@ -56,7 +58,7 @@ def _plan(
     plan = TaskPlan(
         "wc",
         function,
-        "heap",
+        backend or backend_options("heap"),
         ("word",),
         Types.STRING(),
         ("word", "ts") if timed else ("word",),
@@ -262,17 +264,47 @@ def test_the_backend_by_name_comes_from_state_alone(tmp_path: Path) -> None:
     from flinkstate.state import HeapKeyedStateBackend, RocksDBKeyedStateBackend, make_keyed_backend
     from flinkstate.state.errors import InvalidArgumentError
 
-    heap_factory, no_directory = backend_factory("heap")
+    heap_factory, no_directory = backend_factory(backend_options("heap"))
     assert no_directory is None and isinstance(heap_factory(max_parallelism=8), HeapKeyedStateBackend)
-    rocks_factory, directory = backend_factory("rocksdb")
+    rocks_factory, directory = backend_factory(backend_options("rocksdb"))
     assert directory is not None and Path(directory).is_dir()
     rocks = rocks_factory(max_parallelism=8)
     assert isinstance(rocks, RocksDBKeyedStateBackend) and rocks.max_parallelism == 8
     rocks.close()
     shutil.rmtree(directory)
     messages = []
-    for make in (backend_factory, make_keyed_backend):
+    for make in (backend_options, make_keyed_backend):
         with pytest.raises(InvalidArgumentError, match=r"^\[INVALID_OPTION\] backend must be one of") as info:
             make("disk")
         messages.append(str(info.value))
     assert messages[0] == messages[1]
+
+
+def test_a_kept_backend_is_reused_only_with_the_same_rocksdb_options(tmp_path: Path) -> None:
+    """A task builds its RocksDB backend with the run's options (as RocksDB's own OPTIONS
+    file says); the next run reuses it only when its options are equal, else restores."""
+    from flinkstate.connector.process_task import _discard
+
+    _KEPT.clear()
+    small, large = (backend_options("rocksdb", {"write_buffer_bytes": n}) for n in (4 << 20, 8 << 20))
+
+    def kept_write_buffer() -> int:
+        (kept,) = _KEPT.values()
+        assert kept.directory is not None
+        return rocksdb_write_buffer(kept.directory)
+
+    plan, pending = _plan(tmp_path, WordCount(), "t1", backend=small)
+    results, stats = _run(plan, ["a", "b"])
+    assert stats["reused"] == 0 and kept_write_buffer() == 4 << 20
+    first = _commit(pending, results)
+    same = backend_options("rocksdb", {"write_buffer_bytes": str(4 << 20)})  # equal, given as a string
+    plan, pending = _plan(tmp_path, WordCount(), "t2", first, stats["attempt"], backend=same)
+    results, stats = _run(plan, ["a"])
+    assert stats["reused"] == 1
+    second = _commit(pending, results)
+    plan, pending = _plan(tmp_path, WordCount(), "t3", second, stats["attempt"], backend=large)
+    results, stats = _run(plan, ["a"])
+    assert stats["reused"] == 0 and kept_write_buffer() == 8 << 20
+    _commit(pending, results)
+    assert stored_counts(tmp_path) == {"a": 3, "b": 1}  # restored, not started afresh
+    _discard(_KEPT.popitem()[1])
