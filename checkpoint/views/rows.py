@@ -23,7 +23,7 @@ from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import CheckpointError
-from ..format import read_row_group
+from ..parquet_files import read_row_group
 from ..manifest import FileRef
 from ..reading.keys import key_mask
 from ..reading.merge import stored_key_group

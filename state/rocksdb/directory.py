@@ -12,7 +12,10 @@ ingestion (bulk-loaded restores) are written to ``<path>/ingest`` first, then mo
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import fcntl
+import functools
 import itertools
 import os
 import shutil
@@ -147,8 +150,27 @@ class DbDirectory:
             _OPEN.discard(self.path)
 
     def close(self) -> None:
-        """Close the DB (every column family and iterator must be closed first) and unlock."""
+        """Close the DB (every column family and iterator must be closed first), unlock, and
+        give the memory it freed back to the OS (see :func:`trim_heap`)."""
         try:
             self.db.close()
         finally:
             self._release()
+            trim_heap()
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or ``None`` where the C library has none (musl, macOS)."""
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+def trim_heap() -> None:
+    """Return free heap pages to the OS: a closed DB's block cache and memtables, and a
+    restore's decoded entries, would otherwise stay in the process's resident memory."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
