@@ -105,7 +105,9 @@ class FileSink:
         data = b"".join(self._held) if self._out is None else None
         tail = memoryview(data if data is not None else self._tail)
         length = int.from_bytes(tail[-8:-4], "little")
-        footer = None if length + 8 > len(tail) else hashlib.sha256(tail[len(tail) - 8 - length :]).hexdigest()
+        footer = (
+            None if length + 8 > len(tail) else hashlib.sha256(tail[len(tail) - 8 - length :]).hexdigest()
+        )
         if self._out is not None:
             self._out.close()
             if footer is None:

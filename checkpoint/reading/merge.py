@@ -64,17 +64,16 @@ def merge_keyed_slices(
     meta: StateMetaInfo,
     key_type: TypeInformation,
     allow_pickle: bool,
-    rows: int = RESTORE_SLICE,
 ) -> Iterator[StateColumns]:
-    """:func:`merge_keyed`'s entries in slices of at most ``rows`` rows, to apply one after
+    """:func:`merge_keyed`'s entries in slices of at most :data:`RESTORE_SLICE` rows, to apply one after
     the other, when the rows apply by concatenation (no deletes, no scope twice) and not to
     a MAP (whose rows of one scope fold together); else all at once."""
     plain, rest = _plan(tables, meta)
     if rest or plain is None or meta.kind is StateKind.MAP:
         yield _merged(plain, rest, meta, key_type, allow_pickle)
         return
-    for start in range(0, plain.num_rows, rows):
-        yield keyed_columns(plain.slice(start, rows), meta, key_type, allow_pickle)
+    for start in range(0, plain.num_rows, RESTORE_SLICE):
+        yield keyed_columns(plain.slice(start, RESTORE_SLICE), meta, key_type, allow_pickle)
 
 
 def _merged(

@@ -20,8 +20,8 @@ from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, O
 
 from ..errors import CheckpointError, StateMigrationError
 from ..format import read_operator
-from ..parquet_files import read_row_group
 from ..manifest import Manifest, OperatorEntry
+from ..parquet_files import read_row_group
 from ..storage import Storage
 from .keyed_files import key_group_files, read_key_groups
 from .merge import merge_keyed_slices

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CheckpointCorruptError, CheckpointNotFoundError
-from ..parquet_files import open_parquet
 from ..manifest import FileRef
+from ..parquet_files import open_parquet
 from ..storage import Storage
 
 

@@ -285,7 +285,9 @@ class IncrementalKeyedWriter:
                 assert changes is not None
                 requested = name in changes.requested
                 groups = _changed_groups(state, name, snapshot, changes)
-                ref = store(f"d-{slug(name)}", partial(write_changes, meta, key_type, groups, requested), True)
+                ref = store(
+                    f"d-{slug(name)}", partial(write_changes, meta, key_type, groups, requested), True
+                )
                 # asked for in full: its chain is due (compacted even when unchanged, so no
                 # later increment passes the bound); the delta stays for the change feed
                 if requested:
@@ -311,7 +313,9 @@ class IncrementalKeyedWriter:
                     out.changes[name] = (ref,)  # compaction: the delta stays for the change feed
                     if state.changes_only:  # empty in the base: the changes are every entry
                         state = _Upserts(state, name, snapshot, changes)
-            full = store(f"k-{slug(name)}", partial(write_keyed, state, key_type, snapshot.key_group_range), False)
+            full = store(
+                f"k-{slug(name)}", partial(write_keyed, state, key_type, snapshot.key_group_range), False
+            )
             if full is not None:
                 out.files[name] = (full,)
         return out

@@ -55,7 +55,9 @@ def slug(name: str) -> str:
 
 def file_ref(name: str, written: WrittenFile) -> FileRef:
     """How the manifest describes the data file ``name``."""
-    return FileRef(name, written.size, written.sha256, written.rows, written.key_groups, written.footer_sha256)
+    return FileRef(
+        name, written.size, written.sha256, written.rows, written.key_groups, written.footer_sha256
+    )
 
 
 def store_file(directory: Storage, name: str, written: WrittenFile) -> FileRef:
@@ -94,7 +96,9 @@ class SubtaskWriter:
         self.written: list[str] = []
         self.root = root
 
-    def _store(self, suffix: str, write: Callable[[FileSink], WrittenFile], delta: bool = False) -> FileRef | None:
+    def _store(
+        self, suffix: str, write: Callable[[FileSink], WrittenFile], delta: bool = False
+    ) -> FileRef | None:
         """Write a file named by ``suffix`` streamed into the directory (``write`` writes it
         into the sink it is given); ``None`` when it had no rows and was not kept."""
         name = f"{self._prefix}-{suffix}.parquet"
@@ -187,7 +191,11 @@ class SubtaskWriter:
             key_type, rng = keyed.key_type, keyed.key_group_range
         lists, broadcast, infos = self.operator(operator or ())
         raw_k = None if not raw_keyed else self._kept("raw-keyed", partial(write_raw_keyed, raw_keyed))
-        raw_o = None if not raw_operator else self._kept("raw-operator", partial(write_raw_operator, raw_operator))
+        raw_o = (
+            None
+            if not raw_operator
+            else self._kept("raw-operator", partial(write_raw_operator, raw_operator))
+        )
         entry = SubtaskEntry(
             self.subtask,
             None if rng is None else (rng.start, rng.end),

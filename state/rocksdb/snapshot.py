@@ -85,7 +85,8 @@ class RocksDBStateSnapshot(StateSnapshot):
         if key_group not in self._range:
             return
         prefix = self._col.keys.absolute[key_group]
-        start, held = prefix, []
+        start = prefix
+        held: Entries = []
         while True:
             read = self._entries(prefix, start, CHUNK)
             if read:
