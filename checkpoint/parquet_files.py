@@ -17,6 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from flinkstate.state.memory import trim_heap
+
 from .errors import CheckpointCorruptError
 from .storage import Storage
 
@@ -26,6 +28,8 @@ SPILL = 8 << 20
 """Bytes a file destined for the storage is held in memory before it streams there."""
 TAIL = 1 << 20
 """Bytes a streamed file keeps of its end: its footer, unless larger (then read back)."""
+RELEASE_ROWS = 65_536
+"""Rows of a row group after whose write freed memory goes back to the OS (see :func:`_write`)."""
 
 
 def writer_options(schema: pa.Schema) -> dict[str, Any]:
@@ -161,11 +165,11 @@ def write_row_groups(
                 index[kg] = (len(index), table.num_rows)
                 rows += table.num_rows
                 if not pipelined:
-                    writer.write_table(table, row_group_size=table.num_rows)
+                    _write(writer, table)
                     continue
                 if pending is not None:
                     pending.result()
-                pending = pool.submit(writer.write_table, table, row_group_size=table.num_rows)
+                pending = pool.submit(_write, writer, table)
             if pending is not None:
                 pending.result()
     except BaseException:
@@ -173,6 +177,16 @@ def write_row_groups(
         raise
     data, sha256, footer = sink.finish(keep_empty or rows > 0)
     return WrittenFile(data, rows, index, sink.size, sha256, footer)
+
+
+def _write(writer: pq.ParquetWriter, table: pa.Table) -> None:
+    """``table`` as one row group; after a large one, the memory freed by building and
+    encoding it is given back (Arrow's pool and the C heap keep it otherwise, and a large
+    checkpoint's resident memory would grow with its key groups' size several times over)."""
+    writer.write_table(table, row_group_size=table.num_rows)
+    if table.num_rows >= RELEASE_ROWS:
+        pa.default_memory_pool().release_unused()
+        trim_heap()
 
 
 def read_footer(source: Any, size: int) -> tuple[pq.FileMetaData, str]:

@@ -12,10 +12,7 @@ ingestion (bulk-loaded restores) are written to ``<path>/ingest`` first, then mo
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import fcntl
-import functools
 import itertools
 import os
 import shutil
@@ -23,6 +20,7 @@ import threading
 from typing import IO, Any
 
 from ..errors import InvalidArgumentError, StateAccessError
+from ..memory import trim_heap
 from .options import RocksDBOptions
 
 MARKER = "FLINKSTATE_ROCKSDB"
@@ -157,20 +155,3 @@ class DbDirectory:
         finally:
             self._release()
             trim_heap()
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or ``None`` where the C library has none (musl, macOS)."""
-    try:
-        return getattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim", None)
-    except OSError:
-        return None
-
-
-def trim_heap() -> None:
-    """Return free heap pages to the OS: a closed DB's block cache and memtables, and a
-    restore's decoded entries, would otherwise stay in the process's resident memory."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)

@@ -181,3 +181,22 @@ def test_sliced_restores_of_increments_with_deletes_are_the_model(
     again = pending.commit()
     restored.close()
     assert dump(again.keyed_backend("op", 0, 1, time_provider=clock)) == model
+
+
+def test_memory_is_given_back_after_large_row_groups_and_closed_dbs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flinkstate.state.rocksdb import directory
+
+    trims: list[str] = []
+    monkeypatch.setattr(parquet_files, "trim_heap", lambda: trims.append("row group"))
+    monkeypatch.setattr(directory, "trim_heap", lambda: trims.append("db"))
+    monkeypatch.setattr(parquet_files, "RELEASE_ROWS", 3)
+    schema = pa.schema([pa.field("key_group", pa.int32(), nullable=False), pa.field("v", pa.int64())])
+    tables = [
+        (kg, pa.table({"key_group": [kg] * n, "v": range(n)}, schema=schema)) for kg, n in [(0, 2), (1, 3)]
+    ]
+    parquet_files.write_row_groups(schema, tables)
+    assert trims == ["row group"]  # the one row group of at least RELEASE_ROWS rows
+    RocksDBKeyedStateBackend(tmp_path / "db", max_parallelism=8).close()
+    assert trims == ["row group", "db"]
