@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
-from flinkstate.checkpoint.format import writer_options
+from flinkstate.checkpoint.parquet_files import writer_options
 from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types, ValueStateDescriptor
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.keygroups.hashing import key_group_assigner

@@ -6,6 +6,8 @@ and the peak resident memory against the configured RocksDB budget.
 Each (backend, format, size) runs in its own subprocess, so its peak RSS is its own. Sizes:
 RocksDB 1M and 10M (100M too in the full run), the heap 1M and 10M; ``P13_SIZES=10000,20000``
 overrides both (a smoke run). Checkpoint formats of RocksDB are :data:`ROCKSDB_FORMATS`.
+``P13_CASES=rocksdb-parquet`` runs only the cases named (``rocksdb-<format>``, ``heap``;
+comma-separated), e.g. to measure one at 100M entries.
 """
 
 from __future__ import annotations
@@ -198,9 +200,12 @@ def _floor(name: str, op: str, runs: list[tuple[int, dict[str, float]]]) -> Iter
 
 def p13(quick: bool) -> Iterator[Result]:
     rocks, heap = _sizes(quick)
+    cases = {c.strip() for c in os.environ.get("P13_CASES", "").split(",") if c.strip()}
     for fmt, storage_args in ROCKSDB_FORMATS.items():
-        yield from _series(f"RocksDB, {fmt} checkpoints", "rocksdb", rocks, storage_args)
-    yield from _series("heap", "heap", heap, {})
+        if not cases or f"rocksdb-{fmt}" in cases:
+            yield from _series(f"RocksDB, {fmt} checkpoints", "rocksdb", rocks, storage_args)
+    if not cases or "heap" in cases:
+        yield from _series("heap", "heap", heap, {})
 
 
 BENCHMARKS = {"P13": p13}

@@ -22,15 +22,9 @@ from .errors import (
     CheckpointStateError,
     EditError,
 )
-from .format import (
-    WrittenFile,
-    keyed_schema,
-    operator_schema,
-    read_row_group,
-    storage_table,
-    write_row_groups,
-)
+from .format import keyed_schema, operator_schema, storage_table
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from .parquet_files import WrittenFile, read_row_group, write_row_groups
 from .reading.keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
 from .reading.keys import (
     check_ids_below,

@@ -17,11 +17,8 @@ removes its (key, namespace), or for MAP with a user key only that entry.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -33,52 +30,10 @@ from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.types.mapping import TypeInformation
 
 from .arrow_codec import from_arrow, int64_array, is_plain_int64, to_arrow
-from .errors import CheckpointCorruptError
 from .manifest import meta_to_json
-
-COMPRESSION = "snappy"
-
-
-def writer_options(schema: pa.Schema) -> dict[str, Any]:
-    """How data files are written: snappy pages with CRCs; dictionary encoding only for
-    ``key_group`` (constant in a row group: nearly free), since trying it on unique keys
-    costs several times the write and gains little. Min/max statistics only for
-    ``key_group`` too: keys are hash-partitioned, so their ranges prune nothing, and the
-    statistics of every column of every row group would make the footer (read by every
-    partial restore) a large part of the file, or several times the data for raw blobs."""
-    grouped = "key_group" in schema.names
-    dictionary = ["key_group"] if grouped else False
-    statistics = ["key_group"] if grouped else False
-    return {
-        "compression": COMPRESSION,
-        "use_dictionary": dictionary,
-        "write_statistics": statistics,
-        "write_page_checksum": True,
-    }
-
+from .parquet_files import FileSink, WrittenFile, read_row_group, write_row_groups
 
 TTL_TYPE = pa.int64()
-
-
-@dataclass(frozen=True)
-class WrittenFile:
-    """A finished data file: its bytes and what the manifest records about it."""
-
-    data: Any
-    """The file's bytes (any buffer: bytes, or an Arrow buffer written without a copy)."""
-    rows: int
-    key_groups: dict[int, tuple[int, int]]
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(memoryview(self.data)).hexdigest()
-
-    @property
-    def footer_sha256(self) -> str:
-        """SHA-256 of the Parquet footer and trailer: what a read of a few row groups checks."""
-        view = memoryview(self.data)
-        length = int.from_bytes(view[-8:-4], "little")
-        return hashlib.sha256(view[len(view) - 8 - length :]).hexdigest()
 
 
 def keyed_schema(meta: StateMetaInfo, key_type: TypeInformation) -> pa.Schema:
@@ -141,132 +96,30 @@ def _keyed_table(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_keyed(state: StateSnapshot, key_type: TypeInformation, key_groups: Iterable[int]) -> WrittenFile:
-    """A keyed state file: one row group per non-empty key group, in the order given.
+def write_keyed(
+    state: StateSnapshot, key_type: TypeInformation, key_groups: Iterable[int], sink: FileSink | None = None
+) -> WrittenFile:
+    """A keyed state file: one row group per non-empty key group, in the order given, into
+    ``sink`` (default: memory; a file without rows is not left in a sink's storage).
 
     A state of plain int64 keys and values is read as int64 buffers when the snapshot can
-    give them (:meth:`~StateSnapshot.int64_columns`), skipping Python lists altogether."""
+    give them (:meth:`~StateSnapshot.int64_columns`), skipping Python lists altogether;
+    otherwise a key group is read in bounded chunks (:meth:`~StateSnapshot.column_chunks`),
+    each turned into Arrow before the next is read."""
     meta = state.meta
     schema = keyed_schema(meta, key_type)
     int64 = meta.kind not in (StateKind.LIST, StateKind.MAP) and meta.ttl is None
     int64 = int64 and meta.namespace_type is None
     int64 = int64 and is_plain_int64(key_type) and is_plain_int64(meta.value_type)
 
-    def columns(kg: int) -> StateColumns | Int64Columns:
+    def table(kg: int) -> pa.Table:
         fast = state.int64_columns(kg) if int64 else None
-        return state.columns(kg) if fast is None else fast
+        if fast is not None:
+            return _keyed_table(schema, meta, key_type, kg, fast)
+        parts = [_keyed_table(schema, meta, key_type, kg, c) for c in state.column_chunks(kg) if len(c)]
+        return schema.empty_table() if not parts else parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
-    tables = ((kg, _keyed_table(schema, meta, key_type, kg, c)) for kg in key_groups if len(c := columns(kg)))
-    return write_row_groups(schema, tables)
-
-
-def write_row_groups(
-    schema: pa.Schema, tables: Iterable[tuple[int, pa.Table]], pipelined: bool = True
-) -> WrittenFile:
-    """Write row groups in a second thread while the next table is built.
-
-    Building a table from Python values holds the GIL; encoding and compressing a row
-    group does not, so the two overlap. Small row groups (increments) are written inline
-    (``pipelined=False``): handing each to a thread costs more than it saves.
-    """
-    sink = pa.BufferOutputStream()
-    index: dict[int, tuple[int, int]] = {}
-    rows = 0
-    if not pipelined:
-        with pq.ParquetWriter(sink, schema, **writer_options(schema)) as writer:
-            for kg, table in tables:
-                if table.num_rows:
-                    index[kg] = (len(index), table.num_rows)
-                    rows += table.num_rows
-                    writer.write_table(table, row_group_size=table.num_rows)
-        return WrittenFile(sink.getvalue(), rows, index)
-    with (
-        pq.ParquetWriter(sink, schema, **writer_options(schema)) as writer,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as pool,
-    ):
-        pending: Future[None] | None = None
-        for kg, table in tables:
-            if table.num_rows:
-                index[kg] = (len(index), table.num_rows)
-                rows += table.num_rows
-                if pending is not None:
-                    pending.result()
-                pending = pool.submit(writer.write_table, table, row_group_size=table.num_rows)
-        if pending is not None:
-            pending.result()
-    return WrittenFile(sink.getvalue(), rows, index)
-
-
-PARQUET_MAGIC = b"PAR1"
-
-
-def read_footer(source: Any, size: int) -> tuple[pq.FileMetaData, str]:
-    """The footer of a Parquet file of ``size`` bytes, read exactly (its length, then it),
-    and the SHA-256 of the footer with its trailer.
-
-    Arrow would read a speculative 64 KiB tail instead, which for a small file is all of
-    it and for a larger one several times its footer: a restore that wants a few row
-    groups would read far more than them.
-    """
-    if size < 12:
-        raise ValueError(f"{size} bytes is too short for a Parquet file")
-    source.seek(size - 8)
-    trailer = source.read(8)
-    length = int.from_bytes(trailer[:4], "little")
-    if len(trailer) != 8 or trailer[4:] != PARQUET_MAGIC or length + 12 > size:
-        raise ValueError("no Parquet footer at the end of the file")
-    source.seek(size - 8 - length)
-    footer = source.read(length)
-    if len(footer) != length:
-        raise ValueError("the Parquet footer is truncated")
-    digest = hashlib.sha256(footer + trailer).hexdigest()
-    return pq.read_metadata(pa.BufferReader(PARQUET_MAGIC + footer + trailer)), digest
-
-
-def open_parquet(
-    source: Any, name: str, size: int | None = None, footer_sha256: str | None = None
-) -> pq.ParquetFile:
-    """A Parquet file over ``source``. With ``size`` (a file read by ranges) the footer is
-    read exactly (see :func:`read_footer`) and checked against ``footer_sha256`` if given."""
-    try:
-        metadata, digest = (None, None) if size is None else read_footer(source, size)
-        opened = pq.ParquetFile(source, metadata=metadata, page_checksum_verification=True, pre_buffer=True)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise CheckpointCorruptError(f"data file {name} is not a readable Parquet file: {exc}") from exc
-    if footer_sha256 is not None and digest != footer_sha256:
-        raise CheckpointCorruptError(f"data file {name}: its footer does not match the manifest's checksum")
-    return opened
-
-
-def read_row_group(pf: pq.ParquetFile, index: int, name: str, columns: list[str] | None = None) -> pa.Table:
-    try:
-        return pf.read_row_group(index, columns=columns)
-    except (pa.ArrowException, OSError, ValueError, IndexError) as exc:
-        raise CheckpointCorruptError(f"data file {name}: row group {index} is unreadable: {exc}") from exc
-
-
-def read_row_groups(
-    pf: pq.ParquetFile,
-    indexes: list[int],
-    name: str,
-    columns: list[str] | None = None,
-    use_threads: bool = False,
-) -> list[pa.Table]:
-    """Row groups ``indexes`` decoded in one call (cheaper than one by one), as one table each
-    (``use_threads``: columns decoded in parallel, for a caller not already parallel)."""
-    try:
-        table = pf.read_row_groups(indexes, columns=columns, use_threads=use_threads)
-        sizes = [pf.metadata.row_group(i).num_rows for i in indexes]
-    except (pa.ArrowException, OSError, ValueError, IndexError) as exc:
-        raise CheckpointCorruptError(f"data file {name}: row groups {indexes} are unreadable: {exc}") from exc
-    if sum(sizes) != table.num_rows:
-        raise CheckpointCorruptError(f"data file {name}: row groups {indexes} hold {table.num_rows} rows, "
-                                     f"its footer says {sum(sizes)}")  # fmt: skip
-    out, start = [], 0
-    for size in sizes:
-        out.append(table.slice(start, size))
-        start += size
-    return out
+    return write_row_groups(schema, ((kg, table(kg)) for kg in key_groups), sink=sink, keep_empty=False)
 
 
 def keyed_columns(
@@ -337,7 +190,7 @@ def operator_schema(value_type: TypeInformation, key_type: TypeInformation | Non
 
 
 def write_operator(
-    elements: Any, value_type: TypeInformation, key_type: TypeInformation | None
+    elements: Any, value_type: TypeInformation, key_type: TypeInformation | None, sink: FileSink | None = None
 ) -> WrittenFile:
     """One operator state of one subtask: a list (positions) or a broadcast map (keys)."""
     schema = operator_schema(value_type, key_type)
@@ -348,7 +201,7 @@ def write_operator(
         first = to_arrow(list(elements), key_type)
         values = list(elements.values())
     table = pa.Table.from_arrays([first, to_arrow(values, value_type)], schema=schema)
-    return write_row_groups(schema, [(0, table)])
+    return write_row_groups(schema, [(0, table)], sink=sink)
 
 
 def read_operator(
@@ -373,7 +226,7 @@ RAW_KEYED = pa.schema([pa.field("key_group", pa.int32(), nullable=False), pa.fie
 RAW_OPERATOR = pa.schema([pa.field("position", pa.int64()), pa.field("data", pa.binary())])
 
 
-def write_raw_keyed(blobs: dict[int, bytes]) -> WrittenFile:
+def write_raw_keyed(blobs: dict[int, bytes], sink: FileSink | None = None) -> WrittenFile:
     tables = (
         (
             kg,
@@ -383,19 +236,14 @@ def write_raw_keyed(blobs: dict[int, bytes]) -> WrittenFile:
         )
         for kg, data in sorted(blobs.items())
     )
-    return write_row_groups(RAW_KEYED, tables)
+    return write_row_groups(RAW_KEYED, tables, sink=sink)
 
 
-def write_raw_operator(blobs: list[bytes]) -> WrittenFile:
+def write_raw_operator(blobs: list[bytes], sink: FileSink | None = None) -> WrittenFile:
     table = pa.Table.from_arrays(
         [pa.array(range(len(blobs)), pa.int64()), pa.array(blobs, pa.binary())], schema=RAW_OPERATOR
     )
-    return write_row_groups(RAW_OPERATOR, [(0, table)])
-
-
-def iter_row_groups(pf: pq.ParquetFile, name: str, indexes: Iterable[int]) -> Iterator[pa.Table]:
-    for i in indexes:
-        yield read_row_group(pf, i, name)
+    return write_row_groups(RAW_OPERATOR, [(0, table)], sink=sink)
 
 
 def storage_table(

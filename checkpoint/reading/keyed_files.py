@@ -19,8 +19,8 @@ from contextlib import contextmanager
 import pyarrow as pa
 
 from ..errors import CheckpointCorruptError
-from ..format import read_row_groups
 from ..manifest import FileRef
+from ..parquet_files import read_row_groups
 from ..storage import Storage
 from .verified import open_verified
 

@@ -6,6 +6,7 @@ several Spark tasks, or upserted by streaming batches (whose rows may delete).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -46,11 +47,42 @@ def combine_key_group(tables: list[pa.Table], meta: StateMetaInfo) -> pa.Table |
     return table if groups == table.num_rows else None
 
 
+RESTORE_SLICE = 131_072
+"""Rows :func:`merge_keyed_slices` decodes at a time."""
+
+
 def merge_keyed(
     tables: list[pa.Table], meta: StateMetaInfo, key_type: TypeInformation, allow_pickle: bool
 ) -> StateColumns:
     """The entries of one key group held in several files (or with deletes), applied in order."""
     plain, rest = _plan(tables, meta)
+    return _merged(plain, rest, meta, key_type, allow_pickle)
+
+
+def merge_keyed_slices(
+    tables: list[pa.Table],
+    meta: StateMetaInfo,
+    key_type: TypeInformation,
+    allow_pickle: bool,
+) -> Iterator[StateColumns]:
+    """:func:`merge_keyed`'s entries in slices of at most :data:`RESTORE_SLICE` rows, to apply one after
+    the other, when the rows apply by concatenation (no deletes, no scope twice) and not to
+    a MAP (whose rows of one scope fold together); else all at once."""
+    plain, rest = _plan(tables, meta)
+    if rest or plain is None or meta.kind is StateKind.MAP:
+        yield _merged(plain, rest, meta, key_type, allow_pickle)
+        return
+    for start in range(0, plain.num_rows, RESTORE_SLICE):
+        yield keyed_columns(plain.slice(start, RESTORE_SLICE), meta, key_type, allow_pickle)
+
+
+def _merged(
+    plain: pa.Table | None,
+    rest: list[pa.Table],
+    meta: StateMetaInfo,
+    key_type: TypeInformation,
+    allow_pickle: bool,
+) -> StateColumns:
     fast = None if plain is None else keyed_columns(plain, meta, key_type, allow_pickle)
     if not rest:
         assert fast is not None

@@ -19,11 +19,12 @@ from flinkstate.state.keygroups.assignment import compute_key_group_range_for_op
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
 
 from ..errors import CheckpointError, StateMigrationError
-from ..format import read_operator, read_row_group
+from ..format import read_operator
 from ..manifest import Manifest, OperatorEntry
+from ..parquet_files import read_row_group
 from ..storage import Storage
 from .keyed_files import key_group_files, read_key_groups
-from .merge import merge_keyed
+from .merge import merge_keyed_slices
 from .native import native_key_groups, restore_native
 from .verified import open_ranges, open_whole
 
@@ -98,8 +99,9 @@ class CompletedCheckpoint:
             registered = meta.name in backend.state_names()
             for kg, tables in self._read_files(op, meta.name, backend.key_group_range):
                 assert op.key_type is not None
-                backend.restore_state(meta, kg, merge_keyed(tables, meta, op.key_type, self.allow_pickle))
-                registered = True
+                for columns in merge_keyed_slices(tables, meta, op.key_type, self.allow_pickle):
+                    backend.restore_state(meta, kg, columns)
+                    registered = True
             if not registered:  # no entries in this range: still known to the backend
                 backend.restore_state(meta, backend.key_group_range.start, StateColumns([], None, []))
 

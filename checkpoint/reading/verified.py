@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CheckpointCorruptError, CheckpointNotFoundError
-from ..format import open_parquet
 from ..manifest import FileRef
+from ..parquet_files import open_parquet
 from ..storage import Storage
 
 
@@ -45,9 +45,24 @@ def open_ranges(directory: Storage, ref: FileRef) -> pq.ParquetFile:
     return open_parquet(directory.open_input(ref.path), ref.path, size, ref.footer_sha256)
 
 
+WHOLE_MAX = 64 << 20
+"""Bytes above which a file read whole is checked streamed, then read by ranges."""
+
+
 def open_verified(directory: Storage, ref: FileRef, whole: bool) -> pq.ParquetFile:
-    """:func:`open_whole` when every row group will be read, else :func:`open_ranges`."""
-    return open_whole(directory, ref) if whole else open_ranges(directory, ref)
+    """:func:`open_whole` when every row group will be read, else :func:`open_ranges`; a file
+    above :data:`WHOLE_MAX` to be read whole is checked streamed (:func:`check_file`) first,
+    then read by ranges, so a restore never holds it."""
+    if not whole:
+        return open_ranges(directory, ref)
+    if ref.size <= WHOLE_MAX:
+        return open_whole(directory, ref)
+    problem = check_file(directory, ref)
+    if problem == "missing":
+        raise CheckpointCorruptError(f"data file {ref.path} is missing")
+    if problem is not None:
+        raise CheckpointCorruptError(f"data file {ref.path} does not match its checksum: {problem}")
+    return open_ranges(directory, ref)
 
 
 CHUNK = 1 << 20

@@ -23,8 +23,8 @@ from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import CheckpointError
-from ..format import read_row_group
 from ..manifest import FileRef
+from ..parquet_files import read_row_group
 from ..reading.keys import key_mask
 from ..reading.merge import stored_key_group
 from ..reading.verified import open_whole

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -37,8 +38,9 @@ from flinkstate.state.types.mapping import TypeInformation
 
 from ..arrow_codec import to_arrow
 from ..errors import CheckpointError
-from ..format import WrittenFile, keyed_schema, storage_table, write_keyed, write_row_groups
+from ..format import keyed_schema, storage_table, write_keyed
 from ..manifest import FileRef, Files, OperatorEntry, SubtaskEntry
+from ..parquet_files import FileSink, WrittenFile, write_row_groups
 from ..storage import Storage
 from .versions import load_version, rebase
 
@@ -184,11 +186,17 @@ def changes_tables(
 
 
 def write_changes(
-    meta: StateMetaInfo, key_type: TypeInformation, groups: Iterable[tuple[int, ChangedEntries]]
+    meta: StateMetaInfo,
+    key_type: TypeInformation,
+    groups: Iterable[tuple[int, ChangedEntries]],
+    keep_empty: bool = True,
+    sink: FileSink | None = None,
 ) -> WrittenFile:
-    """A delta file: per key group, deletes then upserts, with the ``op`` column."""
+    """A delta file: per key group, deletes then upserts, with the ``op`` column, into
+    ``sink`` (default: memory); ``keep_empty=False``: not left in its storage without rows."""
     schema, tables = changes_tables(meta, key_type, groups)
-    return write_row_groups(schema, tables, pipelined=False)  # small row groups: a thread costs more
+    # small row groups: a thread costs more
+    return write_row_groups(schema, tables, pipelined=False, sink=sink, keep_empty=keep_empty)
 
 
 def _changed_groups(
@@ -218,6 +226,9 @@ class _Upserts(StateSnapshot):
         self._groups = {}
 
 
+Store = Callable[[str, Callable[[FileSink], WrittenFile], bool], FileRef | None]
+
+
 @dataclass
 class KeyedFiles:
     """What a subtask's keyed snapshot became: per state its chain, and compactions' deltas."""
@@ -230,10 +241,11 @@ class KeyedFiles:
 class IncrementalKeyedWriter:
     """Writes each state of a snapshot as a delta over ``base`` or in full (module docstring).
 
-    ``store(suffix, written, delta)`` stores a finished file and returns its reference.
+    ``store(suffix, write, delta)`` writes a file (``write`` into the sink it is given) and
+    returns its reference, or ``None`` for a file without rows not kept.
     """
 
-    def __init__(self, store: Callable[[str, WrittenFile, bool], FileRef], policy: ChainPolicy) -> None:
+    def __init__(self, store: Store, policy: ChainPolicy) -> None:
         self._store = store
         self.policy = policy
 
@@ -271,18 +283,22 @@ class IncrementalKeyedWriter:
             # expiry shows in every checkpoint: in full, and the change feed diffs full files
             if buildable and not meta.full_in_every_checkpoint:
                 assert changes is not None
-                delta = write_changes(meta, key_type, _changed_groups(state, name, snapshot, changes))
+                requested = name in changes.requested
+                groups = _changed_groups(state, name, snapshot, changes)
+                ref = store(
+                    f"d-{slug(name)}", partial(write_changes, meta, key_type, groups, requested), True
+                )
                 # asked for in full: its chain is due (compacted even when unchanged, so no
                 # later increment passes the bound); the delta stays for the change feed
-                if name in changes.requested:
-                    out.changes[name] = (store(f"d-{slug(name)}", delta, True),)
-                elif not delta.rows:
+                if requested:
+                    assert ref is not None
+                    out.changes[name] = (ref,)
+                elif ref is None:
                     if chain:
                         out.files[name] = chain
                         out.incremental = True
                     continue
                 else:
-                    ref = store(f"d-{slug(name)}", delta, True)
                     grown = (*chain, ref)
                     if state.changes_only and chain:  # no frozen state to compact: ask for it next
                         if self.policy.exceeded(grown) or self.policy.exceeded((*grown, ref)):
@@ -297,7 +313,9 @@ class IncrementalKeyedWriter:
                     out.changes[name] = (ref,)  # compaction: the delta stays for the change feed
                     if state.changes_only:  # empty in the base: the changes are every entry
                         state = _Upserts(state, name, snapshot, changes)
-            full = write_keyed(state, key_type, snapshot.key_group_range)
-            if full.rows:
-                out.files[name] = (store(f"k-{slug(name)}", full, False),)
+            full = store(
+                f"k-{slug(name)}", partial(write_keyed, state, key_type, snapshot.key_group_range), False
+            )
+            if full is not None:
+                out.files[name] = (full,)
         return out

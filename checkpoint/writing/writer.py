@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot, StateMetaInfo
 from flinkstate.state.keygroups.assignment import KeyGroupRange
@@ -20,9 +21,10 @@ from flinkstate.state.rocksdb.native import NativeSnapshot
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import CheckpointError
-from ..format import WrittenFile, write_keyed, write_operator, write_raw_keyed, write_raw_operator
+from ..format import write_keyed, write_operator, write_raw_keyed, write_raw_operator
 from ..manifest import FileRef, Files, OperatorStateInfo, SubtaskEntry
 from ..native_entry import NativeEntry
+from ..parquet_files import FileSink, WrittenFile
 from ..storage import Storage
 from .increments import BaseChain, ChainPolicy, IncrementalKeyedWriter
 from .native import NativeWriter
@@ -51,11 +53,17 @@ def slug(name: str) -> str:
     return f"{readable}-{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
+def file_ref(name: str, written: WrittenFile) -> FileRef:
+    """How the manifest describes the data file ``name``."""
+    return FileRef(
+        name, written.size, written.sha256, written.rows, written.key_groups, written.footer_sha256
+    )
+
+
 def store_file(directory: Storage, name: str, written: WrittenFile) -> FileRef:
-    """Write a finished data file as ``name`` and describe it for the manifest."""
+    """Write a data file finished in memory as ``name`` and describe it for the manifest."""
     directory.write_bytes(name, written.data)
-    return FileRef(name, len(written.data), written.sha256, written.rows, written.key_groups,
-                   written.footer_sha256)  # fmt: skip
+    return file_ref(name, written)
 
 
 class SubtaskWriter:
@@ -88,11 +96,25 @@ class SubtaskWriter:
         self.written: list[str] = []
         self.root = root
 
-    def _store(self, suffix: str, written: WrittenFile, delta: bool = False) -> FileRef:
+    def _store(
+        self, suffix: str, write: Callable[[FileSink], WrittenFile], delta: bool = False
+    ) -> FileRef | None:
+        """Write a file named by ``suffix`` streamed into the directory (``write`` writes it
+        into the sink it is given); ``None`` when it had no rows and was not kept."""
         name = f"{self._prefix}-{suffix}.parquet"
-        self.written.append(name)
-        ref = store_file(self.directory, name, written)
-        return replace(ref, checkpoint_id=self.checkpoint_id, delta=delta)
+        self.written.append(name)  # before a byte is written: an abort deletes it
+        sink = FileSink(self.directory, name)
+        written = write(sink)
+        if not sink.kept:
+            self.written.remove(name)
+            return None
+        return replace(file_ref(name, written), checkpoint_id=self.checkpoint_id, delta=delta)
+
+    def _kept(self, suffix: str, write: Callable[[FileSink], WrittenFile]) -> FileRef:
+        """:meth:`_store` of a file kept even without rows (operator and raw state)."""
+        ref = self._store(suffix, write)
+        assert ref is not None, "operator and raw state files are kept empty"
+        return ref
 
     def keyed(
         self, snapshot: KeyedStateSnapshot, base: BaseChain | None = None
@@ -110,9 +132,10 @@ class SubtaskWriter:
         for name, state in snapshot.states.items():
             if snapshot.key_type is None:
                 continue
-            written = write_keyed(state, snapshot.key_type, snapshot.key_group_range)
-            if written.rows:
-                files[name] = (self._store(f"k-{slug(name)}", written),)
+            key_type, rng = snapshot.key_type, snapshot.key_group_range
+            ref = self._store(f"k-{slug(name)}", partial(write_keyed, state, key_type, rng))
+            if ref is not None:
+                files[name] = (ref,)
         return files, {}, metas
 
     def native(self, snapshot: NativeSnapshot) -> NativeEntry:
@@ -137,11 +160,11 @@ class SubtaskWriter:
         for data in states:
             infos.append(OperatorStateInfo(data.name, data.mode, data.value_type, data.user_key_type))
             if data.mode is OperatorStateMode.BROADCAST:
-                written = write_operator(data.elements, data.value_type, data.user_key_type)
-                broadcast[data.name] = (self._store(f"b-{slug(data.name)}", written),)
+                write = partial(write_operator, data.elements, data.value_type, data.user_key_type)
+                broadcast[data.name] = (self._kept(f"b-{slug(data.name)}", write),)
             else:
-                written = write_operator(data.elements, data.value_type, None)
-                lists[data.name] = (self._store(f"o-{slug(data.name)}", written),)
+                write = partial(write_operator, data.elements, data.value_type, None)
+                lists[data.name] = (self._kept(f"o-{slug(data.name)}", write),)
         return lists, broadcast, tuple(infos)
 
     def write(
@@ -167,8 +190,12 @@ class SubtaskWriter:
             keyed_files, changes, metas = self.keyed(keyed, base)
             key_type, rng = keyed.key_type, keyed.key_group_range
         lists, broadcast, infos = self.operator(operator or ())
-        raw_k = None if not raw_keyed else self._store("raw-keyed", write_raw_keyed(raw_keyed))
-        raw_o = None if not raw_operator else self._store("raw-operator", write_raw_operator(raw_operator))
+        raw_k = None if not raw_keyed else self._kept("raw-keyed", partial(write_raw_keyed, raw_keyed))
+        raw_o = (
+            None
+            if not raw_operator
+            else self._kept("raw-operator", partial(write_raw_operator, raw_operator))
+        )
         entry = SubtaskEntry(
             self.subtask,
             None if rng is None else (rng.start, rng.end),

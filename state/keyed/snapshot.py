@@ -149,6 +149,11 @@ class StateSnapshot(ABC):
         otherwise (and by default): then read :meth:`columns`."""
         return None
 
+    def column_chunks(self, key_group: int) -> Iterator[StateColumns]:
+        """The entries of ``key_group`` as consecutive chunks of columns (by default one): a
+        backend holding more than memory reads a large key group a bounded chunk at a time."""
+        yield self.columns(key_group)
+
     def entries(self, key_group: int) -> Iterator[StateEntry]:
         """The entries of ``key_group`` one by one."""
         return self.columns(key_group).entries()

@@ -20,6 +20,7 @@ import threading
 from typing import IO, Any
 
 from ..errors import InvalidArgumentError, StateAccessError
+from ..memory import trim_heap
 from .options import RocksDBOptions
 
 MARKER = "FLINKSTATE_ROCKSDB"
@@ -147,8 +148,10 @@ class DbDirectory:
             _OPEN.discard(self.path)
 
     def close(self) -> None:
-        """Close the DB (every column family and iterator must be closed first) and unlock."""
+        """Close the DB (every column family and iterator must be closed first), unlock, and
+        give the memory it freed back to the OS (see :func:`trim_heap`)."""
         try:
             self.db.close()
         finally:
             self._release()
+            trim_heap()

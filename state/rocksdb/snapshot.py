@@ -11,7 +11,7 @@ needs before it can close.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -20,6 +20,9 @@ from ..keyed.snapshot import ChangedEntries, ColumnTransform, StateColumns, Stat
 from ..keygroups.assignment import KeyGroupRange
 from .changes import resolve
 from .column import Entries, StateColumn
+
+CHUNK = 65_536
+"""Entries :meth:`RocksDBStateSnapshot.column_chunks` reads at a time (a scope is never cut)."""
 
 
 class RocksDBStateSnapshot(StateSnapshot):
@@ -39,15 +42,15 @@ class RocksDBStateSnapshot(StateSnapshot):
         self._lock = threading.Lock()
         self._on_release = on_release
 
-    def _entries(self, key_group: int) -> Entries:
-        prefix = self._col.keys.absolute[key_group]
+    def _entries(self, prefix: bytes, start: bytes, limit: int | None = None) -> Entries:
+        """Entries with ``prefix`` from key ``start`` on, at most ``limit`` of them."""
         out: Entries = []
         with self._lock:
             it = self._iterator
             if it is None:
                 raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
-            it.seek(prefix)
-            while it.valid():
+            it.seek(start)
+            while it.valid() and len(out) != limit:
                 key = it.key()
                 if not key.startswith(prefix):
                     break
@@ -55,21 +58,45 @@ class RocksDBStateSnapshot(StateSnapshot):
                 it.next()
         return out
 
-    def columns(self, key_group: int) -> StateColumns:
-        if key_group not in self._range:
-            return StateColumns([], None, [])
+    def _decode(self, groups: Iterable[tuple[bytes, Entries]]) -> StateColumns:
+        """Columns of scopes given as (prefix, their entries)."""
         col = self._col
         keys: list[Any] = []
         namespaces: list[Any] = []
         states: list[Any] = []
         decode = col.layout.decode
-        for prefix, entries in col.groups(self._entries(key_group)):
+        for prefix, entries in groups:
             key, namespace = col.split_prefix(prefix)
             keys.append(key)
             namespaces.append(namespace)
             states.append(decode(col, prefix, entries))
         typed = self.meta.namespace_type is not None
         return self._transform(keys, namespaces if typed else None, states)
+
+    def columns(self, key_group: int) -> StateColumns:
+        if key_group not in self._range:
+            return StateColumns([], None, [])
+        prefix = self._col.keys.absolute[key_group]
+        return self._decode(self._col.groups(self._entries(prefix, prefix)))
+
+    def column_chunks(self, key_group: int) -> Iterator[StateColumns]:
+        """The key group read :data:`CHUNK` entries at a time, each chunk's scopes decoded
+        before the next is read; a scope going on past a chunk is held for the next one."""
+        if key_group not in self._range:
+            return
+        prefix = self._col.keys.absolute[key_group]
+        start = prefix
+        held: Entries = []
+        while True:
+            read = self._entries(prefix, start, CHUNK)
+            if read:
+                start = read[-1][0] + b"\x00"  # the next key in bytewise order
+            groups = list(self._col.groups(held + read))
+            held = groups.pop()[1] if len(read) == CHUNK and groups else []
+            if groups:
+                yield self._decode(groups)
+            if len(read) < CHUNK:
+                return
 
     def changed_entries(self, key_group: int, ids: Collection[Any]) -> ChangedEntries:
         """``ids`` are scope prefixes (see :mod:`.changes`): each is looked up in the snapshot."""
@@ -78,17 +105,8 @@ class RocksDBStateSnapshot(StateSnapshot):
             if self._iterator is None:
                 raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
             found, gone = resolve(self._iterator, ids, col.layout.single)
-        keys: list[Any] = []
-        namespaces: list[Any] = []
-        states: list[Any] = []
-        decode = col.layout.decode
-        for prefix, entries in found:
-            key, namespace = col.split_prefix(prefix)
-            keys.append(key)
-            namespaces.append(namespace)
-            states.append(decode(col, prefix, entries))
+        upserts = self._decode(found)
         typed = self.meta.namespace_type is not None
-        upserts = self._transform(keys, namespaces if typed else None, states)
         return ChangedEntries.of(self.meta, upserts, [col.split_prefix(p) for p in gone], typed)
 
     def release(self) -> None:

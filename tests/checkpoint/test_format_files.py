@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
-from flinkstate.checkpoint.format import keyed_schema, write_row_groups
+from flinkstate.checkpoint.format import keyed_schema
 from flinkstate.checkpoint.manifest import FileRef, SubtaskEntry
+from flinkstate.checkpoint.parquet_files import write_row_groups
 from flinkstate.checkpoint.writing.writer import SubtaskResult
 from flinkstate.state import (
     HeapKeyedStateBackend,

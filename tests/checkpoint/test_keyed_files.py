@@ -144,5 +144,5 @@ def test_key_groups_are_read_in_one_place() -> None:
     assert callers == {
         "checkpoint/reading/keyed_files.py",
         "checkpoint/reading/verified.py",
-        "checkpoint/format.py",
+        "checkpoint/parquet_files.py",
     }
