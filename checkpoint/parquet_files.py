@@ -30,6 +30,10 @@ TAIL = 1 << 20
 """Bytes a streamed file keeps of its end: its footer, unless larger (then read back)."""
 RELEASE_ROWS = 65_536
 """Rows of a row group after whose write freed memory goes back to the OS (see :func:`_write`)."""
+WRITE_BUFFER = 1 << 20
+"""Bytes the Parquet writer's output is gathered into before the sink (Python) sees them:
+each call into the sink needs the GIL, which the thread building the next row group holds,
+so many small writes (page headers) would wait on it one by one."""
 
 
 def writer_options(schema: pa.Schema) -> dict[str, Any]:
@@ -154,8 +158,9 @@ def write_row_groups(
     index: dict[int, tuple[int, int]] = {}
     rows = 0
     try:
+        out = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), WRITE_BUFFER)
         with (
-            pq.ParquetWriter(sink, schema, **writer_options(schema)) as writer,
+            pq.ParquetWriter(out, schema, **writer_options(schema)) as writer,
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer") as pool,
         ):
             pending: Future[None] | None = None
@@ -172,6 +177,7 @@ def write_row_groups(
                 pending = pool.submit(_write, writer, table)
             if pending is not None:
                 pending.result()
+        out.detach()  # the buffered bytes into the sink, which stays open
     except BaseException:
         sink.abandon()
         raise

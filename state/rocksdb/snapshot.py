@@ -21,7 +21,7 @@ from ..keygroups.assignment import KeyGroupRange
 from .changes import resolve
 from .column import Entries, StateColumn
 
-CHUNK = 65_536
+CHUNK = 262_144
 """Entries :meth:`RocksDBStateSnapshot.column_chunks` reads at a time (a scope is never cut)."""
 
 
@@ -89,14 +89,16 @@ class RocksDBStateSnapshot(StateSnapshot):
         held: Entries = []
         while True:
             read = self._entries(prefix, start, CHUNK)
-            if read:
-                start = read[-1][0] + b"\x00"  # the next key in bytewise order
-            groups = list(self._col.groups(held + read))
-            held = groups.pop()[1] if len(read) == CHUNK and groups else []
+            entries = held + read if held else read
+            if len(read) < CHUNK:  # the key group's last chunk: decoded as it is grouped
+                if entries:
+                    yield self._decode(self._col.groups(entries))
+                return
+            start = read[-1][0] + b"\x00"  # the next key in bytewise order
+            groups = list(self._col.groups(entries))
+            held = groups.pop()[1]
             if groups:
                 yield self._decode(groups)
-            if len(read) < CHUNK:
-                return
 
     def changed_entries(self, key_group: int, ids: Collection[Any]) -> ChangedEntries:
         """``ids`` are scope prefixes (see :mod:`.changes`): each is looked up in the snapshot."""
