@@ -46,9 +46,30 @@ class BackendOptions:
     def needs_directory(self) -> bool:
         return needs_directory(self.kind)
 
-    def make(self, *, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> AbstractKeyedStateBackend:
-        """A new keyed backend (see :func:`make_keyed_backend` for ``path`` and ``kwargs``)."""
-        return make_keyed_backend(self.kind, path=path, options=self.rocksdb, **kwargs)
+    def make(
+        self,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        key_type: Any = None,
+        max_parallelism: int = 128,
+        key_group_range: KeyGroupRange | None = None,
+        time_provider: Any = None,
+    ) -> AbstractKeyedStateBackend:
+        """A new keyed backend of this kind: ``"rocksdb"`` needs ``path``, a directory of
+        its own (one per task attempt); ``"heap"`` takes none."""
+        common: dict[str, Any] = {
+            "key_type": key_type,
+            "max_parallelism": max_parallelism,
+            "key_group_range": key_group_range,
+            "time_provider": time_provider,
+        }
+        if self.kind == "heap":
+            if path is not None:
+                raise InvalidArgumentError("the heap backend takes no directory", code="INVALID_OPTION")
+            return HeapKeyedStateBackend(**common)
+        if path is None:
+            raise InvalidArgumentError("the rocksdb backend needs a directory (path=...)", code="INVALID_OPTION")
+        return RocksDBKeyedStateBackend(path, options=self.rocksdb, **common)
 
 
 def backend_options(
@@ -87,27 +108,12 @@ def make_keyed_backend(
     time_provider: Any = None,
     options: RocksDBOptions | Mapping[str, Any] | None = None,
 ) -> AbstractKeyedStateBackend:
-    """A new keyed backend of ``kind``.
-
-    ``"rocksdb"`` needs ``path``, a directory of its own (one per task attempt) and takes
-    ``options`` (:class:`RocksDBOptions` or a mapping of its fields); ``"heap"`` takes
-    neither.
-    """
-    check_backend(kind)
-    common: dict[str, Any] = {
-        "key_type": key_type,
-        "max_parallelism": max_parallelism,
-        "key_group_range": key_group_range,
-        "time_provider": time_provider,
-    }
-    if kind == "heap":
-        if path is not None or options is not None:
-            raise InvalidArgumentError(
-                "the heap backend takes no directory or RocksDB options", code="INVALID_OPTION"
-            )
-        return HeapKeyedStateBackend(**common)
-    if path is None:
-        raise InvalidArgumentError("the rocksdb backend needs a directory (path=...)", code="INVALID_OPTION")
-    if options is not None and not isinstance(options, RocksDBOptions):
-        options = RocksDBOptions.from_mapping(options)
-    return RocksDBKeyedStateBackend(path, options=options, **common)
+    """A new keyed backend of ``kind``, its ``options`` parsed by :func:`backend_options`
+    (RocksDB's only) and built by :meth:`BackendOptions.make`."""
+    return backend_options(kind, options).make(
+        path=path,
+        key_type=key_type,
+        max_parallelism=max_parallelism,
+        key_group_range=key_group_range,
+        time_provider=time_provider,
+    )
