@@ -68,7 +68,9 @@ class BackendOptions:
                 raise InvalidArgumentError("the heap backend takes no directory", code="INVALID_OPTION")
             return HeapKeyedStateBackend(**common)
         if path is None:
-            raise InvalidArgumentError("the rocksdb backend needs a directory (path=...)", code="INVALID_OPTION")
+            raise InvalidArgumentError(
+                "the rocksdb backend needs a directory (path=...)", code="INVALID_OPTION"
+            )
         return RocksDBKeyedStateBackend(path, options=self.rocksdb, **common)
 
 

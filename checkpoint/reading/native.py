@@ -112,14 +112,15 @@ def _restore_into(
 def opened(directory: Storage, op: OperatorEntry, entry: SubtaskEntry, checkpoint_id: int,
            like: AbstractKeyedStateBackend | None = None) -> Iterator[RocksDBKeyedStateBackend]:  # fmt: skip
     """``entry``'s files opened as a temporary RocksDB backend (deleted afterwards); its
-    TTL clock and watermark are ``like``'s, when given, and its RocksDB options (memory
-    budget) too when ``like`` is a RocksDB backend."""
+    TTL clock and watermark are ``like``'s, when given, and when ``like`` is a RocksDB
+    backend, its options and its memory (one block cache for both)."""
     work = tempfile.mkdtemp(prefix="flinkstate-native-")
     try:
         clock = like.time_provider if like else None
-        options = like.options if isinstance(like, RocksDBKeyedStateBackend) else None
+        rocks = like if isinstance(like, RocksDBKeyedStateBackend) else None
+        options = rocks.options if rocks is not None else None
         tmp = RocksDBKeyedStateBackend(os.path.join(work, "db"), op.key_type, op.max_parallelism,
-                                       _held(entry), clock, options)  # fmt: skip
+                                       _held(entry), clock, options, memory_of=rocks)  # fmt: skip
         try:
             if like is not None:
                 tmp.advance_watermark(like.current_watermark)

@@ -113,7 +113,11 @@ class SubtaskWriter:
     def _kept(self, suffix: str, write: Callable[[FileSink], WrittenFile]) -> FileRef:
         """:meth:`_store` of a file kept even without rows (operator and raw state)."""
         ref = self._store(suffix, write)
-        assert ref is not None, "operator and raw state files are kept empty"
+        if ref is None:  # ``write`` must keep a file without rows: the manifest lists it
+            raise CheckpointError(
+                f"the {suffix} file of operator {self.uid!r}, subtask {self.subtask}, was not kept",
+                code="WRITE_FAILED",
+            )
         return ref
 
     def keyed(

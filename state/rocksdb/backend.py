@@ -30,7 +30,7 @@ from .directory import DbDirectory
 from .list_state import RocksDBListState
 from .map_state import RocksDBMapState
 from .native import NativeSnapshot, take
-from .options import RocksDBOptions
+from .options import RocksDBMemory, RocksDBOptions
 from .reducing_state import RocksDBReducingState
 from .snapshot import RocksDBStateSnapshot
 from .value_state import RocksDBValueState
@@ -48,10 +48,14 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
     """Keyed state in RocksDB (rocksdict, raw bytes), in the directory ``path``.
 
     One column family per state; keys laid out as Flink lays them out (see
-    :mod:`.codec`); memory bounded by ``options`` (:class:`RocksDBOptions`). The
-    directory belongs to this backend until :meth:`close`; use one directory per task
+    :mod:`.codec`); memory bounded by ``options`` (:class:`RocksDBOptions`), within the
+    budget of ``memory_of`` when given (a temporary DB opened on that backend's behalf).
+    The directory belongs to this backend until :meth:`close`; use one directory per task
     attempt.
     """
+
+    memory: RocksDBMemory
+    """The block cache and write buffer manager (``memory_of``'s, when given)."""
 
     def __init__(
         self,
@@ -61,12 +65,15 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         key_group_range: KeyGroupRange | None = None,
         time_provider: Any = None,
         options: RocksDBOptions | None = None,
+        *,
+        memory_of: RocksDBKeyedStateBackend | None = None,
     ) -> None:
         self._key_codec = KeyCodec(check_max_parallelism(max_parallelism), 0)
         super().__init__(key_type, max_parallelism, key_group_range, time_provider)
         self._key_codec.set_range_start(self._kg_start)
         self.options = options or RocksDBOptions()
-        self._dir = DbDirectory(os.fspath(path), self.options)
+        self.memory = memory_of.memory if memory_of is not None else RocksDBMemory(self.options)
+        self._dir = DbDirectory(os.fspath(path), self.options, self.memory)
         self._columns: dict[str, StateColumn] = {}
         self._sweeps: dict[str, TtlCompactionSweep] = {}
         self._snapshots: weakref.WeakSet[RocksDBStateSnapshot] = weakref.WeakSet()

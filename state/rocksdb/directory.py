@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from ..errors import InvalidArgumentError, StateAccessError
 from ..memory import trim_heap
-from .options import RocksDBOptions
+from .options import RocksDBMemory, RocksDBOptions
 
 MARKER = "FLINKSTATE_ROCKSDB"
 MARKER_TEXT = "flinkstate RocksDB keyed state backend, layout version 1\n"
@@ -38,7 +38,7 @@ _OPEN_GUARD = threading.Lock()
 class DbDirectory:
     """An owned, locked directory with an open RocksDB in ``<path>/db``."""
 
-    def __init__(self, path: str, options: RocksDBOptions) -> None:
+    def __init__(self, path: str, options: RocksDBOptions, memory: RocksDBMemory) -> None:
         self.path = os.path.abspath(os.fspath(path))
         with _OPEN_GUARD:
             if self.path in _OPEN:
@@ -51,7 +51,7 @@ class DbDirectory:
         self._files = itertools.count()
         try:
             self._claim()
-            self.db_options, self.cf_options = options.build()
+            self.db_options, self.cf_options = options.build(memory)
             self.write_options = options.write_options()
             self.db = self._open_db()
         except BaseException:

@@ -81,14 +81,12 @@ class RocksDBOptions:
         """RocksDB's memory for this backend: the block cache, which the memtables are charged to."""
         return self.block_cache_bytes
 
-    def build(self) -> tuple[Any, Any]:
-        """(DB options, column family options) sharing one cache and write buffer manager."""
+    def build(self, memory: RocksDBMemory | None = None) -> tuple[Any, Any]:
+        """(DB options, column family options) charging ``memory`` (default: a new one)."""
         import rocksdict
 
-        cache = rocksdict.Cache(self.block_cache_bytes)
-        manager = rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
-            self.total_write_buffer_bytes, False, cache
-        )
+        memory = memory or RocksDBMemory(self)
+        cache, manager = memory.cache, memory.manager
         table = rocksdict.BlockBasedOptions()
         table.set_block_cache(cache)
         table.set_bloom_filter(10, False)
@@ -117,6 +115,20 @@ class RocksDBOptions:
         # a property at run time; rocksdict's stub wrongly declares a method
         opts.disable_wal = self.disable_wal  # type: ignore[method-assign,assignment]
         return opts
+
+
+class RocksDBMemory:
+    """A backend's RocksDB memory: its LRU block cache and the write buffer manager that
+    charges memtables to it. A temporary DB opened on a backend's behalf (a rescale's
+    source) shares it, so the two stay within one budget."""
+
+    def __init__(self, options: RocksDBOptions) -> None:
+        import rocksdict
+
+        self.cache: Any = rocksdict.Cache(options.block_cache_bytes)
+        self.manager: Any = rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
+            options.total_write_buffer_bytes, False, self.cache
+        )
 
 
 def _compaction_style(name: str) -> Any:

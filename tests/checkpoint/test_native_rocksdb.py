@@ -179,22 +179,23 @@ def test_merged_sources_open_with_the_targets_options(
     tmp_path: Path, native_and_parquet: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rescale that merges opens the other subtask's files within the target's RocksDB
-    options (its memory budget), not with defaults."""
+    options and memory (one block cache for both: one budget), not with defaults."""
     from flinkstate.state import RocksDBOptions
     from flinkstate.state.rocksdb import backend as rocksdb_backend
 
     written, native, _ = native_and_parquet
     options = RocksDBOptions(block_cache_bytes=8 << 20, write_buffer_bytes=1 << 20,
                              total_write_buffer_bytes=4 << 20, bulk_load_min_entries=7)  # fmt: skip
-    opened: list[RocksDBOptions] = []
+    opened: list[tuple[RocksDBOptions, Any]] = []
     directory = rocksdb_backend.DbDirectory
 
-    def spy(path: str, given: RocksDBOptions) -> Any:
-        opened.append(given)
-        return directory(path, given)
+    def spy(path: str, given: RocksDBOptions, memory: Any) -> Any:
+        opened.append((given, memory))
+        return directory(path, given, memory)
 
     monkeypatch.setattr(rocksdb_backend, "DbDirectory", spy)
     factory = lambda **kw: RocksDBKeyedStateBackend(tmp_path / "target", options=options, **kw)  # noqa: E731
     with native.keyed_backend("op", 0, 1, backend_factory=factory, time_provider=CLOCK) as restored:
         assert everything([restored]) == Counter(written)
-    assert opened == [options, options]  # the target, then the second subtask's files
+    assert [given for given, _ in opened] == [options, options]  # the target, then the second subtask's files
+    assert opened[1][1] is opened[0][1] is restored.memory

@@ -189,3 +189,20 @@ def test_pending_writes_go_through_the_target(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(CheckpointStateError):
         pending.write_snapshot("e", late)
     assert releases.count == 4
+
+
+def test_an_operator_state_file_not_kept_is_a_typed_error(tmp_path: Path) -> None:
+    """Operator and raw state files are listed even without rows; a write that left none
+    behind is ``[WRITE_FAILED]``, never a manifest without the file."""
+    import pyarrow as pa
+
+    from flinkstate.checkpoint.parquet_files import write_row_groups
+    from flinkstate.checkpoint.storage import Storage
+    from flinkstate.checkpoint.writing.writer import SubtaskWriter
+
+    writer = SubtaskWriter(Storage(str(tmp_path)), "op", 0, 1, 128, checkpoint_id=1)
+    schema = pa.schema([("v", pa.int64())])
+    kept = writer._kept("o-list", lambda sink: write_row_groups(schema, [], sink=sink))
+    assert kept.rows == 0 and (tmp_path / kept.path).exists()
+    with pytest.raises(CheckpointError, match=r"\[WRITE_FAILED\].*o-empty"):
+        writer._kept("o-empty", lambda sink: write_row_groups(schema, [], sink=sink, keep_empty=False))

@@ -61,3 +61,27 @@ def test_memory_stays_within_the_budget_while_writing_many_times_it(tmp_path: Pa
         usage.append(b.memory_usage())
         assert b.disk_usage("v") > 4 * budget
         assert 1 << 20 < max(usage) <= budget * 1.05, usage  # memtables are charged to the cache
+
+
+def test_a_backend_opened_for_another_shares_its_memory(tmp_path: Path) -> None:
+    """``memory_of``: the second backend's memtables are charged to the first one's cache
+    (one budget for both); a backend without it has a cache of its own."""
+    opts = RocksDBOptions(
+        block_cache_bytes=8 << 20, write_buffer_bytes=1 << 20, total_write_buffer_bytes=4 << 20
+    )
+    desc = ValueStateDescriptor("v", Types.STRING())
+    rnd = random.Random(2)
+    with (
+        RocksDBKeyedStateBackend(tmp_path / "a", key_type=Types.LONG(), options=opts) as a,
+        RocksDBKeyedStateBackend(tmp_path / "b", key_type=Types.LONG(), options=opts, memory_of=a) as b,
+        RocksDBKeyedStateBackend(tmp_path / "c", key_type=Types.LONG(), options=opts) as c,
+    ):
+        assert b.memory is a.memory and c.memory is not a.memory
+        before = a.memory_usage(), c.memory_usage()
+        state = b.get_state(desc)
+        for k in range(2_000):  # ~1 MiB of values in b's memtables
+            b.set_current_key(k)
+            state.update(rnd.randbytes(250).hex())
+        assert a.memory_usage() >= before[0] + (512 << 10)
+        assert b.memory_usage() == a.memory_usage()
+        assert c.memory_usage() < before[1] + (256 << 10)
