@@ -42,21 +42,30 @@ class RocksDBStateSnapshot(StateSnapshot):
         self._lock = threading.Lock()
         self._on_release = on_release
 
-    def _entries(self, prefix: bytes, start: bytes, limit: int | None = None) -> Entries:
-        """Entries with ``prefix`` from key ``start`` on, at most ``limit`` of them."""
-        out: Entries = []
+    def _scan(self, prefix: bytes, start: bytes, limit: int | None = None) -> tuple[list[bytes], list[bytes]]:
+        """(keys, values) of the entries with ``prefix`` from key ``start`` on, at most
+        ``limit`` of them: two lists of bytes, which the garbage collector does not track
+        (a tuple per entry would be tracked, and a large key group's would make it scan
+        them again and again)."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
         with self._lock:
             it = self._iterator
             if it is None:
                 raise StateAccessError("the snapshot was released", code="SNAPSHOT_RELEASED")
             it.seek(start)
-            while it.valid() and len(out) != limit:
+            while it.valid() and len(keys) != limit:
                 key = it.key()
                 if not key.startswith(prefix):
                     break
-                out.append((key, it.value()))
+                keys.append(key)
+                values.append(it.value())
                 it.next()
-        return out
+        return keys, values
+
+    def _entries(self, prefix: bytes, start: bytes, limit: int | None = None) -> Entries:
+        """:meth:`_scan` as (key, value) pairs."""
+        return list(zip(*self._scan(prefix, start, limit), strict=True))
 
     def _decode(self, groups: Iterable[tuple[bytes, Entries]]) -> StateColumns:
         """Columns of scopes given as (prefix, their entries)."""
@@ -73,10 +82,27 @@ class RocksDBStateSnapshot(StateSnapshot):
         typed = self.meta.namespace_type is not None
         return self._transform(keys, namespaces if typed else None, states)
 
+    def _decode_single(self, prefixes: list[bytes], values: list[bytes]) -> StateColumns:
+        """Columns of a single-entry layout's entries: each entry is a scope, its key the
+        scope's prefix and its value the state (no grouping)."""
+        col = self._col
+        split = col.split_prefix
+        keys: list[Any] = []
+        namespaces: list[Any] = []
+        for prefix in prefixes:
+            key, namespace = split(prefix)
+            keys.append(key)
+            namespaces.append(namespace)
+        states = list(map(col.values.loads, values))
+        typed = self.meta.namespace_type is not None
+        return self._transform(keys, namespaces if typed else None, states)
+
     def columns(self, key_group: int) -> StateColumns:
         if key_group not in self._range:
             return StateColumns([], None, [])
         prefix = self._col.keys.absolute[key_group]
+        if self._col.layout.single:
+            return self._decode_single(*self._scan(prefix, prefix))
         return self._decode(self._col.groups(self._entries(prefix, prefix)))
 
     def column_chunks(self, key_group: int) -> Iterator[StateColumns]:
@@ -85,6 +111,9 @@ class RocksDBStateSnapshot(StateSnapshot):
         if key_group not in self._range:
             return
         prefix = self._col.keys.absolute[key_group]
+        if self._col.layout.single:
+            yield from self._single_chunks(prefix)
+            return
         start = prefix
         held: Entries = []
         while True:
@@ -99,6 +128,17 @@ class RocksDBStateSnapshot(StateSnapshot):
             held = groups.pop()[1]
             if groups:
                 yield self._decode(groups)
+
+    def _single_chunks(self, prefix: bytes) -> Iterator[StateColumns]:
+        """:meth:`column_chunks` of a single-entry layout: a chunk never cuts a scope."""
+        start = prefix
+        while True:
+            keys, values = self._scan(prefix, start, CHUNK)
+            if keys:
+                yield self._decode_single(keys, values)
+            if len(keys) < CHUNK:
+                return
+            start = keys[-1] + b"\x00"  # the next key in bytewise order
 
     def changed_entries(self, key_group: int, ids: Collection[Any]) -> ChangedEntries:
         """``ids`` are scope prefixes (see :mod:`.changes`): each is looked up in the snapshot."""

@@ -130,6 +130,12 @@ def test_rocksdb_snapshot_chunks_are_its_key_groups(tmp_path: Path, monkeypatch:
     with checkpoint.keyed_backend("op", 0, 1, backend_factory=factory, time_provider=CLOCK) as rocks:
         with rocks.snapshot() as snap:
             whole = {(n, kg): s.columns(kg) for n, s in snap.states.items() for kg in snap.key_group_range}
+            for (name, kg), columns in whole.items():  # single-entry states: as grouped ones
+                state: Any = snap.states[name]
+                if state._col.layout.single:
+                    prefix = state._col.keys.absolute[kg]
+                    grouped = state._decode(state._col.groups(state._entries(prefix, prefix)))
+                    assert _joined([grouped]) == _joined([columns]), (name, kg)
             monkeypatch.setattr(rocksdb_snapshot, "CHUNK", 3)
             split = set()
             for (name, kg), columns in whole.items():
