@@ -209,11 +209,19 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         col.stop_recording()  # restored entries are no change (recording starts at the next take)
         kg_prefix = self._key_codec.group_prefix(kgi)
         namespaces = columns.namespaces or [None] * len(columns.keys)
-        encode, check = col.layout.encode, col.namespaces.check
-        puts: list[tuple[bytes, bytes]] = []
-        for key, ns, stored in zip(columns.keys, namespaces, stored_states(meta, columns), strict=True):
-            check(ns)
-            puts.extend(encode(col, col.prefix(kg_prefix, key, ns), stored))
+        check, prefix = col.namespaces.check, col.prefix
+        puts: dict[bytes, bytes] = {}
+        states = zip(columns.keys, namespaces, stored_states(meta, columns), strict=True)
+        if col.layout.single:  # the entry of a scope is its prefix and the state
+            dumps = col.values.dumps
+            for key, ns, stored in states:
+                check(ns)
+                puts[prefix(kg_prefix, key, ns)] = dumps(stored)
+        else:
+            encode = col.layout.encode
+            for key, ns, stored in states:
+                check(ns)
+                puts.update(encode(col, prefix(kg_prefix, key, ns), stored))
         col.load(puts, self.options.bulk_load_min_entries, self._dir.ingest_file)
 
     def _bind_restored(
@@ -227,13 +235,13 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         new.stop_recording()  # migrated entries are no change: the old column's record carries over
         new.namespaces.set_type(old.namespaces.type)
         new.transform_factory = old.transform_factory
-        batch: list[tuple[bytes, bytes]] = []
+        batch: dict[bytes, bytes] = {}
         bulk_min, sst_path = self.options.bulk_load_min_entries, self._dir.ingest_file
         for prefix, entries in old.groups(old.iter_all()):  # in key order: each load is one key range
-            batch.extend(new.layout.encode(new, prefix, migrate(old.layout.decode(old, prefix, entries))))
+            batch.update(new.layout.encode(new, prefix, migrate(old.layout.decode(old, prefix, entries))))
             if len(batch) >= _MIGRATE_CHUNK:
                 new.load(batch, bulk_min, sst_path)
-                batch = []
+                batch = {}
         new.load(batch, bulk_min, sst_path)
         new.take_over_changes(old)
         self._columns[meta.name] = new
@@ -354,14 +362,14 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         for name, src in other._columns.items():
             dst = self._columns[name]
             dst.stop_recording()  # restored entries are no change
-            batch: list[tuple[bytes, bytes]] = []
+            batch: dict[bytes, bytes] = {}
             for key, value in src.iter_all(begin):
                 if key >= end:
                     break
-                batch.append((key, value))
+                batch[key] = value
                 if len(batch) >= _MIGRATE_CHUNK:
                     dst.load(batch, bulk_min, sst_path)
-                    batch = []
+                    batch = {}
             dst.load(batch, bulk_min, sst_path)
             dst.continue_sequence(src.sequence)
 

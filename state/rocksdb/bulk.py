@@ -11,8 +11,9 @@ moved into the DB (a hard link, no copy). A file that overlaps nothing already i
 column family goes straight to the last level; one that does is placed above the entries
 it overlaps, so it wins over them, as later puts would.
 
-What the DB holds afterwards is what the puts would have left: the same keys and values
-(the last value of a key given twice). Small loads still use write batches
+A load is a dict of keys to values, so a key given twice keeps its last value, which is
+what puts would have left; the dict holds only bytes, so the garbage collector does not
+track it, as it would a list of pairs per entry. Small loads still use write batches
 (:attr:`.RocksDBOptions.bulk_load_min_entries`): a file, its ingestion and the memtable
 flush it may cause cost more than a few thousand puts.
 """
@@ -21,35 +22,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import StateAccessError
 
-Entries = list[tuple[bytes, bytes]]
 
-
-def sorted_unique(entries: Entries) -> Entries:
-    """``entries`` in key order, the last value of a key given twice kept (what puts leave)."""
-    return sorted(dict(entries).items())
-
-
-def ingest(cf: Any, cf_options: Any, path: str, entries: Entries) -> None:
-    """Write ``entries`` (strictly increasing keys) to the SST file ``path`` and ingest it
-    into the column family ``cf``; the file is gone afterwards, whatever happens."""
+def ingest(cf: Any, cf_options: Any, path: str, puts: Mapping[bytes, bytes]) -> None:
+    """Write ``puts`` in key order to the SST file ``path`` and ingest it into the column
+    family ``cf``; the file is gone afterwards, whatever happens."""
     import rocksdict
 
     try:
         writer = rocksdict.SstFileWriter(cf_options)
         writer.open(path)
-        for key, value in entries:
-            writer[key] = value
+        for key in sorted(puts):
+            writer[key] = puts[key]
         writer.finish()
         opts = rocksdict.IngestExternalFileOptions()
         opts.set_move_files(True)
         cf.ingest_external_file([path], opts)
     except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
         raise StateAccessError(
-            f"bulk-loading {len(entries)} entries from {path} failed: {exc}", code="BULK_LOAD_FAILED"
+            f"bulk-loading {len(puts)} entries from {path} failed: {exc}", code="BULK_LOAD_FAILED"
         ) from exc
     finally:
         with contextlib.suppress(FileNotFoundError):

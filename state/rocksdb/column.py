@@ -192,17 +192,17 @@ class StateColumn:
             if self.on_write is not None:
                 self.on_write()
 
-    def load(self, puts: Entries, bulk_min: int, sst_path: Callable[[], str]) -> None:
-        """Put restored ``puts`` (any order; the last of a key given twice wins): from
-        ``bulk_min`` entries on as one sorted SST file at ``sst_path()``, ingested (see
-        :mod:`.bulk`), below that in write batches. Not atomic; restored entries are no
-        change, so the column is not recording."""
+    def load(self, puts: dict[bytes, bytes], bulk_min: int, sst_path: Callable[[], str]) -> None:
+        """Put restored ``puts``: from ``bulk_min`` entries on as one sorted SST file at
+        ``sst_path()``, ingested (see :mod:`.bulk`), below that in write batches. Not atomic;
+        restored entries are no change, so the column is not recording."""
         assert self.changed is None, "a load is a restore: stop recording first"
         if len(puts) < bulk_min:
-            for start in range(0, len(puts), _WRITE_BATCH):
-                self.write(puts[start : start + _WRITE_BATCH])
+            items = list(puts.items())
+            for start in range(0, len(items), _WRITE_BATCH):
+                self.write(items[start : start + _WRITE_BATCH])
             return
-        bulk.ingest(self.view(), self._cf_options, sst_path(), bulk.sorted_unique(puts))
+        bulk.ingest(self.view(), self._cf_options, sst_path(), puts)
         if self.on_write is not None:
             self.on_write()
 

@@ -274,13 +274,25 @@ def test_a_failed_ingestion_is_typed_and_leaves_no_file(tmp_path: Path) -> None:
     _, cf_options = RocksDBOptions().build()
     path = str(tmp_path / "x.sst")
     with pytest.raises(StateAccessError, match=r"\[BULK_LOAD_FAILED\].*No space left"):
-        bulk.ingest(_FailingColumnFamily(), cf_options, path, [(b"a", b"1"), (b"b", b"2")])
+        bulk.ingest(_FailingColumnFamily(), cf_options, path, {b"b": b"2", b"a": b"1"})
     assert not os.path.exists(path)
 
 
-def test_sorted_unique_is_what_puts_leave() -> None:
-    puts = [(b"\x01b", b"1"), (b"\x00", b"2"), (b"\x01b", b"3"), (b"\x01", b"4"), (b"\xff", b"")]
-    model: dict[bytes, bytes] = {}
-    for key, value in puts:
-        model[key] = value
-    assert bulk.sorted_unique(puts) == sorted(model.items())
+def test_ingest_writes_a_dict_in_key_order(tmp_path: Path) -> None:
+    """A load's dict, in any order, becomes one sorted file: the DB reads back the dict."""
+    import random
+
+    import rocksdict
+
+    db_options, cf_options = RocksDBOptions().build()
+    db = rocksdict.Rdict(str(tmp_path / "db"), db_options)
+    try:
+        rnd = random.Random(3)
+        puts = {rnd.randbytes(rnd.randint(1, 6)): rnd.randbytes(3) for _ in range(500)}
+        puts[b"\x00"], puts[b"\xff"] = b"", b"last"
+        assert list(puts) != sorted(puts)
+        bulk.ingest(db, cf_options, str(tmp_path / "x.sst"), puts)
+        assert list(db.items()) == sorted(puts.items())
+        assert not os.path.exists(tmp_path / "x.sst")
+    finally:
+        db.close()
