@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -363,13 +363,12 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             dst = self._columns[name]
             dst.stop_recording()  # restored entries are no change
             batch: dict[bytes, bytes] = {}
-            for key, value in src.iter_all(begin):
-                if key >= end:
-                    break
-                batch[key] = value
-                if len(batch) >= _MIGRATE_CHUNK:
-                    dst.load(batch, bulk_min, sst_path)
-                    batch = {}
+            with closing(src.entries_between(begin, end)) as entries:
+                for key, value in entries:
+                    batch[key] = value
+                    if len(batch) >= _MIGRATE_CHUNK:
+                        dst.load(batch, bulk_min, sst_path)
+                        batch = {}
             dst.load(batch, bulk_min, sst_path)
             dst.continue_sequence(src.sequence)
 

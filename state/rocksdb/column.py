@@ -12,7 +12,7 @@ reads always see every earlier write.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -252,6 +252,22 @@ class StateColumn:
             if len(entries) < chunk:
                 return
             start = entries[-1][0] + b"\x00"
+
+    def entries_between(self, begin: bytes, end: bytes) -> Generator[tuple[bytes, bytes], None, None]:
+        """Every entry with a key in ``[begin, end)``, through one iterator (a seek per
+        call, not per chunk: seeks cost more as the DB grows); close the generator, or use
+        it up, before the DB closes."""
+        it = self.view().iter()
+        try:
+            it.seek(begin)
+            while it.valid():
+                key = it.key()
+                if key >= end:
+                    return
+                yield key, it.value()
+                it.next()
+        finally:
+            del it
 
     def has_prefix(self, prefix: bytes) -> bool:
         for key in self.view().keys(from_key=prefix):
