@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -362,14 +362,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         for name, src in other._columns.items():
             dst = self._columns[name]
             dst.stop_recording()  # restored entries are no change
-            batch: dict[bytes, bytes] = {}
-            with closing(src.entries_between(begin, end)) as entries:
-                for key, value in entries:
-                    batch[key] = value
-                    if len(batch) >= _MIGRATE_CHUNK:
-                        dst.load(batch, bulk_min, sst_path)
-                        batch = {}
-            dst.load(batch, bulk_min, sst_path)
+            dst.copy_from(src, begin, end, bulk_min, sst_path)
             dst.continue_sequence(src.sequence)
 
     def drop_key_groups(self, key_groups: KeyGroupRange) -> None:

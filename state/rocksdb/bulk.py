@@ -1,4 +1,4 @@
-"""Bulk loading: many entries written as one sorted SST file, ingested into a column family.
+"""Bulk loading: many entries written as sorted SST files, ingested into a column family.
 
 A restore (Parquet → RocksDB, heap → RocksDB, rescales) hands the backend one key group of
 one state at a time. Put entry by entry, each would go through the memtable, be flushed to
@@ -16,36 +16,75 @@ what puts would have left; the dict holds only bytes, so the garbage collector d
 track it, as it would a list of pairs per entry. Small loads still use write batches
 (:attr:`.RocksDBOptions.bulk_load_min_entries`): a file, its ingestion and the memtable
 flush it may cause cost more than a few thousand puts.
+
+A rescale that merges copies another subtask's stored entries of a key-group range: they
+come sorted from that DB's iterator, bounded in RocksDB at the range's end, and stream into
+the files as they are read (:func:`stored_between`, :func:`ingest_sorted`), with no dict,
+no sort and no key compared in Python.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
 from typing import Any
 
 from ..errors import StateAccessError
 
+FILE_ENTRIES = 1 << 22
+"""Entries an ingested SST file holds at most (its index and bloom filter stay in memory
+until it is finished)."""
 
-def ingest(cf: Any, cf_options: Any, path: str, puts: Mapping[bytes, bytes]) -> None:
-    """Write ``puts`` in key order to the SST file ``path`` and ingest it into the column
-    family ``cf``; the file is gone afterwards, whatever happens."""
+
+def ingest(cf: Any, cf_options: Any, sst_path: Callable[[], str], puts: Mapping[bytes, bytes]) -> None:
+    """Write ``puts`` in key order to SST files and ingest them into the column family ``cf``."""
+    keys = sorted(puts)
+    ingest_sorted(cf, cf_options, sst_path, zip(keys, map(puts.__getitem__, keys), strict=True))
+
+
+def ingest_sorted(
+    cf: Any, cf_options: Any, sst_path: Callable[[], str], entries: Iterable[tuple[bytes, bytes]]
+) -> None:
+    """Write ``entries`` (keys strictly increasing), as they come, to SST files at
+    ``sst_path()`` of at most :data:`FILE_ENTRIES` each, and ingest them into the column
+    family ``cf`` together; the files are gone afterwards, whatever happens (and so is any
+    reference to ``entries``: a failure's traceback keeps no RocksDB iterator open)."""
     import rocksdict
 
+    paths: list[str] = []
+    it = iter(entries)
     try:
-        writer = rocksdict.SstFileWriter(cf_options)
-        writer.open(path)
-        for key in sorted(puts):
-            writer[key] = puts[key]
-        writer.finish()
-        opts = rocksdict.IngestExternalFileOptions()
-        opts.set_move_files(True)
-        cf.ingest_external_file([path], opts)
+        first = next(it, None)
+        while first is not None:
+            paths.append(sst_path())
+            writer = rocksdict.SstFileWriter(cf_options)
+            writer.open(paths[-1])
+            writer[first[0]] = first[1]
+            for key, value in islice(it, FILE_ENTRIES - 1):
+                writer[key] = value
+            writer.finish()
+            first = next(it, None)
+        if paths:
+            opts = rocksdict.IngestExternalFileOptions()
+            opts.set_move_files(True)
+            cf.ingest_external_file(paths, opts)
     except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
-        raise StateAccessError(
-            f"bulk-loading {len(puts)} entries from {path} failed: {exc}", code="BULK_LOAD_FAILED"
-        ) from exc
+        raise StateAccessError(f"bulk-loading {paths} failed: {exc}", code="BULK_LOAD_FAILED") from exc
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)  # moved in: the DB keeps its own link
+        del it, entries
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)  # moved in: the DB keeps its own link
+
+
+def stored_between(cf: Any, begin: bytes, end: bytes) -> Iterable[tuple[bytes, bytes]]:
+    """The entries of column family ``cf`` with keys in ``[begin, end)``, in key order,
+    read by one RocksDB iterator bounded at ``end`` (no key compared in Python)."""
+    import rocksdict
+
+    bound = rocksdict.ReadOptions()
+    bound.set_iterate_upper_bound(end)
+    entries: Iterable[tuple[bytes, bytes]] = cf.items(from_key=begin, read_opt=bound)
+    return entries

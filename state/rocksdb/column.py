@@ -12,9 +12,9 @@ reads always see every earlier write.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from itertools import islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from ..descriptors import StateKind
@@ -202,7 +202,25 @@ class StateColumn:
             for start in range(0, len(items), _WRITE_BATCH):
                 self.write(items[start : start + _WRITE_BATCH])
             return
-        bulk.ingest(self.view(), self._cf_options, sst_path(), puts)
+        bulk.ingest(self.view(), self._cf_options, sst_path, puts)
+        if self.on_write is not None:
+            self.on_write()
+
+    def copy_from(self, source: StateColumn, begin: bytes, end: bytes, bulk_min: int,
+                  sst_path: Callable[[], str]) -> None:  # fmt: skip
+        """Put ``source``'s entries with keys in ``[begin, end)`` here as they are stored (none
+        decoded), streamed from its iterator into SST files (:func:`.bulk.ingest_sorted`),
+        or :meth:`load` ed when fewer than ``bulk_min``. A restore, as :meth:`load` is."""
+        assert self.changed is None, "a copy is a restore: stop recording first"
+        entries = iter(bulk.stored_between(source.view(), begin, end))
+        try:
+            head = dict(islice(entries, bulk_min))
+            if len(head) < bulk_min:
+                self.load(head, bulk_min, sst_path)
+                return
+            bulk.ingest_sorted(self.view(), self._cf_options, sst_path, chain(head.items(), entries))
+        finally:
+            del entries  # no RocksDB iterator outlives the copy (it would keep the source DB open)
         if self.on_write is not None:
             self.on_write()
 
@@ -252,22 +270,6 @@ class StateColumn:
             if len(entries) < chunk:
                 return
             start = entries[-1][0] + b"\x00"
-
-    def entries_between(self, begin: bytes, end: bytes) -> Generator[tuple[bytes, bytes], None, None]:
-        """Every entry with a key in ``[begin, end)``, through one iterator (a seek per
-        call, not per chunk: seeks cost more as the DB grows); close the generator, or use
-        it up, before the DB closes."""
-        it = self.view().iter()
-        try:
-            it.seek(begin)
-            while it.valid():
-                key = it.key()
-                if key >= end:
-                    return
-                yield key, it.value()
-                it.next()
-        finally:
-            del it
 
     def has_prefix(self, prefix: bytes) -> bool:
         for key in self.view().keys(from_key=prefix):

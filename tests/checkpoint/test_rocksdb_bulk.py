@@ -274,12 +274,16 @@ def test_a_failed_ingestion_is_typed_and_leaves_no_file(tmp_path: Path) -> None:
     _, cf_options = RocksDBOptions().build()
     path = str(tmp_path / "x.sst")
     with pytest.raises(StateAccessError, match=r"\[BULK_LOAD_FAILED\].*No space left"):
-        bulk.ingest(_FailingColumnFamily(), cf_options, path, {b"b": b"2", b"a": b"1"})
+        bulk.ingest(_FailingColumnFamily(), cf_options, lambda: path, {b"b": b"2", b"a": b"1"})
     assert not os.path.exists(path)
 
 
-def test_ingest_writes_a_dict_in_key_order(tmp_path: Path) -> None:
-    """A load's dict, in any order, becomes one sorted file: the DB reads back the dict."""
+@pytest.mark.parametrize("per_file", [7, 1 << 22])
+def test_ingest_writes_a_dict_in_key_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_file: int
+) -> None:
+    """A load's dict, in any order, becomes sorted files (one, or several of ``per_file``
+    entries, ingested together): the DB reads back the dict, and no file is left."""
     import random
 
     import rocksdict
@@ -291,8 +295,51 @@ def test_ingest_writes_a_dict_in_key_order(tmp_path: Path) -> None:
         puts = {rnd.randbytes(rnd.randint(1, 6)): rnd.randbytes(3) for _ in range(500)}
         puts[b"\x00"], puts[b"\xff"] = b"", b"last"
         assert list(puts) != sorted(puts)
-        bulk.ingest(db, cf_options, str(tmp_path / "x.sst"), puts)
+        monkeypatch.setattr(bulk, "FILE_ENTRIES", per_file)
+        paths = (str(tmp_path / f"{i}.sst") for i in range(1000))
+        bulk.ingest(db, cf_options, lambda: next(paths), puts)
         assert list(db.items()) == sorted(puts.items())
-        assert not os.path.exists(tmp_path / "x.sst")
+        assert [f for f in os.listdir(tmp_path) if f.endswith(".sst")] == []
+        files = [f for f in db.live_files() if f["size"]]
+        assert len(files) == (1 if per_file > len(puts) else -(-len(puts) // per_file))
     finally:
         db.close()
+
+
+@pytest.mark.parametrize(("options", "per_file"), [(PUTS, 1 << 22), (BULK, 1 << 22), (BULK, 5)])
+def test_copied_key_groups_are_the_sources_stored_entries_in_the_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: RocksDBOptions, per_file: int
+) -> None:
+    """A merging rescale's copy (:meth:`copy_key_groups`) adds exactly the source's stored
+    entries of the key groups asked (first and last included, none beside them) to what the
+    target holds, by write batches or by files (one or several), every state kind."""
+    monkeypatch.setattr(bulk, "FILE_ENTRIES", per_file)
+    ttl = StateTtlConfig.new_builder(datetime.timedelta(hours=1)).build()
+    value = ValueStateDescriptor("v", Types.STRING())
+    value.enable_time_to_live(ttl)
+    lists = ListStateDescriptor("l", Types.LONG())
+    maps = MapStateDescriptor("m", Types.STRING(), Types.DOUBLE())
+
+    def filled(path: Path, keys: range) -> RocksDBKeyedStateBackend:
+        b = RocksDBKeyedStateBackend(path, key_type=Types.LONG(), options=options, time_provider=CLOCK)
+        for k in keys:
+            b.set_current_key(k)
+            b.get_state(value).update(f"ü{k}" if k % 3 else None)
+            b.get_list_state(lists).update([k, -k])
+            b.get_map_state(maps).put_all({"a": k / 2, "ß": math.nan})
+        return b
+
+    with (
+        filled(tmp_path / "source", range(0, 600)) as source,
+        filled(tmp_path / "target", range(600, 900)) as target,
+    ):
+        before, stored = raw(target), raw(source)
+        wanted = KeyGroupRange(30, 70)
+        target.copy_key_groups(source, wanted)
+        after = raw(target)
+        group_of = {source._key_codec.absolute[kg]: kg for kg in range(128)}  # the key's first bytes
+    width = len(next(iter(group_of)))
+    for name in after:
+        copied = [(k, v) for k, v in stored[name] if group_of[k[:width]] in wanted]
+        assert {group_of[k[:width]] for k, _ in copied} >= {wanted.start, wanted.end}
+        assert after[name] == sorted(before[name] + copied), name
