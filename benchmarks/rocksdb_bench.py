@@ -22,6 +22,7 @@ from flinkstate.state import (
     Types,
     ValueStateDescriptor,
 )
+from flinkstate.state.rocksdb.options import RocksDBMemory
 
 from common import Result, paired
 
@@ -77,7 +78,7 @@ def _raw_db(path: str) -> tuple[Any, Any]:
     """A rocksdict DB with a column family, built exactly as the backend builds its own."""
     import rocksdict
 
-    db_options, cf_options = RocksDBOptions().build()
+    db_options, cf_options = RocksDBOptions().build(RocksDBMemory(RocksDBOptions()))
     db = rocksdict.Rdict(path, db_options)
     cf = db.create_column_family("s1", cf_options)
     cf.set_write_options(RocksDBOptions().write_options())

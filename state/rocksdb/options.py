@@ -81,11 +81,11 @@ class RocksDBOptions:
         """RocksDB's memory for this backend: the block cache, which the memtables are charged to."""
         return self.block_cache_bytes
 
-    def build(self, memory: RocksDBMemory | None = None) -> tuple[Any, Any]:
-        """(DB options, column family options) charging ``memory`` (default: a new one)."""
+    def build(self, memory: RocksDBMemory) -> tuple[Any, Any]:
+        """(DB options, column family options) charging ``memory`` (its block cache and
+        write buffer manager)."""
         import rocksdict
 
-        memory = memory or RocksDBMemory(self)
         cache, manager = memory.cache, memory.manager
         table = rocksdict.BlockBasedOptions()
         table.set_block_cache(cache)

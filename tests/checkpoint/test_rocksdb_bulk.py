@@ -39,6 +39,7 @@ from flinkstate.state import (
 )
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.rocksdb import bulk
+from flinkstate.state.rocksdb.options import RocksDBMemory
 from flinkstate.state.ttl.time import ManualTimeProvider
 
 BULK = RocksDBOptions(bulk_load_min_entries=1)
@@ -271,7 +272,7 @@ class _FailingColumnFamily:
 
 
 def test_a_failed_ingestion_is_typed_and_leaves_no_file(tmp_path: Path) -> None:
-    _, cf_options = RocksDBOptions().build()
+    _, cf_options = RocksDBOptions().build(RocksDBMemory(RocksDBOptions()))
     path = str(tmp_path / "x.sst")
     with pytest.raises(StateAccessError, match=r"\[BULK_LOAD_FAILED\].*No space left"):
         bulk.ingest(_FailingColumnFamily(), cf_options, lambda: path, {b"b": b"2", b"a": b"1"})
@@ -288,7 +289,7 @@ def test_ingest_writes_a_dict_in_key_order(
 
     import rocksdict
 
-    db_options, cf_options = RocksDBOptions().build()
+    db_options, cf_options = RocksDBOptions().build(RocksDBMemory(RocksDBOptions()))
     db = rocksdict.Rdict(str(tmp_path / "db"), db_options)
     try:
         rnd = random.Random(3)
