@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
@@ -79,12 +79,14 @@ def ingest_sorted(
                 os.remove(path)  # moved in: the DB keeps its own link
 
 
-def stored_between(cf: Any, begin: bytes, end: bytes) -> Iterable[tuple[bytes, bytes]]:
+def stored_between(cf: Any, begin: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
     """The entries of column family ``cf`` with keys in ``[begin, end)``, in key order,
-    read by one RocksDB iterator bounded at ``end`` (no key compared in Python)."""
+    read by one RocksDB iterator bounded at ``end`` (no key compared in Python). RocksDB
+    keeps a pointer to the bound, not a copy: this generator holds the bound and ``end``
+    for as long as the read goes on (freed earlier, their memory could be reused by the
+    very keys read, and the read would stop early or run past ``end``)."""
     import rocksdict
 
     bound = rocksdict.ReadOptions()
     bound.set_iterate_upper_bound(end)
-    entries: Iterable[tuple[bytes, bytes]] = cf.items(from_key=begin, read_opt=bound)
-    return entries
+    yield from cf.items(from_key=begin, read_opt=bound)

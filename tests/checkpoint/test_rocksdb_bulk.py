@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import struct
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -344,3 +345,27 @@ def test_copied_key_groups_are_the_sources_stored_entries_in_the_range(
         copied = [(k, v) for k, v in stored[name] if group_of[k[:width]] in wanted]
         assert {group_of[k[:width]] for k, _ in copied} >= {wanted.start, wanted.end}
         assert after[name] == sorted(before[name] + copied), name
+
+
+def test_a_bounded_read_keeps_its_bound_while_it_is_read(tmp_path: Path) -> None:
+    """The range's end stays alive as long as the read (RocksDB holds a pointer to it, and
+    the caller may hold the end nowhere else): memory reused meanwhile, by the very keys
+    read, neither stops the read early nor carries it past the end."""
+    import rocksdict
+
+    options = RocksDBOptions()
+    db_options, _ = options.build(RocksDBMemory(options))
+    db = rocksdict.Rdict(str(tmp_path / "db"), db_options)
+    try:
+        keys = [struct.pack(">HQ", i % 128, i) for i in range(20_000)]
+        for key in keys:
+            db[key] = b"v"
+        for begin, end in ((10, 100), (0, 1), (126, 128)):
+            wanted = [(k, b"v") for k in sorted(keys) if begin <= k[1] < end]
+            for _ in range(3):  # each end a new object, which only the read refers to
+                read = bulk.stored_between(db, struct.pack(">H", begin), struct.pack(">H", end))
+                reused = [struct.pack(">H", begin) for _ in range(100)]  # where a freed end was
+                assert list(read) == wanted
+                del reused
+    finally:
+        db.close()
