@@ -39,7 +39,7 @@ from flinkstate.state import (
     assign_to_key_group,
 )
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
-from flinkstate.state.rocksdb import bulk
+from flinkstate.state.rocksdb import bulk, column
 from flinkstate.state.rocksdb.options import RocksDBMemory
 from flinkstate.state.ttl.time import ManualTimeProvider
 
@@ -314,8 +314,10 @@ def test_copied_key_groups_are_the_sources_stored_entries_in_the_range(
 ) -> None:
     """A merging rescale's copy (:meth:`copy_key_groups`) adds exactly the source's stored
     entries of the key groups asked (first and last included, none beside them) to what the
-    target holds, by write batches or by files (one or several), every state kind."""
+    target holds, by write batches (read a chunk at a time) or by files (one or several),
+    every state kind."""
     monkeypatch.setattr(bulk, "FILE_ENTRIES", per_file)
+    monkeypatch.setattr(column, "_COPY_CHUNK", 7)  # write batches of 7 entries read at a time
     ttl = StateTtlConfig.new_builder(datetime.timedelta(hours=1)).build()
     value = ValueStateDescriptor("v", Types.STRING())
     value.enable_time_to_live(ttl)
