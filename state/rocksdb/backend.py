@@ -25,7 +25,7 @@ from .aggregating_state import RocksDBAggregatingState
 from .base import AbstractRocksDBState
 from .cleanup import RocksDBIncrementalVisitor, TtlCompactionSweep
 from .codec import KeyCodec, prefix_end
-from .column import StateColumn, WriteBuffer
+from .column import LOAD_CHUNK, StateColumn, WriteBuffer
 from .directory import DbDirectory
 from .list_state import RocksDBListState
 from .map_state import RocksDBMapState
@@ -40,8 +40,6 @@ _KINDS: dict[StateKind, type[AbstractRocksDBState]] = {
     StateKind.LIST: RocksDBListState,
     StateKind.MAP: RocksDBMapState,
 }
-_MIGRATE_CHUNK = 1 << 17
-"""Entries a migration of restored state holds and loads at a time (one SST file when bulk)."""
 
 
 class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
@@ -239,7 +237,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         bulk_min, sst_path = self.options.bulk_load_min_entries, self._dir.ingest_file
         for prefix, entries in old.groups(old.iter_all()):  # in key order: each load is one key range
             batch.update(new.layout.encode(new, prefix, migrate(old.layout.decode(old, prefix, entries))))
-            if len(batch) >= _MIGRATE_CHUNK:
+            if len(batch) >= LOAD_CHUNK:
                 new.load(batch, bulk_min, sst_path)
                 batch = {}
         new.load(batch, bulk_min, sst_path)

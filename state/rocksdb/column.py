@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 _SEQ = struct.Struct(">Q")
 _WRITE_BATCH = 4096
-_COPY_CHUNK = 1 << 17
-"""Entries :meth:`StateColumn.copy_from` holds at a time when it writes them in batches."""
+LOAD_CHUNK = 1 << 17
+"""Entries a migration or a copy without files holds at a time for :meth:`StateColumn.load`."""
 Entries = list[tuple[bytes, bytes]]
 
 
@@ -212,21 +212,17 @@ class StateColumn:
                   sst_path: Callable[[], str]) -> None:  # fmt: skip
         """Put ``source``'s entries with keys in ``[begin, end)`` here as they are stored (none
         decoded), streamed from its iterator into SST files (:func:`.bulk.ingest_sorted`);
-        fewer than ``bulk_min`` go in write batches, read :data:`_COPY_CHUNK` at a time when
+        fewer than ``bulk_min`` go in write batches, read :data:`LOAD_CHUNK` at a time when
         ``bulk_min`` is larger (files off). A restore, as :meth:`load` is."""
         assert self.changed is None, "a copy is a restore: stop recording first"
         entries = iter(bulk.stored_between(source.view(), begin, end))
-        at_a_time = min(bulk_min, _COPY_CHUNK)
+        at_a_time = min(bulk_min, LOAD_CHUNK)
         try:
-            while True:
-                head = dict(islice(entries, at_a_time))
-                if len(head) < bulk_min:
-                    self.load(head, bulk_min, sst_path)  # write batches
-                    if len(head) < at_a_time:
-                        return
-                    continue
-                bulk.ingest_sorted(self.view(), self._cf_options, sst_path, chain(head.items(), entries))
-                break
+            while len(head := dict(islice(entries, at_a_time))) < bulk_min:
+                self.load(head, bulk_min, sst_path)  # write batches
+                if len(head) < at_a_time:
+                    return
+            bulk.ingest_sorted(self.view(), self._cf_options, sst_path, chain(head.items(), entries))
         finally:
             del entries  # no RocksDB iterator outlives the copy (it would keep the source DB open)
         if self.on_write is not None:

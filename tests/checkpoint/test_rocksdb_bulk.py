@@ -317,7 +317,7 @@ def test_copied_key_groups_are_the_sources_stored_entries_in_the_range(
     target holds, by write batches (read a chunk at a time) or by files (one or several),
     every state kind."""
     monkeypatch.setattr(bulk, "FILE_ENTRIES", per_file)
-    monkeypatch.setattr(column, "_COPY_CHUNK", 7)  # write batches of 7 entries read at a time
+    monkeypatch.setattr(column, "LOAD_CHUNK", 7)  # write batches of 7 entries read at a time
     ttl = StateTtlConfig.new_builder(datetime.timedelta(hours=1)).build()
     value = ValueStateDescriptor("v", Types.STRING())
     value.enable_time_to_live(ttl)
