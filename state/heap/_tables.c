@@ -1,7 +1,8 @@
 /*
  * Optional C accelerator for the heap backend's tables (state_map.py, state_table.py):
  * reads int keys and values out of dict buckets into int64 buffers (snapshots), looks ids
- * up in a table of dict buckets (a snapshot's changed entries), and splits change records.
+ * up in a table of dict buckets (a snapshot's changed entries), splits change records, and
+ * moves a bucket's entries into a rehash table.
  * The pure Python functions beside each caller define the semantics.
  */
 #define PY_SSIZE_T_CLEAN
@@ -349,6 +350,7 @@ fail:
 
 
 #include "_changes.h" /* A heap change record split into the ids still present and those removed */
+#include "_spread.h"  /* Moving a bucket's entries into a rehash table */
 
 static PyMethodDef methods[] = {
     {"resolve_in_table", (PyCFunction)(void (*)(void))py_resolve_in_table, METH_FASTCALL,
@@ -359,6 +361,8 @@ static PyMethodDef methods[] = {
      "A change list of id, state pairs as a dict of id -> its last state."},
     {"split_known", (PyCFunction)(void (*)(void))py_split_known, METH_FASTCALL,
      "(ids with a recorded state, the states, ids recorded as absent) of a change record."},
+    {"spread", (PyCFunction)(void (*)(void))py_spread, METH_FASTCALL,
+     "Puts a bucket's entries into a table of dict buckets (a rehash's move)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -33,6 +33,7 @@ from .state_map import (
     decompose,
     int64_items,
     resolve_in_table,
+    spread,
 )
 
 # Bucket table sizes: primes just below powers of two, so strided int keys spread well.
@@ -177,39 +178,48 @@ class CopyOnWriteStateMap(StateMap):
         self.fast_table = None
 
     def _migrate(self) -> None:
-        """Move one bucket of the primary table into the rehash table."""
-        new, new_ver, new_hint = self._new, self._new_ver, self._new_hint
-        assert new is not None
+        """Move one bucket of the primary table into the rehash table (it leaves the
+        primary table once all its entries have moved: a failed move loses none)."""
+        assert self._new is not None
         i = self._rehash_index
         bucket = self._tab[i]
         if bucket is not None:
+            if self._required == 0:  # no snapshot shares a bucket
+                spread(bucket, self._new, self._new_ver, self._new_hint, self._version)
+            else:
+                self._spread_shared(bucket, self._ver[i])
             self._tab[i] = None
-            # Moved states stay shared with a snapshot that holds the old bucket: for
-            # mutable states the target keeps the older version, so it is copied on use.
-            version = self._ver[i]
-            shared = self._copy is not None and version < self._required
-            required, nn = self._required, self._new_n
-            for ck, state in bucket.items():
-                j = hash(ck) % nn
-                target = new[j]
-                if target is None:
-                    target = new[j] = {}
-                    new_ver[j] = self._version
-                elif new_ver[j] < required:
-                    target = self._own(new, new_ver, j, target)
-                if shared and version < new_ver[j]:
-                    new_ver[j] = version
-                new_hint[j] = None
-                target[ck] = state
         i += 1
         if i < self._n:
             self._rehash_index = i
         else:
-            self._tab, self._ver, self._hint, self._n = new, new_ver, new_hint, self._new_n
+            self._tab, self._ver, self._hint, self._n = self._new, self._new_ver, self._new_hint, self._new_n
             self._new, self._new_ver, self._new_hint = None, [], []
             self._new_n, self._rehash_index = 0, 0
             self._threshold = self._n * BUCKET_LOAD
             self._update_fast_table()
+
+    def _spread_shared(self, bucket: dict[Any, Any], version: int) -> None:
+        """:func:`spread` while snapshots are live: a target shared with a snapshot is
+        copied before it is written, and moved states stay shared with a snapshot that
+        holds the old bucket (for mutable states the target keeps the older version, so
+        it is copied on use)."""
+        new, new_ver, new_hint = self._new, self._new_ver, self._new_hint
+        assert new is not None
+        shared = self._copy is not None and version < self._required
+        required, nn = self._required, self._new_n
+        for ck, state in bucket.items():
+            j = hash(ck) % nn
+            target = new[j]
+            if target is None:
+                target = new[j] = {}
+                new_ver[j] = self._version
+            elif new_ver[j] < required:
+                target = self._own(new, new_ver, j, target)
+            if shared and version < new_ver[j]:
+                new_ver[j] = version
+            new_hint[j] = None
+            target[ck] = state
 
     # -- iteration and snapshots -----------------------------------------------
 

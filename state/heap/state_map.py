@@ -63,6 +63,38 @@ def resolve_in_table_py(table: Buckets, ids: list[Any]) -> Resolved:
     return found, [state for state in got if state is not None], missing
 
 
+def spread(
+    bucket: dict[Any, Any], table: Buckets, versions: list[int], hints: list[Any], version: int
+) -> None:
+    """Put every entry of ``bucket`` into bucket ``table[hash(key) % len(table)]``: a new
+    dict where that slot is empty (its version set to ``version``), and the slot's hint
+    reset. By the C accelerator when it is built (it fetches the memory each move touches
+    ahead of the move); nothing may change ``bucket`` while it runs."""
+    if _tables is not None:
+        _tables.spread(bucket, table, versions, hints, version)
+    else:
+        spread_py(bucket, table, versions, hints, version)
+
+
+def spread_py(
+    bucket: dict[Any, Any], table: Buckets, versions: list[int], hints: list[Any], version: int
+) -> None:
+    """:func:`spread` in Python (the fallback, and the model of the C version)."""
+    n = len(table)
+    if n == 0 or len(versions) != n or len(hints) != n:
+        raise ValueError("table, versions and hints must have one equal, non-zero size")
+    for ck, state in bucket.items():
+        j = hash(ck) % n
+        target = table[j]
+        if target is None:
+            target = table[j] = {}
+            versions[j] = version
+        elif type(target) is not dict:
+            raise TypeError("a bucket is neither a dict nor None")
+        hints[j] = None
+        target[ck] = state
+
+
 def split_known(recorded: dict[Any, Any], absent: Any) -> Resolved:
     """(ids recorded with a state, those states, ids recorded with ``absent``) of a record
     of id -> state, in its order (by the C accelerator when it is built)."""

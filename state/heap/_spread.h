@@ -1,0 +1,164 @@
+/* Moving a bucket's entries into a rehash table: spread of the heap tables' C module */
+#ifndef FLINKSTATE_SPREAD_H
+#define FLINKSTATE_SPREAD_H
+
+#include <Python.h>
+
+/* Entries between the stages of a move: an entry's key and value are fetched, then its
+ * target bucket, then the bucket's keys header, then the slots the insert writes. */
+#define SPREAD_AHEAD 4
+
+#if PREFETCH_STAGES == 6
+/* Stage 2 fetches a target's keys header, stage 3 the index slot and the entry an insert
+ * of `h` writes (checked as prefetch_lookup's reads are; nothing read decides a result). */
+static inline __attribute__((always_inline)) void
+prefetch_insert(PyObject *target, Py_hash_t h, int stage)
+{
+    KeysLayout *keys = keys_of(target);
+    if (keys == NULL) {
+        return;
+    }
+    if (stage == 2) {
+        __builtin_prefetch(keys, 1);
+        return;
+    }
+    int w;
+    Py_ssize_t at = index_offset(keys, h, &w);
+    if (at < 0 || keys->dk_nentries < 0 || keys->dk_nentries >= ((Py_ssize_t)1 << keys->dk_log2_size)) {
+        return;
+    }
+    __builtin_prefetch(keys->dk_indices + at, 1);
+    size_t size = keys->dk_kind == 0 ? 3 * sizeof(void *) : 2 * sizeof(void *);
+    __builtin_prefetch(keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes) +
+                       (size_t)keys->dk_nentries * size, 1);
+}
+#elif defined(__GNUC__) || defined(__clang__)
+static inline __attribute__((always_inline)) void
+prefetch_insert(PyObject *target, Py_hash_t h, int stage)
+{
+    (void)h;
+    if (stage == 2 && PyDict_CheckExact(target)) {
+        __builtin_prefetch(((PyDictObject *)target)->ma_keys, 1);
+    }
+}
+#else
+static void
+prefetch_insert(PyObject *target, Py_hash_t h, int stage)
+{
+    (void)target;
+    (void)h;
+    (void)stage;
+}
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_WRITE(p) __builtin_prefetch((p), 1)
+#else
+#define PREFETCH_WRITE(p) ((void)(p))
+#endif
+
+static Py_ssize_t
+slot_of(Py_hash_t h, Py_ssize_t n)
+{
+    Py_ssize_t slot = (Py_ssize_t)(h % n);
+    return slot < 0 ? slot + n : slot;
+}
+
+/* Puts every entry of dict `bucket` into bucket `table[hash(key) % len(table)]`: a new
+ * dict where the slot is None (`versions` of that slot set to `version`), and the slot's
+ * `hints` set to None. Nothing changes `bucket` meanwhile (a rehash only reads a bucket),
+ * so its entries are read as borrowed references. The memory each move touches
+ * (key and value objects, target bucket, its keys) is fetched ahead: a rehash of a large
+ * map moves entries created far apart. The model is state_map.spread_py. */
+static PyObject *
+py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyDict_CheckExact(args[0]) || !PyList_CheckExact(args[1]) ||
+        !PyList_CheckExact(args[2]) || !PyList_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "expected (bucket: dict, table: list, versions: list, hints: list, version)");
+        return NULL;
+    }
+    PyObject *bucket = args[0], *table = args[1], *versions = args[2], *hints = args[3], *version = args[4];
+    Py_ssize_t n = PyList_GET_SIZE(table);
+    if (n == 0 || PyList_GET_SIZE(versions) != n || PyList_GET_SIZE(hints) != n) {
+        PyErr_SetString(PyExc_ValueError, "table, versions and hints must have one equal, non-zero size");
+        return NULL;
+    }
+    Py_ssize_t count = PyDict_GET_SIZE(bucket);
+    PyObject **pairs = PyMem_Malloc((size_t)(count > 0 ? count : 1) * 2 * sizeof(PyObject *));
+    Py_hash_t *hashes = PyMem_Malloc((size_t)(count > 0 ? count : 1) * sizeof(Py_hash_t));
+    if (pairs == NULL || hashes == NULL) {
+        PyMem_Free(pairs);
+        PyMem_Free(hashes);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t pos = 0, got = 0;
+    PyObject *key, *value;
+    while (got < count && PyDict_Next(bucket, &pos, &key, &value)) {
+        pairs[2 * got] = key;
+        pairs[2 * got + 1] = value;
+        got++;
+    }
+    for (Py_ssize_t i = -4 * SPREAD_AHEAD; i < count; i++) {
+        if (PyList_GET_SIZE(table) != n || PyDict_GET_SIZE(bucket) != count) {
+            PyErr_SetString(PyExc_RuntimeError, "a table changed size during a rehash");
+            goto fail;
+        }
+        Py_ssize_t e = i + 4 * SPREAD_AHEAD; /* stage 0: its key and value objects */
+        if (e >= 0 && e < count) {
+            PREFETCH_WRITE(pairs[2 * e]);
+            PREFETCH_WRITE(pairs[2 * e + 1]);
+        }
+        e = i + 3 * SPREAD_AHEAD; /* stage 1: its hash, then its target bucket */
+        if (e >= 0 && e < count) {
+            Py_hash_t h = PyObject_Hash(pairs[2 * e]);
+            if (h == -1 && PyErr_Occurred()) {
+                goto fail;
+            }
+            hashes[e] = h;
+            PyObject *target = PyList_GET_ITEM(table, slot_of(h, n));
+            if (target != Py_None) {
+                PREFETCH_WRITE(target);
+            }
+        }
+        for (int stage = 2; stage <= 3; stage++) { /* the target's keys, then their slots */
+            e = i + (Py_ssize_t)(4 - stage) * SPREAD_AHEAD;
+            if (e >= 0 && e < count) {
+                prefetch_insert(PyList_GET_ITEM(table, slot_of(hashes[e], n)), hashes[e], stage);
+            }
+        }
+        if (i < 0) {
+            continue;
+        }
+        Py_ssize_t j = slot_of(hashes[i], n); /* the move */
+        PyObject *target = PyList_GET_ITEM(table, j);
+        if (target == Py_None) {
+            target = PyDict_New();
+            if (target == NULL) {
+                goto fail;
+            }
+            Py_INCREF(version);
+            PyList_SetItem(versions, j, version);
+            PyList_SetItem(table, j, target); /* steals the new dict */
+        } else if (!PyDict_CheckExact(target)) {
+            PyErr_SetString(PyExc_TypeError, "a bucket is neither a dict nor None");
+            goto fail;
+        }
+        if (PyList_GET_ITEM(hints, j) != Py_None) {
+            Py_INCREF(Py_None);
+            PyList_SetItem(hints, j, Py_None);
+        }
+        if (PyDict_SetItem(target, pairs[2 * i], pairs[2 * i + 1]) < 0) {
+            goto fail;
+        }
+    }
+    PyMem_Free(pairs);
+    PyMem_Free(hashes);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(pairs);
+    PyMem_Free(hashes);
+    return NULL;
+}
+
+#endif
