@@ -130,6 +130,7 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
                 table.transform_factory = snapshot_transform(meta.kind, meta.ttl, now)
         state_map = self._tables[meta.name].maps[kgi]
         namespaces = columns.namespaces or [None] * len(columns.keys)
+        state_map.reserve(len(columns.keys))
         for key, ns, stored in zip(columns.keys, namespaces, stored_states(meta, columns), strict=True):
             state_map.put(key, ns, stored)
 

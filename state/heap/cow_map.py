@@ -158,6 +158,14 @@ class CopyOnWriteStateMap(StateMap):
     def __len__(self) -> int:
         return self._size
 
+    def reserve(self, count: int) -> None:
+        """Size an empty map's table for ``count`` entries: putting them starts no rehash."""
+        size = _next_size(count // BUCKET_LOAD)
+        if self._size == 0 and self._new is None and size > self._n:
+            self._tab, self._ver, self._hint = [None] * size, [0] * size, [None] * size
+            self._n, self._threshold = size, size * BUCKET_LOAD
+            self._update_fast_table()
+
     # -- incremental rehash ------------------------------------------------------
 
     @property

@@ -184,6 +184,11 @@ class StateMap(ABC):
     def cursor(self) -> MapCursor:
         """A resumable walk over the entries, tolerant of writes between steps."""
 
+    def reserve(self, count: int) -> None:
+        """Make room for ``count`` entries about to be put (a restore); a map that needs
+        no room, or already holds entries, ignores it."""
+        return None
+
     def set_copy_state(self, copy_state: CopyFn | None) -> None:
         """Change how mutable states are copied (a restored state got its new type)."""
         self._copy = copy_state

@@ -216,3 +216,27 @@ def test_an_empty_state_and_an_untouched_backend_restore(tmp_path: Path, async_s
     assert fresh.state_names() == [] and fresh.key_type is None
     fresh.set_current_key("any")  # the key type is still free to be inferred
     assert fresh.key_type == Types.STRING()
+
+
+def test_a_restored_heap_map_is_sized_for_its_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore puts each key group's entries into a table sized for them: no rehash
+    starts while they are put, and every entry reads back."""
+    from flinkstate.state.heap.cow_map import CopyOnWriteStateMap
+
+    backend = HeapKeyedStateBackend(key_type=Types.LONG(), max_parallelism=2)
+    value = ValueStateDescriptor("v", Types.STRING())
+    for k in range(5_000):
+        backend.set_current_key(k)
+        backend.get_state(value).update(f"ключ{k}" if k % 7 else None)
+    completed = checkpoint(backend, str(tmp_path / "root"))
+    started: list[int] = []
+    start = CopyOnWriteStateMap._start_rehash
+    monkeypatch.setattr(CopyOnWriteStateMap, "_start_rehash", lambda m: (started.append(len(m)), start(m)))
+    restored = completed.keyed_backend("op", 0, 1)
+    assert started == []
+    for k in range(5_000):
+        restored.set_current_key(k)
+        assert restored.get_state(value).value() == (f"ключ{k}" if k % 7 else None)
+    assert all(not m.is_rehashing for m in restored.table("v").maps if isinstance(m, CopyOnWriteStateMap))

@@ -53,6 +53,31 @@ def test_rehash_is_incremental() -> None:
     assert len(m) <= primary * BUCKET_LOAD
 
 
+@pytest.mark.parametrize("count", [0, 1, BUCKET_LOAD, 20_000])
+def test_reserve_then_put(new_map: Any, count: int) -> None:
+    """Entries put after a reserve read back as without it; the copy-on-write map puts
+    them without a rehash."""
+    m: StateMap = new_map()
+    m.reserve(count)
+    cow = m if isinstance(m, CopyOnWriteStateMap) else None
+    sizes = None if cow is None else cow.table_sizes
+    for k in range(count):
+        m.put(k if k % 3 else (k, "t"), None if k % 5 else "ns", -k)
+        assert cow is None or not cow.is_rehashing
+    want = sorted(((k if k % 3 else (k, "t"), None if k % 5 else "ns", -k) for k in range(count)), key=repr)
+    assert sorted(m.entries(), key=repr) == want and len(m) == count
+    if cow is not None and sizes is not None:
+        assert cow.table_sizes == sizes
+        assert count <= sizes[0] * BUCKET_LOAD <= 2 * (count + BUCKET_LOAD)  # not oversized
+
+
+def test_reserve_leaves_a_map_with_entries_alone() -> None:
+    m = CopyOnWriteStateMap()
+    m.put(1, None, 1)
+    m.reserve(100_000)
+    assert m.table_sizes == (1, 0) and m.get(1, None) == 1
+
+
 def test_each_access_migrates_at_most_one_bucket() -> None:
     m = CopyOnWriteStateMap()
     k = 0
