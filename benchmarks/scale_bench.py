@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,9 @@ FLOORS = {
 """Operation → its floors, (figure, what it is): the same work done by a dependency alone,
 measured in the same run where the run has it (the first one a run has is reported), so a
 slope can be compared with its floor's."""
+REPEATS = {"heap": 3}
+"""Runs per size (``P13_REPEATS`` overrides): the heap's runs are short and its slopes move
+with the machine by about ±0.1 run to run, so each of its figures is a median of three."""
 PYTHON_ALLOWANCE = 512 << 20
 """Peak RSS a RocksDB run may use beyond its RocksDB budget: the interpreter, pyarrow, and
 the key groups a restore decodes at a time (bounded by the key groups' size, not the state's)."""
@@ -153,8 +157,30 @@ def slope(n1: int, t1: float, n2: int, t2: float) -> float:
     return math.log(t2 / t1) / math.log(n2 / n1)
 
 
+def _repeated(
+    kind: str, sizes: list[int], storage_args: dict[str, str]
+) -> list[tuple[int, dict[str, float]]]:
+    """Each size's figures: the median of :data:`REPEATS` runs of ``kind`` (peak RSS: the
+    largest), the sizes taken in turn so that a slow spell of the machine hits all alike."""
+    repeats = int(os.environ.get("P13_REPEATS", REPEATS.get(kind, 1)))
+    done: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
+    for _ in range(max(repeats, 1)):
+        for n in sizes:
+            done[n].append(_run(kind, n, storage_args))
+    return [
+        (
+            n,
+            {
+                k: max(r[k] for r in rs) if k == "peak_rss" else statistics.median(r[k] for r in rs)
+                for k in rs[0]
+            },
+        )
+        for n, rs in done.items()
+    ]
+
+
 def _series(name: str, kind: str, sizes: list[int], storage_args: dict[str, str]) -> Iterator[Result]:
-    runs = [(n, _run(kind, n, storage_args)) for n in sizes]
+    runs = _repeated(kind, sizes, storage_args)
     budget = RocksDBOptions().memory_budget
     for op in OPERATIONS:
         n0, first = runs[0]
