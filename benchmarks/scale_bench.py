@@ -7,8 +7,8 @@ Each (backend, format, size) runs in its own subprocess, so its peak RSS is its 
 RocksDB 1M and 10M (100M too in the full run), the heap 1M and 10M; ``P13_SIZES=10000,20000``
 overrides both (a smoke run). Checkpoint formats of RocksDB are :data:`ROCKSDB_FORMATS`.
 ``P13_CASES=rocksdb-parquet`` runs only the cases named (``rocksdb-<format>``, ``heap``;
-comma-separated), e.g. to measure one at 100M entries.
-"""
+comma-separated), e.g. to measure one at 100M entries. ``P13_REPEATS=1`` overrides the runs
+per size (:data:`REPEATS`)."""
 
 from __future__ import annotations
 
