@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +89,7 @@ def take(db: Any, work_dir: str, key_group_width: int) -> tuple[str, tuple[Local
     target = os.path.join(work_dir, f"{TRANSIENT[0]}{uuid.uuid4().hex}")
     try:
         rocksdict.Checkpoint(db).create_checkpoint(target)
-        return target, _describe(target, key_group_width)
+        return target, _described(db, target, key_group_width)
     except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
         shutil.rmtree(target, ignore_errors=True)
         raise StateAccessError(
@@ -97,37 +97,65 @@ def take(db: Any, work_dir: str, key_group_width: int) -> tuple[str, tuple[Local
         ) from exc
 
 
-def _describe(directory: str, width: int) -> tuple[LocalFile, ...]:
-    """The files of checkpoint ``directory``: SST files with their column families (read
-    from the checkpoint itself, opened read-only: the live DB may have compacted since)."""
+def _described(db: Any, directory: str, width: int) -> tuple[LocalFile, ...]:
+    """The files of checkpoint ``directory`` of ``db``, described from the live DB's file
+    metadata (an SST file's number names one immutable file for the DB's life); from the
+    checkpoint itself when the DB has compacted one of them away since (:func:`_describe`)."""
     import rocksdict
 
-    names = sorted(os.listdir(directory))
+    names = rocksdict.Rdict.list_cf(directory)  # the checkpoint's own (static) listing
+    handles = [db.get_column_family(name) for name in names]
+    try:
+        described = _files(directory, db, zip(names, handles, strict=True), width, live=True)
+    finally:
+        for cf in handles:
+            cf.close()
+    return described if described is not None else _describe(directory, width)
+
+
+def _describe(directory: str, width: int) -> tuple[LocalFile, ...]:
+    """The files of checkpoint ``directory``: SST files with their column families (read
+    from the checkpoint itself, opened read-only)."""
+    import rocksdict
+
     opts = rocksdict.Options(raw_mode=True)
     db = rocksdict.Rdict(directory, opts, access_type=rocksdict.AccessType.read_only())
+    handles: list[Any] = []
     try:
-        by_number: dict[int, list[str]] = {}
-        handles = []
-        for cf_name in rocksdict.Rdict.list_cf(directory):
-            cf = db.get_column_family(cf_name)
-            handles.append(cf)
-            for number in _SST_LINE.findall(cf.property_value("rocksdb.sstables") or ""):
-                by_number.setdefault(int(number), []).append(cf_name)
-        live = {os.path.basename(f["name"]): f for f in db.live_files()}
+        names = rocksdict.Rdict.list_cf(directory)
+        handles = [db.get_column_family(name) for name in names]
+        described = _files(directory, db, zip(names, handles, strict=True), width, live=False)
     finally:
         for cf in handles:
             cf.close()
         db.close()
+    assert described is not None  # only a live DB can lack a file
+    return described
+
+
+def _files(
+    directory: str, db: Any, families: Iterable[tuple[str, Any]], width: int, live: bool
+) -> tuple[LocalFile, ...] | None:
+    """The files in ``directory`` described by ``db``'s file metadata and its column
+    ``families``' SST listings (name, handle). ``live``: ``db`` is the DB the checkpoint
+    was taken of, and ``None`` is returned when it no longer has one of the SST files."""
+    by_number: dict[int, list[str]] = {}
+    for cf_name, cf in families:
+        for number in _SST_LINE.findall(cf.property_value("rocksdb.sstables") or ""):
+            by_number.setdefault(int(number), []).append(cf_name)
+    known = {os.path.basename(f["name"]): f for f in db.live_files()}
     out = []
-    for name in names:
+    for name in sorted(os.listdir(directory)):
         size = os.path.getsize(os.path.join(directory, name))
-        info = live.get(name)
-        if not name.endswith(".sst") or info is None:
+        info = known.get(name) if name.endswith(".sst") else None
+        cfs = () if info is None else tuple(sorted(by_number.get(int(name[:-4]), [])))
+        if live and name.endswith(".sst") and not cfs:
+            return None  # compacted away since the checkpoint was taken
+        if info is None:
             out.append(LocalFile(name, size, False))
             continue
         first = int.from_bytes(info["start_key"][:width], "big")
         last = int.from_bytes(info["end_key"][:width], "big")
-        cfs = tuple(sorted(by_number.get(int(name[:-4]), [])))
         out.append(LocalFile(name, size, True, cfs, (first, last), int(info["num_entries"])))
     return tuple(out)
 

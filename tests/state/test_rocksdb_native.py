@@ -6,14 +6,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+import rocksdict
+
 from flinkstate.state import (
     KeyGroupRange,
     ListStateDescriptor,
+    MapStateDescriptor,
     RocksDBKeyedStateBackend,
     Types,
     ValueStateDescriptor,
     assign_to_key_group,
 )
+from flinkstate.state.rocksdb import native
 
 
 def test_snapshot_files_are_the_snapshots_own(tmp_path: Path) -> None:
@@ -52,3 +57,49 @@ def test_a_snapshot_left_by_a_killed_process_is_cleared_on_open(tmp_path: Path) 
     assert os.path.isdir(left)
     with RocksDBKeyedStateBackend(tmp_path / "db", Types.LONG()):
         assert not os.path.exists(left)
+
+
+def _filled(path: Path, flushes: int) -> RocksDBKeyedStateBackend:
+    """A backend with a value, a list and a map state over all key groups, flushed into
+    several SST files per column family."""
+    b = RocksDBKeyedStateBackend(path, Types.STRING(), 128)
+    for round_ in range(flushes):
+        for k in range(round_, 2000, flushes):
+            b.set_current_key(f"ключ{k}")
+            b.get_state(ValueStateDescriptor("v", Types.LONG())).update(k)
+            b.get_list_state(ListStateDescriptor("l", Types.STRING())).add("" if k % 9 == 0 else str(k))
+            b.get_map_state(MapStateDescriptor("m", Types.INT(), Types.STRING())).put(k % 5, "é")
+        for state in ("v", "l", "m"):
+            b._columns[state].view().flush()
+    return b
+
+
+def test_files_described_by_the_live_db_are_as_the_checkpoint_describes_them(tmp_path: Path) -> None:
+    """A snapshot's files are described from the live DB's metadata: exactly what opening
+    the checkpoint itself gives (column families, key groups, entries, sizes)."""
+    with _filled(tmp_path / "db", 3) as b:
+        snap = b.native_snapshot()
+        ssts = [f for f in snap.files if f.sst]
+        assert len(ssts) >= 9 and all(f.column_families and f.key_groups for f in ssts)
+        assert snap.files == native._describe(snap.directory, b._key_codec.width)
+        snap.release()
+
+
+def test_a_file_compacted_away_is_described_from_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the live DB compacted a checkpoint's file away before it was described, the
+    description comes from the checkpoint itself, the same as it would have been."""
+    with _filled(tmp_path / "db", 4) as b:
+        db, width = b._dir.db, b._key_codec.width
+        target = str(tmp_path / "checkpoint")
+        rocksdict.Checkpoint(db).create_checkpoint(target)
+        want = native._describe(target, width)
+        assert native._described(db, target, width) == want  # nothing compacted yet
+        for state in ("v", "l", "m"):
+            b._columns[state].view().compact_range(None, None)
+        fallbacks = []
+        describe = native._describe
+        monkeypatch.setattr(native, "_describe", lambda d, w: (fallbacks.append(d), describe(d, w))[1])
+        assert native._described(db, target, width) == want
+        assert fallbacks == [target]
