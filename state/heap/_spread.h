@@ -4,8 +4,9 @@
 
 #include <Python.h>
 
-/* Entries between the stages of a move: an entry's key and value are fetched, then its
- * target bucket, then the bucket's keys header, then the slots the insert writes. */
+/* Entries between the stages of a pass: a key is fetched, then hashed and its target
+ * bucket fetched; a value is fetched, then the target's keys header, then the slots the
+ * insert writes. */
 #define SPREAD_AHEAD 4
 
 #if PREFETCH_STAGES == 6
@@ -69,7 +70,9 @@ slot_of(Py_hash_t h, Py_ssize_t n)
  * `hints` set to None. Nothing changes `bucket` meanwhile (a rehash only reads a bucket),
  * so its entries are read as borrowed references. The memory each move touches
  * (key and value objects, target bucket, its keys) is fetched ahead: a rehash of a large
- * map moves entries created far apart. The model is state_map.spread_py. */
+ * map moves entries created far apart. Every hash is taken and every target checked before
+ * the first entry moves, so a failing hash or a wrong table moves nothing (an insert can
+ * still fail on memory, or on a key's __eq__). The model is state_map.spread_py. */
 static PyObject *
 py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -99,29 +102,44 @@ py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         pairs[2 * got + 1] = value;
         got++;
     }
-    for (Py_ssize_t i = -4 * SPREAD_AHEAD; i < count; i++) {
-        if (PyList_GET_SIZE(table) != n || PyDict_GET_SIZE(bucket) != count) {
-            PyErr_SetString(PyExc_RuntimeError, "a table changed size during a rehash");
-            goto fail;
-        }
-        Py_ssize_t e = i + 4 * SPREAD_AHEAD; /* stage 0: its key and value objects */
-        if (e >= 0 && e < count) {
+    /* First every hash and target checked (a failure there moves nothing), each key and
+     * then its target bucket fetched ahead. */
+    for (Py_ssize_t i = -2 * SPREAD_AHEAD; i < count; i++) {
+        Py_ssize_t e = i + 2 * SPREAD_AHEAD;
+        if (e < count) {
             PREFETCH_WRITE(pairs[2 * e]);
-            PREFETCH_WRITE(pairs[2 * e + 1]);
         }
-        e = i + 3 * SPREAD_AHEAD; /* stage 1: its hash, then its target bucket */
+        e = i + SPREAD_AHEAD;
         if (e >= 0 && e < count) {
-            Py_hash_t h = PyObject_Hash(pairs[2 * e]);
-            if (h == -1 && PyErr_Occurred()) {
+            hashes[e] = PyObject_Hash(pairs[2 * e]);
+            if (hashes[e] == -1 && PyErr_Occurred()) {
                 goto fail;
             }
-            hashes[e] = h;
-            PyObject *target = PyList_GET_ITEM(table, slot_of(h, n));
-            if (target != Py_None) {
-                PREFETCH_WRITE(target);
+            if (PyList_GET_SIZE(table) != n) {
+                goto changed;
+            }
+            PREFETCH_WRITE(PyList_GET_ITEM(table, slot_of(hashes[e], n)));
+        }
+        if (i >= 0) {
+            PyObject *target = PyList_GET_ITEM(table, slot_of(hashes[i], n));
+            if (target != Py_None && !PyDict_CheckExact(target)) {
+                PyErr_SetString(PyExc_TypeError, "a bucket is neither a dict nor None");
+                goto fail;
             }
         }
-        for (int stage = 2; stage <= 3; stage++) { /* the target's keys, then their slots */
+    }
+    /* Then the moves, each value, its target's keys and the slots the insert writes
+     * fetched ahead. */
+    for (Py_ssize_t i = -3 * SPREAD_AHEAD; i < count; i++) {
+        if (PyList_GET_SIZE(table) != n || PyDict_GET_SIZE(bucket) != count) {
+            goto changed;
+        }
+        Py_ssize_t e = i + 3 * SPREAD_AHEAD;
+        if (e < count) {
+            PREFETCH_WRITE(pairs[2 * e + 1]);
+            PREFETCH_WRITE(PyList_GET_ITEM(table, slot_of(hashes[e], n)));
+        }
+        for (int stage = 2; stage <= 3; stage++) {
             e = i + (Py_ssize_t)(4 - stage) * SPREAD_AHEAD;
             if (e >= 0 && e < count) {
                 prefetch_insert(PyList_GET_ITEM(table, slot_of(hashes[e], n)), hashes[e], stage);
@@ -130,7 +148,7 @@ py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (i < 0) {
             continue;
         }
-        Py_ssize_t j = slot_of(hashes[i], n); /* the move */
+        Py_ssize_t j = slot_of(hashes[i], n);
         PyObject *target = PyList_GET_ITEM(table, j);
         if (target == Py_None) {
             target = PyDict_New();
@@ -155,6 +173,8 @@ py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyMem_Free(pairs);
     PyMem_Free(hashes);
     Py_RETURN_NONE;
+changed:
+    PyErr_SetString(PyExc_RuntimeError, "a table changed size during a rehash");
 fail:
     PyMem_Free(pairs);
     PyMem_Free(hashes);

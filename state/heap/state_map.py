@@ -68,8 +68,9 @@ def spread(
 ) -> None:
     """Put every entry of ``bucket`` into bucket ``table[hash(key) % len(table)]``: a new
     dict where that slot is empty (its version set to ``version``), and the slot's hint
-    reset. By the C accelerator when it is built (it fetches the memory each move touches
-    ahead of the move); nothing may change ``bucket`` while it runs."""
+    reset. Every hash is taken, and every target checked, before the first entry moves. By
+    the C accelerator when it is built (it fetches the memory each move touches ahead of
+    the move); nothing may change ``bucket`` while it runs."""
     if _tables is not None:
         _tables.spread(bucket, table, versions, hints, version)
     else:
@@ -83,14 +84,14 @@ def spread_py(
     n = len(table)
     if n == 0 or len(versions) != n or len(hints) != n:
         raise ValueError("table, versions and hints must have one equal, non-zero size")
-    for ck, state in bucket.items():
-        j = hash(ck) % n
+    moves = [(hash(ck) % n, ck, state) for ck, state in bucket.items()]  # nothing moves if one fails
+    if any(table[j] is not None and type(table[j]) is not dict for j, _, _ in moves):
+        raise TypeError("a bucket is neither a dict nor None")
+    for j, ck, state in moves:
         target = table[j]
         if target is None:
             target = table[j] = {}
             versions[j] = version
-        elif type(target) is not dict:
-            raise TypeError("a bucket is neither a dict nor None")
         hints[j] = None
         target[ck] = state
 

@@ -122,13 +122,25 @@ def test_spread_errors(impl: Spread) -> None:
         impl({1: 1}, [], [], [], 0)
     with pytest.raises(ValueError):
         impl({1: 1}, [None] * 3, [0] * 2, [None] * 3, 0)
-    with pytest.raises(TypeError):
-        impl({1: 1}, [[1]] * 3, [0] * 3, [None] * 3, 0)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_failing_spread_moves_nothing(impl: Spread) -> None:
+    """A hash that fails, or a target that is not a bucket, after other entries: nothing
+    has moved (every hash is taken and every target checked first)."""
     key = Refusing()
-    bucket = {key: 1, 2: 2}
+    bucket: dict[Any, Any] = {3: 3, 4: 4, 5: 5, key: 1, 6: 6}
     key.refuse = True
+    table: Table = [None, {9: 9}, None, None, None]
+    versions, hints = [0, 1, 0, 0, 0], ["h"] * 5
     with pytest.raises(RuntimeError, match="hash refused"):
-        impl(bucket, [None] * 3, [0] * 3, [None] * 3, 0)
+        impl(bucket, table, versions, hints, 7)
+    assert (table, versions, hints) == ([None, {9: 9}, None, None, None], [0, 1, 0, 0, 0], ["h"] * 5)
+    key.refuse = False
+    odd: list[Any] = [None, None, None, None, [1]]  # 4 % 5 lands on a list
+    with pytest.raises(TypeError, match="neither a dict nor None"):
+        impl({3: 3, 4: 4}, odd, [0] * 5, ["h"] * 5, 7)
+    assert odd == [None, None, None, None, [1]]
 
 
 @pytest.mark.skipif(_tables is None, reason=NO_C)
@@ -145,14 +157,15 @@ def test_a_failed_move_loses_no_entry() -> None:
     entry stays readable (the bucket leaves the old table only once it has moved)."""
     m = CopyOnWriteStateMap()
     bad = Refusing()
-    m.put(bad, None, "bad")
-    for k in range(1, 129):
+    for k in range(1, 128):
         m.put(k, None, k)
+    m.put(bad, None, "bad")  # after 127 entries of the one bucket, before the last
+    m.put(128, None, 128)
     assert m.is_rehashing and m.table_sizes == (1, 3)  # nothing has moved yet
     bad.refuse = True
     with pytest.raises(RuntimeError, match="hash refused"):
         m.put(129, None, 129)  # its access moves the one bucket first
     bad.refuse = False
-    assert len(m) == 129
+    assert len(m) == 129 and len(list(m.entries())) == 129  # none lost, none twice
     assert m.get(bad, None) == "bad"
     assert [m.get(k, None) for k in range(1, 130)] == [*range(1, 129), None]
