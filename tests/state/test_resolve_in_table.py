@@ -5,42 +5,18 @@ both give what a plain per-id lookup gives, in order, with the same errors."""
 from __future__ import annotations
 
 import random
-from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from heap_accelerator import NO_C, Collide, Point, Table, implementations
 
 from flinkstate.state.heap import state_map
 from flinkstate.state.heap.cow_map import CopyOnWriteStateMap
 from flinkstate.state.heap.state_map import _tables, resolve_in_table_py
 
-NO_C = "the C accelerator is not built here (no compiler at install): its Python fallback is tested"
-
-Table = list[dict[Any, Any] | None]
 Resolve = Callable[[Table, list[Any]], tuple[list[Any], list[Any], list[Any]]]
-IMPLS: list[Any] = [
-    pytest.param(resolve_in_table_py, id="python"),
-    pytest.param(
-        None if _tables is None else _tables.resolve_in_table,
-        id="c",
-        marks=pytest.mark.skipif(_tables is None, reason=NO_C),
-    ),
-]
-Point = namedtuple("Point", "x y")
-
-
-class Collide:
-    """Equal by name; every instance hashes alike (one bucket, dict probing on equality)."""
-
-    def __init__(self, name: str, h: int = -7) -> None:
-        self.name, self.h = name, h
-
-    def __hash__(self) -> int:
-        return self.h
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Collide) and other.name == self.name
+IMPLS = implementations(resolve_in_table_py, "resolve_in_table")
 
 
 def _model(table: Table, ids: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:

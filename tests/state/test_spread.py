@@ -5,41 +5,17 @@ table, versions and hints a plain per-entry model leaves, with the same errors."
 from __future__ import annotations
 
 import random
-from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from heap_accelerator import NO_C, Collide, Point, Table, implementations
 
 from flinkstate.state.heap.cow_map import CopyOnWriteStateMap
 from flinkstate.state.heap.state_map import _tables, spread_py
 
-NO_C = "the C accelerator is not built here (no compiler at install): its Python fallback is tested"
-
-Table = list[dict[Any, Any] | None]
 Spread = Callable[[dict[Any, Any], Table, list[int], list[Any], int], None]
-IMPLS: list[Any] = [
-    pytest.param(spread_py, id="python"),
-    pytest.param(
-        None if _tables is None else _tables.spread,
-        id="c",
-        marks=pytest.mark.skipif(_tables is None, reason=NO_C),
-    ),
-]
-Point = namedtuple("Point", "x y")
-
-
-class Collide:
-    """Equal by name; every instance hashes alike (dict probing on equality)."""
-
-    def __init__(self, name: str, h: int = -7) -> None:
-        self.name, self.h = name, h
-
-    def __hash__(self) -> int:
-        return self.h
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Collide) and other.name == self.name
+IMPLS = implementations(spread_py, "spread")
 
 
 class Refusing:
