@@ -5,33 +5,17 @@ the Python fallback against a plain loop, in the record's order, with the ids us
 from __future__ import annotations
 
 import random
-from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from heap_accelerator import NO_C, Point, implementations
 
 from flinkstate.state.heap.state_map import _tables, split_known_py
 from flinkstate.state.heap.state_table import recorded_py
 
-NO_C = "the C accelerator is not built here (no compiler at install): its Python fallback is tested"
-
-
-def _python_and_c(python: Callable[..., Any], name: str) -> list[Any]:
-    """The Python model and the accelerator's function ``name``, as test parameters."""
-    return [
-        pytest.param(python, id="python"),
-        pytest.param(
-            None if _tables is None else getattr(_tables, name),
-            id="c",
-            marks=pytest.mark.skipif(_tables is None, reason=NO_C),
-        ),
-    ]
-
-
 Split = Callable[[dict[Any, Any], Any], tuple[list[Any], list[Any], list[Any]]]
-IMPLS = _python_and_c(split_known_py, "split_known")
-Point = namedtuple("Point", "x y")
+IMPLS = implementations(split_known_py, "split_known")
 
 
 def _model(record: dict[Any, Any]) -> tuple[list[Any], list[Any], list[Any]]:
@@ -80,7 +64,7 @@ def test_c_refuses_what_is_not_a_dict() -> None:
         _tables.split_known([(1, 2)], None)  # type: ignore[arg-type]
 
 
-RECORDED = _python_and_c(recorded_py, "recorded_pairs")
+RECORDED = implementations(recorded_py, "recorded_pairs")
 
 
 @pytest.mark.parametrize("recorded", RECORDED)
