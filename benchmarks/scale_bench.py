@@ -47,8 +47,9 @@ FLOORS = {
 measured in the same run where the run has it (the first one a run has is reported), so a
 slope can be compared with its floor's."""
 REPEATS = {"heap": 3}
-"""Runs per size (``P13_REPEATS`` overrides): the heap's runs are short and its slopes move
-with the machine by about ±0.1 run to run, so each of its figures is a median of three."""
+"""Runs per size in the full run (``--quick``: one; ``P13_REPEATS`` overrides both): the
+heap's runs are short and its slopes move with the machine by about ±0.1 run to run, so
+each of its figures is a median of three."""
 PYTHON_ALLOWANCE = 512 << 20
 """Peak RSS a RocksDB run may use beyond its RocksDB budget: the interpreter, pyarrow, and
 the key groups a restore decodes at a time (bounded by the key groups' size, not the state's)."""
@@ -158,11 +159,10 @@ def slope(n1: int, t1: float, n2: int, t2: float) -> float:
 
 
 def _repeated(
-    kind: str, sizes: list[int], storage_args: dict[str, str]
+    kind: str, sizes: list[int], storage_args: dict[str, str], repeats: int
 ) -> list[tuple[int, dict[str, float]]]:
-    """Each size's figures: the median of :data:`REPEATS` runs of ``kind`` (peak RSS: the
+    """Each size's figures: the median of ``repeats`` runs of ``kind`` (peak RSS: the
     largest), the sizes taken in turn so that a slow spell of the machine hits all alike."""
-    repeats = int(os.environ.get("P13_REPEATS", REPEATS.get(kind, 1)))
     done: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
     for _ in range(max(repeats, 1)):
         for n in sizes:
@@ -179,8 +179,11 @@ def _repeated(
     ]
 
 
-def _series(name: str, kind: str, sizes: list[int], storage_args: dict[str, str]) -> Iterator[Result]:
-    runs = _repeated(kind, sizes, storage_args)
+def _series(
+    name: str, kind: str, sizes: list[int], storage_args: dict[str, str], quick: bool
+) -> Iterator[Result]:
+    repeats = int(os.environ.get("P13_REPEATS", 1 if quick else REPEATS.get(kind, 1)))
+    runs = _repeated(kind, sizes, storage_args, repeats)
     budget = RocksDBOptions().memory_budget
     for op in OPERATIONS:
         n0, first = runs[0]
@@ -229,9 +232,9 @@ def p13(quick: bool) -> Iterator[Result]:
     cases = {c.strip() for c in os.environ.get("P13_CASES", "").split(",") if c.strip()}
     for fmt, storage_args in ROCKSDB_FORMATS.items():
         if not cases or f"rocksdb-{fmt}" in cases:
-            yield from _series(f"RocksDB, {fmt} checkpoints", "rocksdb", rocks, storage_args)
+            yield from _series(f"RocksDB, {fmt} checkpoints", "rocksdb", rocks, storage_args, quick)
     if not cases or "heap" in cases:
-        yield from _series("heap", "heap", heap, {})
+        yield from _series("heap", "heap", heap, {}, quick)
 
 
 BENCHMARKS = {"P13": p13}
