@@ -65,14 +65,24 @@ slot_of(Py_hash_t h, Py_ssize_t n)
     return slot < 0 ? slot + n : slot;
 }
 
+/* Drops the references held on the first `held` entries, and the buffers. */
+static void
+spread_release(PyObject **pairs, Py_ssize_t held, Py_hash_t *hashes)
+{
+    for (Py_ssize_t i = 0; i < 2 * held; i++) {
+        Py_DECREF(pairs[i]);
+    }
+    PyMem_Free(pairs);
+    PyMem_Free(hashes);
+}
+
 /* Puts every entry of dict `bucket` into bucket `table[hash(key) % len(table)]`: a new
  * dict where the slot is None (`versions` of that slot set to `version`), and the slot's
- * `hints` set to None. Nothing changes `bucket` meanwhile (a rehash only reads a bucket),
- * so its entries are read as borrowed references. The memory each move touches
- * (key and value objects, target bucket, its keys) is fetched ahead: a rehash of a large
- * map moves entries created far apart. Every hash is taken and every target checked before
- * the first entry moves, so a failing hash or a wrong table moves nothing (an insert can
- * still fail on memory, or on a key's __eq__). The model is state_map.spread_py. */
+ * `hints` set to None. The memory each move touches (key and value objects, target bucket,
+ * its keys) is fetched ahead: a rehash of a large map moves entries created far apart.
+ * Every entry is held, its hash taken and its target checked before the first one moves,
+ * so a failing hash, a wrong table or a bucket changed meanwhile moves nothing (an insert
+ * can still fail on memory, or on a key's __eq__). The model is state_map.spread_py. */
 static PyObject *
 py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -95,28 +105,33 @@ py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyMem_Free(hashes);
         return PyErr_NoMemory();
     }
-    Py_ssize_t pos = 0, got = 0;
+    Py_ssize_t pos = 0, got = 0, held = 0;
     PyObject *key, *value;
     while (got < count && PyDict_Next(bucket, &pos, &key, &value)) {
         pairs[2 * got] = key;
         pairs[2 * got + 1] = value;
         got++;
     }
-    /* First every hash and target checked (a failure there moves nothing), each key and
-     * then its target bucket fetched ahead. */
+    /* First every entry held (its key and value referenced, as they are reached), its hash
+     * taken and its target checked: a failure there moves nothing. Each key and value,
+     * then its target bucket, fetched ahead. */
     for (Py_ssize_t i = -2 * SPREAD_AHEAD; i < count; i++) {
         Py_ssize_t e = i + 2 * SPREAD_AHEAD;
         if (e < count) {
             PREFETCH_WRITE(pairs[2 * e]);
+            PREFETCH_WRITE(pairs[2 * e + 1]);
         }
         e = i + SPREAD_AHEAD;
         if (e >= 0 && e < count) {
+            if (PyDict_GET_SIZE(bucket) != count || PyList_GET_SIZE(table) != n) {
+                goto changed;
+            }
+            Py_INCREF(pairs[2 * e]);
+            Py_INCREF(pairs[2 * e + 1]);
+            held = e + 1;
             hashes[e] = PyObject_Hash(pairs[2 * e]);
             if (hashes[e] == -1 && PyErr_Occurred()) {
                 goto fail;
-            }
-            if (PyList_GET_SIZE(table) != n) {
-                goto changed;
             }
             PREFETCH_WRITE(PyList_GET_ITEM(table, slot_of(hashes[e], n)));
         }
@@ -128,15 +143,13 @@ py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
-    /* Then the moves, each value, its target's keys and the slots the insert writes
-     * fetched ahead. */
+    /* Then the moves, each target's keys and the slots the insert writes fetched ahead. */
     for (Py_ssize_t i = -3 * SPREAD_AHEAD; i < count; i++) {
         if (PyList_GET_SIZE(table) != n || PyDict_GET_SIZE(bucket) != count) {
             goto changed;
         }
         Py_ssize_t e = i + 3 * SPREAD_AHEAD;
         if (e < count) {
-            PREFETCH_WRITE(pairs[2 * e + 1]);
             PREFETCH_WRITE(PyList_GET_ITEM(table, slot_of(hashes[e], n)));
         }
         for (int stage = 2; stage <= 3; stage++) {
@@ -170,14 +183,12 @@ py_spread(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto fail;
         }
     }
-    PyMem_Free(pairs);
-    PyMem_Free(hashes);
+    spread_release(pairs, held, hashes);
     Py_RETURN_NONE;
 changed:
     PyErr_SetString(PyExc_RuntimeError, "a table changed size during a rehash");
 fail:
-    PyMem_Free(pairs);
-    PyMem_Free(hashes);
+    spread_release(pairs, held, hashes);
     return NULL;
 }
 

@@ -119,6 +119,32 @@ def test_a_failing_spread_moves_nothing(impl: Spread) -> None:
     assert odd == [None, None, None, None, [1]]
 
 
+class Meddling:
+    """Hashes to 11; once armed, its hash takes another entry out of the bucket it is in."""
+
+    def __init__(self, bucket: dict[Any, Any]) -> None:
+        self.bucket, self.armed = bucket, False
+
+    def __hash__(self) -> int:
+        if self.armed:
+            self.bucket.pop(("victim", "ключ"), None)
+        return 11
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_bucket_changed_while_it_spreads_is_refused(impl: Spread) -> None:
+    bucket: dict[Any, Any] = {1: 1}
+    key = Meddling(bucket)
+    bucket[key] = "m"
+    bucket[("victim", "ключ")] = ["state"]
+    bucket.update({k: k for k in range(2, 40)})
+    key.armed = True
+    table: Table = [None] * 7
+    with pytest.raises(RuntimeError, match="changed size"):
+        impl(bucket, table, [0] * 7, [None] * 7, 1)
+    assert table == [None] * 7
+
+
 @pytest.mark.skipif(_tables is None, reason=NO_C)
 def test_spread_argument_types() -> None:
     assert _tables is not None
