@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from heap_accelerator import NO_C, Collide, Point, Table, implementations
 
+from flinkstate.state.heap import state_map
 from flinkstate.state.heap.cow_map import CopyOnWriteStateMap
 from flinkstate.state.heap.state_map import _tables, spread_py
 
@@ -171,3 +172,33 @@ def test_a_failed_move_loses_no_entry() -> None:
     assert len(m) == 129 and len(list(m.entries())) == 129  # none lost, none twice
     assert m.get(bad, None) == "bad"
     assert [m.get(k, None) for k in range(1, 130)] == [*range(1, 129), None]
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_a_map_grows_alike_with_and_without_c(monkeypatch: pytest.MonkeyPatch, accelerated: bool) -> None:
+    """A map growing through several rehashes, with snapshots taken and released on the
+    way (the shared path), through the C move or the fallback: every entry reads back as
+    in a dict model, none listed twice, and each snapshot keeps its view."""
+    if not accelerated:
+        monkeypatch.setattr(state_map, "_tables", None)
+    elif _tables is None:
+        pytest.skip(NO_C)
+    rng = random.Random(11)
+    m = CopyOnWriteStateMap(copy_state=list)
+    model: dict[Any, Any] = {}
+    held: list[tuple[Any, dict[Any, Any]]] = []
+    for step in range(40_000):
+        key = rng.choice(
+            [rng.randrange(-(2**63), 2**63), f"k{rng.randrange(9999)}é", (rng.randrange(99), "n")]
+        )
+        ns = None if type(key) is tuple else rng.choice([None, None, "ns"])
+        m.put(key, ns, [step])
+        model[(key, ns)] = [step]
+        if step % 7919 == 0:
+            held.append((m.snapshot(), dict(model)))
+        if held and step % 5003 == 0:
+            snap, seen = held.pop(0)
+            assert sorted(map(repr, snap.entries())) == sorted(repr((k, n, s)) for (k, n), s in seen.items())
+            snap.release()
+    assert sorted(map(repr, m.entries())) == sorted(repr((k, n, s)) for (k, n), s in model.items())
+    assert len(m) == len(model) and all(m.get(k, n) == s for (k, n), s in model.items())
