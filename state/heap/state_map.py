@@ -68,9 +68,10 @@ def spread(
 ) -> None:
     """Put every entry of ``bucket`` into bucket ``table[hash(key) % len(table)]``: a new
     dict where that slot is empty (its version set to ``version``), and the slot's hint
-    reset. Every hash is taken, and every target checked, before the first entry moves. By
-    the C accelerator when it is built (it fetches the memory each move touches ahead of
-    the move); nothing may change ``bucket`` while it runs."""
+    reset. Every hash is taken, and every target checked, before the first entry moves; a
+    bucket changed meanwhile (by a key's ``__hash__``) is a ``RuntimeError``. By the C
+    accelerator when it is built (it fetches the memory each move touches ahead of the
+    move)."""
     if _tables is not None:
         _tables.spread(bucket, table, versions, hints, version)
     else:

@@ -106,11 +106,11 @@ def _described(db: Any, directory: str, width: int) -> tuple[LocalFile, ...]:
     names = rocksdict.Rdict.list_cf(directory)  # the checkpoint's own (static) listing
     handles = [db.get_column_family(name) for name in names]
     try:
-        described = _files(directory, db, zip(names, handles, strict=True), width, live=True)
+        described, unknown = _files(directory, db, zip(names, handles, strict=True), width)
     finally:
         for cf in handles:
             cf.close()
-    return described if described is not None else _describe(directory, width)
+    return _describe(directory, width) if unknown else described
 
 
 def _describe(directory: str, width: int) -> tuple[LocalFile, ...]:
@@ -124,40 +124,44 @@ def _describe(directory: str, width: int) -> tuple[LocalFile, ...]:
     try:
         names = rocksdict.Rdict.list_cf(directory)
         handles = [db.get_column_family(name) for name in names]
-        described = _files(directory, db, zip(names, handles, strict=True), width, live=False)
+        described, unknown = _files(directory, db, zip(names, handles, strict=True), width)
     finally:
         for cf in handles:
             cf.close()
         db.close()
-    assert described is not None  # only a live DB can lack a file
+    if unknown:
+        raise StateAccessError(
+            f"RocksDB checkpoint {directory} does not list its own SST files {unknown}",
+            code="DB_CHECKPOINT_FAILED",
+        )
     return described
 
 
 def _files(
-    directory: str, db: Any, families: Iterable[tuple[str, Any]], width: int, live: bool
-) -> tuple[LocalFile, ...] | None:
-    """The files in ``directory`` described by ``db``'s file metadata and its column
-    ``families``' SST listings (name, handle). ``live``: ``db`` is the DB the checkpoint
-    was taken of, and ``None`` is returned when it no longer has one of the SST files."""
+    directory: str, db: Any, families: Iterable[tuple[str, Any]], width: int
+) -> tuple[tuple[LocalFile, ...], list[str]]:
+    """(the files in ``directory`` described by ``db``'s file metadata and its column
+    ``families``' SST listings (name, handle), the SST files those do not describe)."""
     by_number: dict[int, list[str]] = {}
     for cf_name, cf in families:
         for number in _SST_LINE.findall(cf.property_value("rocksdb.sstables") or ""):
             by_number.setdefault(int(number), []).append(cf_name)
     known = {os.path.basename(f["name"]): f for f in db.live_files()}
-    out = []
+    out: list[LocalFile] = []
+    unknown: list[str] = []
     for name in sorted(os.listdir(directory)):
         size = os.path.getsize(os.path.join(directory, name))
-        info = known.get(name) if name.endswith(".sst") else None
-        cfs = () if info is None else tuple(sorted(by_number.get(int(name[:-4]), [])))
-        if live and name.endswith(".sst") and not cfs:
-            return None  # compacted away since the checkpoint was taken
-        if info is None:
+        if not name.endswith(".sst"):
             out.append(LocalFile(name, size, False))
+            continue
+        info, cfs = known.get(name), tuple(sorted(by_number.get(int(name[:-4]), [])))
+        if info is None or not cfs:
+            unknown.append(name)
             continue
         first = int.from_bytes(info["start_key"][:width], "big")
         last = int.from_bytes(info["end_key"][:width], "big")
         out.append(LocalFile(name, size, True, cfs, (first, last), int(info["num_entries"])))
-    return tuple(out)
+    return tuple(out), unknown
 
 
 def open_existing(path: str, db_options: Any, cf_options: Any) -> Any:

@@ -4,6 +4,7 @@ snapshot's own, its SST files described by column family and key groups."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from flinkstate.state import (
     ListStateDescriptor,
     MapStateDescriptor,
     RocksDBKeyedStateBackend,
+    StateAccessError,
     Types,
     ValueStateDescriptor,
     assign_to_key_group,
@@ -103,3 +105,15 @@ def test_a_file_compacted_away_is_described_from_the_checkpoint(
         monkeypatch.setattr(native, "_describe", lambda d, w: (fallbacks.append(d), describe(d, w))[1])
         assert native._described(db, target, width) == want
         assert fallbacks == [target]
+
+
+def test_an_sst_file_the_checkpoint_does_not_list_is_refused(tmp_path: Path) -> None:
+    """A stray SST file in a checkpoint (its own metadata does not list it) is not uploaded
+    as if it were part of it: describing the checkpoint fails with a stable code."""
+    with _filled(tmp_path / "db", 2) as b:
+        target = str(tmp_path / "checkpoint")
+        rocksdict.Checkpoint(b._dir.db).create_checkpoint(target)
+        some = next(n for n in os.listdir(target) if n.endswith(".sst"))
+        shutil.copyfile(os.path.join(target, some), os.path.join(target, "999999.sst"))
+        with pytest.raises(StateAccessError, match=r"\[DB_CHECKPOINT_FAILED\].*999999\.sst"):
+            native._described(b._dir.db, target, b._key_codec.width)
