@@ -58,13 +58,6 @@ prefetch_insert(PyObject *target, Py_hash_t h, int stage)
 #define PREFETCH_WRITE(p) ((void)(p))
 #endif
 
-static Py_ssize_t
-slot_of(Py_hash_t h, Py_ssize_t n)
-{
-    Py_ssize_t slot = (Py_ssize_t)(h % n);
-    return slot < 0 ? slot + n : slot;
-}
-
 /* Drops the references held on the first `held` entries, and the buffers. */
 static void
 spread_release(PyObject **pairs, Py_ssize_t held, Py_hash_t *hashes)

@@ -110,14 +110,18 @@ py_int64_items(PyObject *self, PyObject *tables)
  * into the cache early, so the latency of many lookups overlaps (a large map is not cached). */
 #define PREFETCH_AHEAD 3
 
+/* The bucket index of hash `h` in a table of `n` buckets, as Python's `h % n`. */
+static Py_ssize_t
+slot_of(Py_hash_t h, Py_ssize_t n)
+{
+    Py_ssize_t slot = (Py_ssize_t)(h % n);
+    return slot < 0 ? slot + n : slot;
+}
+
 static PyObject *
 bucket_at(PyObject *table, Py_ssize_t n, Py_hash_t h)
 {
-    Py_ssize_t slot = (Py_ssize_t)(h % n);
-    if (slot < 0) {
-        slot += n;
-    }
-    return PyList_GET_ITEM(table, slot);
+    return PyList_GET_ITEM(table, slot_of(h, n));
 }
 
 #if (defined(__GNUC__) || defined(__clang__)) && PY_VERSION_HEX >= 0x030B0000 && \
@@ -187,8 +191,7 @@ static inline __attribute__((always_inline)) void
 prefetch_lookup(PyObject *table, Py_ssize_t n, Py_hash_t h, int stage)
 {
     if (stage == 0) {
-        Py_ssize_t slot = (Py_ssize_t)(h % n);
-        __builtin_prefetch(&PyList_GET_ITEM(table, slot < 0 ? slot + n : slot));
+        __builtin_prefetch(&PyList_GET_ITEM(table, slot_of(h, n)));
         return;
     }
     PyObject *bucket = bucket_at(table, n, h);
