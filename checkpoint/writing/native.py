@@ -14,6 +14,13 @@ rewriting it would damage the checkpoints that reference it. SST files are never
 deleted by an aborted attempt (another checkpoint may reference the
 same content); retention removes them once no retained checkpoint does, and orphans
 (an attempt that never committed) once past the grace period (see :mod:`.versions`).
+
+Each byte is hashed once: a file the snapshot has just hashed is copied without hashing it
+again when its signature (inode, size, modification and change times) is the same before
+and after the copy; a file whose digest was remembered from elsewhere is hashed as it is
+copied. A copy not of the digest's bytes is deleted, the one SST file an attempt removes
+(no checkpoint can rightly reference those bytes under that name), and the attempt fails
+(``[WRITE_FAILED]``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from dataclasses import replace
+from typing import Any
 
 from flinkstate.state.rocksdb.native import LocalFile, NativeSnapshot
 
@@ -56,13 +64,19 @@ def known_files(root: Storage, uid: str) -> dict[str, FileRef]:
     return out
 
 
+def _copy(storage: Storage, path: str, local: str, sha: Any = None) -> None:
+    """Copy local file ``local`` to ``path`` of ``storage``, feeding its bytes to ``sha``."""
+    with open(local, "rb") as src, storage.open_output(path) as dst:
+        while chunk := src.read(_CHUNK):
+            if sha is not None:
+                sha.update(chunk)
+            dst.write(chunk)
+
+
 def _upload(storage: Storage, path: str, local: str) -> str:
     """Copy local file ``local`` to ``path`` of ``storage``; return its SHA-256."""
     sha = hashlib.sha256()
-    with open(local, "rb") as src, storage.open_output(path) as dst:
-        while chunk := src.read(_CHUNK):
-            sha.update(chunk)
-            dst.write(chunk)
+    _copy(storage, path, local, sha)
     return sha.hexdigest()
 
 
@@ -92,14 +106,26 @@ class NativeWriter:
         if (ref is None or ref.size != local.size) and self._stored(path, local.size):
             ref = FileRef(path, local.size, digest, local.entries)  # stored by a checkpoint not at hand
         if ref is None or ref.size != local.size:
-            if _upload(self.root, path, snapshot.path(local.name)) != digest:
-                raise CheckpointError(
-                    f"SST file {local.name} changed while it was uploaded", code="WRITE_FAILED"
-                )
+            self._store(snapshot, local.name, path, digest)
             self.uploaded_bytes += local.size
             ref = FileRef(path, local.size, digest, local.entries, checkpoint_id=self.checkpoint_id)
         seen = posixpath.relpath(ref.path, f"chk-{self.checkpoint_id}")
         return NativeFile(local.name, replace(ref, path=seen), local.column_families, local.key_groups)
+
+    def _store(self, snapshot: NativeSnapshot, name: str, path: str, digest: str) -> None:
+        """Upload SST file ``name`` to ``path`` (named by its ``digest``). A file the snapshot
+        hashed itself and that has not changed since (:meth:`NativeSnapshot.unchanged`, before
+        and after the copy) is copied without hashing it again; any other is hashed as it is
+        copied. A copy that is not of the digest's bytes is deleted, never left under it."""
+        local = snapshot.path(name)
+        if snapshot.unchanged(name):
+            _copy(self.root, path, local)
+            intact = snapshot.unchanged(name)
+        else:
+            intact = _upload(self.root, path, local) == digest
+        if not intact:
+            self.root.delete(path)
+            raise CheckpointError(f"SST file {name} changed while it was uploaded", code="WRITE_FAILED")
 
     def _stored(self, path: str, size: int) -> bool:
         """Whether the shared area holds ``path`` whole already (a file of that name has that

@@ -31,6 +31,16 @@ from .directory import TRANSIENT
 _SST_LINE = re.compile(r"^\s*(\d+):\d+\[", re.MULTILINE)
 _CHUNK = 1 << 20
 
+Signature = tuple[int, int, int, int, int]
+"""A local file's device, inode, size, and modification and change times (ns)."""
+
+
+def signature(path: str) -> Signature:
+    """``path``'s :data:`Signature`: writing to the file, even keeping its size and resetting
+    its modification time, changes the change time."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
 
 @dataclass(frozen=True)
 class LocalFile:
@@ -53,7 +63,8 @@ class NativeSnapshot(KeyedStateSnapshot):
     ``metas``: every state's description; ``columns``: the column family of each state;
     ``sequences``: each list state's last element sequence (appends after a restore go
     on above it); ``digests``: SHA-256 of SST files by name, shared with the backend (an
-    SST file never changes, so each is hashed once per DB)."""
+    SST file never changes, so each is hashed once per DB); ``hashed``: the files this
+    snapshot hashed itself, with their :func:`signature` unchanged while it read them."""
 
     directory: str = ""
     files: tuple[LocalFile, ...] = ()
@@ -61,6 +72,7 @@ class NativeSnapshot(KeyedStateSnapshot):
     columns: Mapping[str, str] = field(default_factory=dict)
     sequences: Mapping[str, int] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
+    hashed: dict[str, Signature] = field(default_factory=dict)
 
     def path(self, name: str) -> str:
         return os.path.join(self.directory, name)
@@ -69,12 +81,22 @@ class NativeSnapshot(KeyedStateSnapshot):
         """The SHA-256 of SST file ``name`` (computed once per DB, then remembered)."""
         known = self.digests.get(name)
         if known is None:
+            path = self.path(name)
+            before = signature(path)
             sha = hashlib.sha256()
-            with open(self.path(name), "rb") as f:
+            with open(path, "rb") as f:
                 while chunk := f.read(_CHUNK):
                     sha.update(chunk)
             known = self.digests[name] = sha.hexdigest()
+            if signature(path) == before:
+                self.hashed[name] = before
         return known
+
+    def unchanged(self, name: str) -> bool:
+        """Whether file ``name`` is, by its :func:`signature`, the one this snapshot hashed
+        (so its bytes are the ones its digest was taken of, without hashing them again)."""
+        hashed = self.hashed.get(name)
+        return hashed is not None and signature(self.path(name)) == hashed
 
     def release(self) -> None:
         if self.directory:

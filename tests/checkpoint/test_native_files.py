@@ -101,14 +101,13 @@ def native_files(storage: CheckpointStorage) -> set[str]:
 def uploads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Every (path, bytes) uploaded by native checkpoints."""
     seen: list[tuple[str, int]] = []
-    upload = native_writing._upload
+    copy = native_writing._copy
 
-    def counting(storage: Storage, path: str, local: str) -> str:
-        digest = upload(storage, path, local)
+    def counting(storage: Storage, path: str, local: str, sha: Any = None) -> None:
+        copy(storage, path, local, sha)
         seen.append((path, storage.size(path)))
-        return digest
 
-    monkeypatch.setattr(native_writing, "_upload", counting)
+    monkeypatch.setattr(native_writing, "_copy", counting)
     return seen
 
 
@@ -246,10 +245,10 @@ def test_a_failed_upload_aborts_and_keeps_the_previous(
         model = comparable(live)
         fill(live, range(500), tag="neu")
 
-        def broken(storage: Storage, path: str, local: str) -> str:
+        def broken(storage: Storage, path: str, local: str, sha: Any = None) -> None:
             raise OSError("connection reset")
 
-        monkeypatch.setattr(native_writing, "_upload", broken)
+        monkeypatch.setattr(native_writing, "_copy", broken)
         pending = storage.begin()
         pending.write_subtask("op", 0, 1, 128, keyed=live)
         with pytest.raises(OSError, match="connection reset"):
