@@ -16,9 +16,10 @@ same content); retention removes them once no retained checkpoint does, and orph
 (an attempt that never committed) once past the grace period (see :mod:`.versions`).
 
 Each byte is hashed once: a file the snapshot has just hashed is copied without hashing it
-again when its signature (inode, size, modification and change times) is the same before
-and after the copy; a file whose digest was remembered from elsewhere is hashed as it is
-copied. A copy not of the digest's bytes is deleted, the one SST file an attempt removes
+again when its signature (inode, size, modification time) is the same before and after the
+copy; a file whose digest was remembered from elsewhere is hashed as it is copied. (A
+rewrite that keeps a file's size and resets its modification time escapes this check, not
+the restore's: it verifies every file's digest, ``[CHECKPOINT_CORRUPT]``.) A copy not of the digest's bytes is deleted, the one SST file an attempt removes
 (no checkpoint can rightly reference those bytes under that name), and the attempt fails
 (``[WRITE_FAILED]``).
 """
@@ -114,9 +115,9 @@ class NativeWriter:
 
     def _store(self, snapshot: NativeSnapshot, name: str, path: str, digest: str) -> None:
         """Upload SST file ``name`` to ``path`` (named by its ``digest``). A file the snapshot
-        hashed itself and that has not changed since (:meth:`NativeSnapshot.unchanged`, before
-        and after the copy) is copied without hashing it again; any other is hashed as it is
-        copied. A copy that is not of the digest's bytes is deleted, never left under it."""
+        hashed itself and whose signature has not changed since (:meth:`NativeSnapshot.unchanged`,
+        before and after the copy) is copied without hashing it again; any other is hashed as
+        it is copied. A copy that is not of the digest's bytes is deleted, never left under it."""
         local = snapshot.path(name)
         if snapshot.unchanged(name):
             _copy(self.root, path, local)

@@ -31,15 +31,15 @@ from .directory import TRANSIENT
 _SST_LINE = re.compile(r"^\s*(\d+):\d+\[", re.MULTILINE)
 _CHUNK = 1 << 20
 
-Signature = tuple[int, int, int, int, int]
-"""A local file's device, inode, size, and modification and change times (ns)."""
+Signature = tuple[int, int, int, int]
+"""A local file's device, inode, size and modification time (ns)."""
 
 
 def signature(path: str) -> Signature:
-    """``path``'s :data:`Signature`: writing to the file, even keeping its size and resetting
-    its modification time, changes the change time."""
+    """``path``'s :data:`Signature`. Not its change time: the DB compacting away its own
+    link to a file a snapshot holds changes that, not the file."""
     st = os.stat(path)
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True)

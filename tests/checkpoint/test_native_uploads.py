@@ -86,14 +86,15 @@ class FirstFresh:
 
 
 def _rewrite(path: str) -> None:
-    """Change one byte of ``path`` in place, keeping its size and modification time."""
+    """Change one byte of ``path`` in place, keeping its size; its modification time moves
+    on (by a second, so a coarse clock cannot hide the write)."""
     before = os.stat(path)
     with open(path, "r+b") as f:
         f.seek(before.st_size // 2)
         byte = f.read(1)
         f.seek(before.st_size // 2)
         f.write(bytes([byte[0] ^ 0xFF]))
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
 
 
 def _rewritten_after_hashing(monkeypatch: pytest.MonkeyPatch) -> FirstFresh:
@@ -139,3 +140,28 @@ def test_a_copy_not_of_the_hashed_bytes_is_refused_and_removed(
     assert first.digest and f"_data/native/{first.digest}.sst" not in native_files(storage)
     assert storage.completed_ids() == [1]
     assert comparable(storage.load().keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
+
+
+def test_a_file_the_db_unlinks_meanwhile_is_still_copied_unhashed(
+    location: tuple[str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live DB compacting away its own link to a file the snapshot holds changes the
+    file's change time, not its bytes: the upload goes on, hashing nothing twice."""
+    url, options = location
+    storage = CheckpointStorage(url, options, rocksdb_format="native")
+
+    def relinked(path: str) -> None:
+        os.link(path, path + ".other")
+        os.unlink(path + ".other")
+
+    with rocks(tmp_path) as live:
+        fill(live, range(300))
+        first = FirstFresh(monkeypatch, after=relinked)
+        hashed = Hashed(monkeypatch)
+        checkpoint = commit(storage, live)
+        model = comparable(live)
+    monkeypatch.undo()
+    [st] = checkpoint.manifest.operators[0].subtasks
+    assert st.native is not None and first.name in {f.name for f in st.native.files}
+    assert hashed.bytes == sum(f.ref.size for f in st.native.files)
+    assert comparable(checkpoint.keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
