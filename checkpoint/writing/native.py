@@ -19,9 +19,9 @@ Each byte is hashed once: a file the snapshot has just hashed is copied without 
 again when its signature (inode, size, modification time) is the same before and after the
 copy; a file whose digest was remembered from elsewhere is hashed as it is copied. (A
 rewrite that keeps a file's size and resets its modification time escapes this check, not
-the restore's: it verifies every file's digest, ``[CHECKPOINT_CORRUPT]``.) A copy not of the digest's bytes is deleted, the one SST file an attempt removes
-(no checkpoint can rightly reference those bytes under that name), and the attempt fails
-(``[WRITE_FAILED]``).
+the restore's: it verifies every file's digest, ``[CHECKPOINT_CORRUPT]``.) A copy not of
+the digest's bytes is deleted, the one SST file an attempt removes (no checkpoint can
+rightly reference those bytes under that name), and the attempt fails (``[WRITE_FAILED]``).
 """
 
 from __future__ import annotations
@@ -125,8 +125,13 @@ class NativeWriter:
         else:
             intact = _upload(self.root, path, local) == digest
         if not intact:
-            self.root.delete(path)
-            raise CheckpointError(f"SST file {name} changed while it was uploaded", code="WRITE_FAILED")
+            message = f"SST file {name} changed while it was uploaded"
+            try:
+                self.root.delete(path)
+            except (OSError, CheckpointError) as exc:
+                left = f"{message}; its copy {path} is left: {exc}"
+                raise CheckpointError(left, code="WRITE_FAILED") from exc
+            raise CheckpointError(message, code="WRITE_FAILED")
 
     def _stored(self, path: str, size: int) -> bool:
         """Whether the shared area holds ``path`` whole already (a file of that name has that

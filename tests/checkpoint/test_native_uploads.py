@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from test_native_files import CLOCK, commit, comparable, fill, native_files, rocks
 
-from flinkstate.checkpoint import CheckpointError, CheckpointStorage
+from flinkstate.checkpoint import CheckpointError, CheckpointStorage, Storage
 from flinkstate.checkpoint.writing import native as native_writing
 from flinkstate.state.rocksdb import native as state_native
 from flinkstate.state.rocksdb.native import NativeSnapshot
@@ -165,3 +165,24 @@ def test_a_file_the_db_unlinks_meanwhile_is_still_copied_unhashed(
     assert st.native is not None and first.name in {f.name for f in st.native.files}
     assert hashed.bytes == sum(f.ref.size for f in st.native.files)
     assert comparable(checkpoint.keyed_backend("op", 0, 1, time_provider=CLOCK)) == model
+
+
+def test_a_refused_copy_that_cannot_be_removed_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = CheckpointStorage(str(tmp_path / "root"), rocksdb_format="native")
+    with rocks(tmp_path) as live:
+        fill(live, range(300))
+        first = _misremembered(monkeypatch)
+
+        def failing(self: Storage, relative: str) -> None:
+            raise OSError("permission denied")
+
+        monkeypatch.setattr(Storage, "delete", failing)
+        pending = storage.begin()
+        pending.write_subtask("op", 0, 1, 128, keyed=live)
+        left = r"\[WRITE_FAILED\].*changed while.*is left: permission denied"
+        with pytest.raises(CheckpointError, match=left):
+            pending.commit()
+        monkeypatch.undo()
+    assert first.name and storage.completed_ids() == []
