@@ -57,10 +57,10 @@ STYLES = {
 the one that rewrites least per checkpoint (see :mod:`flinkstate.state.rocksdb.options`)."""
 FLOOR_GOAL = "<= 2x the floor (ratio >= 0.5; re-based: the floor alone costs more than 0.05x)"
 """The increment's time goal against its floor: RocksDB's flush of the changed keys costs
-about 0.6 µs per entry, while a full native checkpoint costs about 30 ns per entry (hard
-links and a file copy), so with 1% of the keys changed the flush alone is about 0.2x of a
-full one. The increment adds describing, hashing and uploading the new files and the
-manifest: at most as much again."""
+about 0.6 µs per entry, while a full native checkpoint costs 20-30 ns per entry (hard
+links, a hash and a copy of each file), so with 1% of the keys changed the flush alone is
+0.2-0.4x of a full one. The increment adds describing, hashing and uploading the new files
+and the manifest: at most as much again."""
 ROUNDS = 40
 PAIR_EVERY = 4
 
