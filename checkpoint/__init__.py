@@ -23,6 +23,7 @@ from .errors import (
     EditError,
 )
 from .format import keyed_schema, operator_schema, storage_table
+from .local_cache import DEFAULT_CACHE_BYTES, CachedStorage, CacheUse, FileCache
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
 from .parquet_files import WrittenFile, read_row_group, write_row_groups
 from .reading.keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
@@ -62,6 +63,7 @@ from .writing.writer import SubtaskResult, store_file
 
 __all__ = [
     "DATA_DIR",
+    "DEFAULT_CACHE_BYTES",
     "DEFAULT_GRACE",
     "DELETE",
     "METADATA",
@@ -69,6 +71,8 @@ __all__ = [
     "MIN_GRACE",
     "ChainPolicy",
     "Change",
+    "CacheUse",
+    "CachedStorage",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointExistsError",
@@ -80,6 +84,7 @@ __all__ = [
     "EditError",
     "EditPlan",
     "FileRef",
+    "FileCache",
     "Garbage",
     "KeyGroupFiles",
     "KeyedRows",

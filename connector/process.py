@@ -21,6 +21,7 @@ exclusive): another run's commit under the same root in between fails it
 from __future__ import annotations
 
 import hashlib
+import logging
 import pickle
 import re
 import uuid
@@ -53,7 +54,13 @@ WATERMARK = "flinkstate.process.watermark"
 MAX_EVENT_TIME = "flinkstate.process.max_event_time"
 TOKEN = "flinkstate.process.token"
 REUSED = "flinkstate.process.reused_subtasks"
+"""How many subtasks started warm (their live backend reused, nothing restored)."""
+STARTS = "flinkstate.process.subtask_starts"
+"""How each subtask's backend started, in subtask order: warm, cached, cold or new (see :mod:`.live`)."""
+DOWNLOADED = "flinkstate.process.subtask_downloaded_bytes"
+"""The bytes of checkpoint files each subtask's restore downloaded, in subtask order."""
 BROADCAST_DIGEST = "flinkstate.process.broadcast_digest"
+_LOG = logging.getLogger("flinkstate.process")
 
 
 def process(
@@ -74,8 +81,11 @@ def process(
     epoch milliseconds), ``watermark_delay`` (ms), ``end_of_input`` (fire every event-time
     timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
     ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
-    ``incremental`` (True: a worker that kept its live backend writes only what changed
-    since the last checkpoint; a restored one writes in full), ``rocksdb_format`` (how the
+    ``incremental`` (True: a subtask writes only what changed since the checkpoint it
+    continues, whether its live backend was kept or restored at the same parallelism),
+    ``executor_cache_bytes`` (what each executor keeps at most of live RocksDB DBs and
+    checkpoint files, 4 GiB; 0 keeps none; see the cluster section of the process docs),
+    ``rocksdb_format`` (how the
     RocksDB backend is checkpointed: ``"native"``, its SST files, by default, or
     ``"parquet"``, the portable format; see ``CheckpointStorage``), ``job_parameters`` (a dict
     of str to str: what ``RuntimeContext.get_job_parameter`` reads), ``side_outputs`` (the
@@ -262,6 +272,7 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
         job.job_parameters,
         inputs.second,
         job.side_outputs,
+        executor_bytes=job.executor_cache_bytes,
     )
     ranges = inputs.ranges(job, key_type, p)
     try:
@@ -282,12 +293,12 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
     if now != latest:
         pending.abort()
         raise _concurrent(job, latest, now)
-    attempts = {r.entry.index: stats["attempt"] for rs, stats in results for r in rs if r.uid == job.uid}
+    by_subtask = {r.entry.index: stats for rs, stats in results for r in rs if r.uid == job.uid}
     properties = {
         WATERMARK: str(end_watermark),
         MAX_EVENT_TIME: str(max_seen),
-        TOKEN: " ".join(attempts[i] for i in range(p)),
-        REUSED: str(sum(stats["reused"] for _, stats in results)),
+        TOKEN: " ".join(by_subtask[i]["attempt"] for i in range(p)),
+        **start_properties([by_subtask[i] for i in range(p)]),
     }
     if batch_id is not None:
         properties[BATCH_ID] = str(batch_id)
@@ -297,7 +308,25 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
         committed = pending.commit(properties)
     except CheckpointExistsError as exc:  # another run committed in between (our files are gone)
         raise _concurrent(job, latest, storage.latest_id()) from exc
+    _LOG.info(
+        "process %s: checkpoint %d committed to %s; subtasks %s",
+        job.uid,
+        committed.checkpoint_id,
+        storage.storage.safe_url,
+        ", ".join(
+            f"{i}: {s['start']} ({s['downloaded']} B downloaded)" for i, s in sorted(by_subtask.items())
+        ),
+    )
     return committed
+
+
+def start_properties(stats: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The checkpoint properties saying how each subtask's backend started and what its
+    restore downloaded (``stats``: each subtask's, in order; see :mod:`.live`)."""
+    starts = [s["start"] for s in stats]
+    out = {REUSED: str(starts.count("warm")), STARTS: " ".join(starts)}
+    out[DOWNLOADED] = " ".join(str(s["downloaded"]) for s in stats)
+    return out
 
 
 def default_parallelism(spark: Any) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flinkstate.checkpoint import DEFAULT_CACHE_BYTES
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.factory import BackendOptions, backend_options
 from flinkstate.state.process.functions import (
@@ -47,6 +48,8 @@ class Job:
     side_outputs: tuple[SideOutput, ...] = ()
     rocksdb_format: str = "parquet"
     """How RocksDB backends are checkpointed (see ``CheckpointStorage``): ``native`` by default."""
+    executor_cache_bytes: int = DEFAULT_CACHE_BYTES
+    """What each executor keeps at most of live RocksDB DBs and checkpoint files (0: none)."""
 
 
 def parse_job(
@@ -79,6 +82,7 @@ def parse_job(
         "side_outputs",
         "rocksdb_format",
         "rocksdb_options",
+        "executor_cache_bytes",
     }
     if two_inputs:
         known.discard("broadcast")
@@ -128,8 +132,13 @@ def parse_job(
     parallelism = options.get("parallelism")
     if parallelism is not None and (type(parallelism) is not int or parallelism < 1):
         bad.append("parallelism")
+    cache_bytes = options.get("executor_cache_bytes", DEFAULT_CACHE_BYTES)
+    if type(cache_bytes) is not int or cache_bytes < 0:
+        bad.append("executor_cache_bytes")
     if bad:
-        raise ProcessError(f"option(s) {bad} must be positive ints (watermark_delay: >= 0)")
+        raise ProcessError(
+            f"option(s) {bad} must be positive ints (watermark_delay, executor_cache_bytes: >= 0)"
+        )
     incremental = options.get("incremental", True)
     if type(incremental) is not bool:
         raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
@@ -163,6 +172,7 @@ def parse_job(
         dict(job_parameters),
         parse_side_outputs(df.sparkSession, options.get("side_outputs")),
         rocksdb_format,
+        executor_cache_bytes=cache_bytes,
     )
 
 

@@ -1,44 +1,38 @@
 """One key-group range of a ``process`` run, inside a Spark task.
 
-The task restores its subtask's live backend from the checkpoint being continued (at any
-parallelism: a rescale), or reuses the one its Python worker kept from the attempt whose
-results that checkpoint committed; feeds it the range's rows (already in event-time
-order), moves the watermark, fires timers, snapshots (an increment when the backend is
-reused, see :class:`flinkstate.checkpoint.CheckpointTarget`), and writes the state and the
-output (main and side outputs) as uniquely named files. It hands back only small results:
-the driver commits them, all ranges together, or nothing, and records which attempt's
-results it committed for each subtask. A worker keeps a backend only after its attempt
-succeeded, named by a token unique to the attempt, so state is never carried over from an
-attempt that did not commit (a failed one, or the losing copy of a speculative or retried
-task)."""
+The task gets its subtask's live backend (:mod:`.live`: the one its Python worker or its
+executor kept from the attempt whose results the checkpoint being continued committed,
+else restored from that checkpoint at any parallelism, a rescale); feeds it the range's
+rows (already in event-time order), moves the watermark, fires timers, snapshots (an
+increment when the backend is live or restored at the same parallelism, see
+:class:`flinkstate.checkpoint.CheckpointTarget`), and writes the state and the output
+(main and side outputs) as uniquely named files. It hands back only small results: the
+driver commits them, all ranges together, or nothing, and records which attempt's results
+it committed for each subtask, and how each started."""
 
 from __future__ import annotations
 
 import pickle
-import shutil
-import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.checkpoint import CheckpointTarget, CompletedCheckpoint, Manifest, Storage, SubtaskResult
+from flinkstate.checkpoint import DEFAULT_CACHE_BYTES, CheckpointTarget, Manifest, Storage, SubtaskResult
 from flinkstate.state.errors import InvalidArgumentError, SerializationError
 from flinkstate.state.factory import BackendOptions
-from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
-from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
-from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode
+from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.process import KeyedProcessOperator, element_rows
 from flinkstate.state.process.functions import ProcessFunction
 from flinkstate.state.process.side_outputs import split_side_outputs
-from flinkstate.state.ttl.time import LONG_MIN
 from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import ProcessError
+from .executor import ExecutorStore
+from .live import acquire
 from .output import OutputSchema
 from .routing import route_values
 from .side_outputs import SideOutput, side_state
@@ -86,6 +80,9 @@ class TaskPlan:
     second: SecondInput | None = None
     """The second input of a ``KeyedCoProcessFunction`` (see :mod:`.coprocess`), else None."""
     side_outputs: tuple[SideOutput, ...] = ()
+    executor_bytes: int = DEFAULT_CACHE_BYTES
+    """What each executor keeps at most of live DBs and cached files (0: nothing; see
+    :mod:`.executor`)."""
 
 
 class Outputs:
@@ -107,79 +104,6 @@ class Outputs:
             self.main.extend(split_side_outputs(rows, self.side, self._known))
         except InvalidArgumentError as exc:
             raise ProcessError(exc.detail, code=exc.code) from exc
-
-
-@dataclass
-class _Kept:
-    token: str
-    """Names the attempt whose results held this backend's state (unique per attempt)."""
-    backend: BackendOptions
-    """The options its backend was built with: reused only for a run with equal ones."""
-    operator: KeyedProcessOperator
-    directory: str | None
-
-
-_KEPT: dict[tuple[str, str, int], _Kept] = {}
-"""Live subtasks this Python worker kept: (checkpoint root, uid, subtask) -> the last run's."""
-MAX_KEPT = 8
-"""At most this many are kept per worker (the least recently stored go first)."""
-
-
-def _discard(kept: _Kept) -> None:
-    kept.operator.backend.close()
-    if kept.directory is not None:
-        shutil.rmtree(kept.directory, ignore_errors=True)
-
-
-def backend_factory(backend: BackendOptions) -> tuple[Callable[..., AbstractKeyedStateBackend], str | None]:
-    """The keyed backend of ``backend`` (see :mod:`flinkstate.state.factory`) and its local directory."""
-    directory = tempfile.mkdtemp(prefix=f"flinkstate-{backend.kind}-") if backend.needs_directory else None
-    return partial(backend.make, path=directory), directory
-
-
-def _acquire(plan: TaskPlan, subtask: int, attempt: int) -> tuple[KeyedProcessOperator, str | None, bool]:
-    """(operator, its local directory, whether it was reused) for ``subtask``; its runtime
-    context names the task by the run's ``uid`` and gives Spark's ``attempt`` number."""
-    run: dict[str, Any] = {
-        "watermark_delay": plan.watermark_delay,
-        "task_name": plan.uid,
-        "attempt_number": attempt,
-        "job_parameters": plan.job_parameters,
-    }
-    kept = _KEPT.pop((plan.root_url, plan.uid, subtask), None)
-    if kept is not None:
-        committed = (plan.base_token or "").split()  # the committed attempt of each subtask
-        wanted = committed[subtask] if len(committed) == plan.parallelism else None
-        op = kept.operator
-        same = (kept.token, kept.backend, op.parallelism, op.backend.max_parallelism)
-        if same == (wanted, plan.backend, plan.parallelism, plan.max_parallelism):
-            op.use(plan.function, **run)  # this run's settings
-            if plan.base is not None:  # the checkpoint its attempt wrote has committed
-                kept.operator.backend.notify_checkpoint_complete(plan.base.checkpoint_id)
-            return kept.operator, kept.directory, True
-        _discard(kept)
-    factory, directory = backend_factory(plan.backend)
-    p, max_p = plan.parallelism, plan.max_parallelism
-    if plan.base is not None and plan.base.operator(plan.uid) is not None:
-        assert plan.base_directory is not None
-        base = CompletedCheckpoint(plan.base_directory, plan.base, allow_pickle=True)
-        backend = base.keyed_backend(plan.uid, subtask, p, factory, key_type=plan.key_type)
-        operator_state = base.operator_backend(plan.uid, subtask, p)
-    else:
-        rng = compute_key_group_range_for_operator_index(max_p, p, subtask)
-        backend = factory(key_type=plan.key_type, max_parallelism=max_p, key_group_range=rng)
-        operator_state = OperatorStateBackend()
-    if plan.watermark > LONG_MIN:
-        backend.advance_watermark(plan.watermark)
-    operator = KeyedProcessOperator(
-        plan.function,
-        backend,
-        operator_state,
-        subtask=subtask,
-        parallelism=p,
-        **run,
-    )
-    return operator, directory, False
 
 
 def _feed(
@@ -243,7 +167,15 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     context = TaskContext.get()
     subtask = context.partitionId() if context is not None else 0
     attempt_number = context.attemptNumber() if context is not None else 0
-    operator, directory, reused = _acquire(plan, subtask, attempt_number)
+    run: dict[str, Any] = {
+        "watermark_delay": plan.watermark_delay,
+        "task_name": plan.uid,  # the runtime context names the task by the run's uid
+        "attempt_number": attempt_number,
+        "job_parameters": plan.job_parameters,
+    }
+    store = ExecutorStore.here(plan.executor_bytes)
+    live = acquire(plan, subtask, run, store)
+    operator = live.operator
     try:
         out = Outputs(plan)
         operator.open()
@@ -258,22 +190,20 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
             operator.end_of_input()
         out.take(operator)
         operator.close()
-        results = _write(plan, operator, subtask, out)
+        results = _write(plan, operator, subtask, out, store)
     except BaseException:
-        operator.backend.close()
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
+        live.drop()
         raise
     attempt = f"{plan.token}.{subtask}.{uuid.uuid4().hex[:12]}"
-    _KEPT[(plan.root_url, plan.uid, subtask)] = _Kept(attempt, plan.backend, operator, directory)
-    while len(_KEPT) > MAX_KEPT:
-        _discard(_KEPT.pop(next(iter(_KEPT))))
+    live.keep(plan, subtask, attempt, store)
     side = {tag_id: len(values) for tag_id, values in out.side.items()}
     stats = {
         "rows": rows,
         "output": len(out.main),
         "side_output": side,
-        "reused": int(reused),
+        "reused": int(live.start == "warm"),
+        "start": live.start,
+        "downloaded": live.downloaded,
         "attempt": attempt,
     }
     yield pa.RecordBatch.from_arrays(
@@ -281,10 +211,14 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     )
 
 
-def _write(plan: TaskPlan, operator: KeyedProcessOperator, subtask: int, out: Outputs) -> list[SubtaskResult]:
+def _write(
+    plan: TaskPlan, operator: KeyedProcessOperator, subtask: int, out: Outputs, store: ExecutorStore | None
+) -> list[SubtaskResult]:
     """Write the subtask's state and its output (main and side outputs, one operator's
-    states, so they commit together); return both results."""
-    p, max_p, target = plan.parallelism, plan.max_parallelism, plan.target
+    states, so they commit together), a copy of each file kept in the executor's cache;
+    return both results."""
+    p, max_p = plan.parallelism, plan.max_parallelism
+    target = plan.target if store is None else plan.target.through(store.cache)
     # the state with its changes (an increment when the backend was reused)
     result = target.write_keyed(plan.uid, operator.backend, subtask, p, operator.operator_state)
     outputs = [(OUTPUT_STATE, plan.output, plan.output.normalize(out.main))]

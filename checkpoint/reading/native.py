@@ -108,16 +108,34 @@ def _restore_into(
         shutil.rmtree(source, ignore_errors=True)
 
 
+def reopen_native(backend: RocksDBKeyedStateBackend, op: OperatorEntry, index: int, source: str) -> None:
+    """Make local directory ``source`` (moved, not copied) ``backend``'s DB: the DB that
+    wrote subtask ``index`` of ``op`` natively, kept on this machine since and holding
+    exactly that subtask's state (the caller knows it does, for instance by the attempt that
+    wrote both). Nothing is downloaded; the files' digests are the manifest's."""
+    entry = next((st for st in op.subtasks if st.index == index and st.native is not None), None)
+    if entry is None or entry.native is None or _held(entry) != backend.key_group_range:
+        raise CheckpointError(
+            f"operator {op.uid!r} has no native subtask {index} of key groups {backend.key_group_range}",
+            code="INVALID_ARGUMENT",
+        )
+    native = entry.native
+    digests = {f.name: f.ref.sha256 for f in native.files if f.sst}
+    backend.restore_native(source, op.keyed_states, native.columns, native.sequences, _held(entry), digests)
+
+
 @contextmanager
 def opened(directory: Storage, op: OperatorEntry, entry: SubtaskEntry, checkpoint_id: int,
            like: AbstractKeyedStateBackend | None = None) -> Iterator[RocksDBKeyedStateBackend]:  # fmt: skip
     """``entry``'s files opened as a temporary RocksDB backend (deleted afterwards); its
     TTL clock and watermark are ``like``'s, when given, and when ``like`` is a RocksDB
     backend, its options and its memory (one block cache for both)."""
-    work = tempfile.mkdtemp(prefix="flinkstate-native-")
+    rocks = like if isinstance(like, RocksDBKeyedStateBackend) else None
+    # beside a RocksDB backend's DB, as its own native work (a killed process's is cleared)
+    work = tempfile.mkdtemp(prefix="flinkstate-native-" if rocks is None else "native-",
+                            dir=None if rocks is None else rocks.path)  # fmt: skip
     try:
         clock = like.time_provider if like else None
-        rocks = like if isinstance(like, RocksDBKeyedStateBackend) else None
         options = rocks.options if rocks is not None else None
         tmp = RocksDBKeyedStateBackend(os.path.join(work, "db"), op.key_type, op.max_parallelism,
                                        _held(entry), clock, options, memory_of=rocks)  # fmt: skip

@@ -17,6 +17,7 @@ from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, OperatorStateMode, repartition
+from flinkstate.state.rocksdb.backend import RocksDBKeyedStateBackend
 
 from ..errors import CheckpointError, StateMigrationError
 from ..format import read_operator
@@ -25,7 +26,7 @@ from ..parquet_files import read_row_group
 from ..storage import Storage
 from .keyed_files import key_group_files, read_key_groups
 from .merge import merge_keyed_slices
-from .native import native_key_groups, restore_native
+from .native import native_key_groups, reopen_native, restore_native
 from .verified import open_ranges, open_whole
 
 RESTORE_BATCH = 16
@@ -121,6 +122,37 @@ class CompletedCheckpoint:
             self.restore_keyed(backend, uid)
         except BaseException:
             backend.close()  # a RocksDB backend's directory is free again
+            raise
+        return backend
+
+    def reopen_keyed(
+        self,
+        uid: str,
+        subtask: int,
+        parallelism: int,
+        backend_factory: Callable[..., AbstractKeyedStateBackend],
+        source: str,
+        **backend_args: Any,
+    ) -> RocksDBKeyedStateBackend:
+        """:meth:`keyed_backend` for a native RocksDB subtask whose DB this machine kept:
+        local directory ``source`` holds exactly that subtask's DB as this checkpoint has it
+        (the caller's to know), and becomes the new backend's (moved; nothing downloaded)."""
+        op = self.operator(uid)
+        rng = compute_key_group_range_for_operator_index(op.max_parallelism, parallelism, subtask)
+        backend = backend_factory(max_parallelism=op.max_parallelism, key_group_range=rng, **backend_args)
+        try:
+            if not isinstance(backend, RocksDBKeyedStateBackend):
+                raise CheckpointError(
+                    f"a kept RocksDB DB reopens as a RocksDB backend, not {type(backend).__name__}",
+                    code="INVALID_ARGUMENT",
+                )
+            backend.restore_key_type(op.key_type)
+            watermark = self.manifest.watermark(uid)
+            if watermark is not None:
+                backend.advance_watermark(watermark)
+            reopen_native(backend, op, subtask, source)
+        except BaseException:
+            backend.close()
             raise
         return backend
 

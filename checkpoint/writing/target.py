@@ -14,7 +14,8 @@ files: every writer of keyed state (here, :class:`~.checkpoints.PendingCheckpoin
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
@@ -24,6 +25,8 @@ from flinkstate.state.rocksdb.backend import RocksDBKeyedStateBackend
 from flinkstate.state.ttl.time import LONG_MIN
 
 from ..errors import CheckpointError
+from ..local_cache import FileCache
+from ..reading.restore import CompletedCheckpoint
 from ..storage import Storage
 from .increments import BaseChain, ChainPolicy, load_base
 from .writer import SubtaskResult, SubtaskWriter
@@ -61,18 +64,64 @@ class CheckpointTarget:
         changes only (see :mod:`flinkstate.state.keyed.changes`). An increment builds only on a
         base that went to the same place; without a ``uid`` it is written in full."""
         snap: KeyedStateSnapshot
-        if self.native and self.root is not None and isinstance(backend, RocksDBKeyedStateBackend):
+        if self._native(backend):
+            assert isinstance(backend, RocksDBKeyedStateBackend)
             snap = backend.native_snapshot()
         elif self.policy is None:
             snap = backend.snapshot()
         else:
-            scope = None
-            if uid is not None and self.root is not None:
-                scope = (self.root.protocol, self.root.root, uid, subtask, parallelism)
+            scope = None if uid is None else self._scope(uid, subtask, parallelism)
             snap = backend.snapshot_for_checkpoint(self.checkpoint_id, scope, full=self.full or scope is None)
         watermark = backend.current_watermark
         snap.watermark = None if watermark == LONG_MIN else watermark
         return snap
+
+    def through(self, cache: FileCache) -> CheckpointTarget:
+        """This target with every file written also kept in ``cache`` (a restore on this
+        machine then reads it from there; see :mod:`..local_cache`)."""
+        root = None if self.root is None else cache.storage(self.root)
+        return replace(self, directory=cache.storage(self.directory), root=root)
+
+    def _native(self, backend: AbstractKeyedStateBackend) -> bool:
+        return self.native and self.root is not None and isinstance(backend, RocksDBKeyedStateBackend)
+
+    def _scope(self, uid: str, subtask: int, parallelism: int) -> tuple[Any, ...] | None:
+        """Where subtask ``subtask`` of ``parallelism`` of ``uid`` is checkpointed (``None``:
+        not under a root, so never an increment; see :mod:`flinkstate.state.keyed.changes`)."""
+        if self.root is None:
+            return None
+        return (self.root.protocol, self.root.root, uid, subtask, parallelism)
+
+    def continue_from(
+        self,
+        backend: AbstractKeyedStateBackend,
+        restored: CompletedCheckpoint,
+        uid: str,
+        subtask: int,
+        parallelism: int,
+    ) -> bool:
+        """``backend`` was just restored from ``restored`` as subtask ``subtask`` of
+        ``parallelism``: when that checkpoint is an earlier one under this root holding this
+        very subtask (same parallelism, same key groups, in Parquet files), the next
+        snapshot for this target is an increment over it, not a full copy. Returns whether it
+        is. (A native RocksDB snapshot is by files, each uploaded once: incremental already.)"""
+        if self.policy is None or self.full or self._native(backend):
+            return False
+        scope, root = self._scope(uid, subtask, parallelism), self.root
+        if scope is None or root is None or restored.directory.protocol != root.protocol:
+            return False
+        if restored.directory.path("") != root.path(f"chk-{restored.checkpoint_id}"):
+            return False
+        if restored.checkpoint_id >= self.checkpoint_id:
+            return False
+        op = restored.manifest.operator(uid)
+        same = op is not None and op.parallelism == parallelism
+        entry = next((st for st in op.subtasks if st.index == subtask), None) if same and op else None
+        held = backend.key_group_range
+        if entry is None or entry.native is not None or entry.key_group_range != (held.start, held.end):
+            return False
+        backend.record_from(restored.checkpoint_id, scope)
+        return True
 
     def base_of(self, uid: str, snapshot: KeyedStateSnapshot | None) -> BaseChain | None:
         """The checkpoint ``snapshot``'s changes build on, seen from this checkpoint's directory."""

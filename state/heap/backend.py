@@ -162,6 +162,10 @@ class HeapKeyedStateBackend(AbstractKeyedStateBackend):
         states = {name: table.snapshot(key_is_tuple) for name, table in self._tables.items()}
         return KeyedStateSnapshot(self._key_type, self._max_p, self.key_group_range, states)
 
+    def _start_recording(self) -> None:
+        for table in self._tables.values():
+            table.record_changes()
+
     def _take_increment(
         self, base_metas: Mapping[str, StateMetaInfo] | None, freeze: Collection[str]
     ) -> tuple[KeyedStateSnapshot, dict[str, Changed]]:

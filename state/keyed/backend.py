@@ -316,6 +316,20 @@ class AbstractKeyedStateBackend(CurrentKey):
         taken = self._take_changes()
         return None if taken is None else (self.snapshot(), taken)
 
+    def record_from(self, checkpoint_id: int, scope: Hashable) -> None:
+        """This backend was just restored from checkpoint ``checkpoint_id``, which holds
+        exactly its state, written to ``scope`` (see :mod:`.changes`): record changes from
+        now on, so the next checkpoint to ``scope`` is an increment over that one. Only a
+        restore at the same key-group range, before any write, may call it."""
+        self._check_open()
+        self._start_recording()
+        self.change_log.restored(checkpoint_id, scope, self._metas)
+
+    def _start_recording(self) -> None:
+        """Every state records its changes from now on (a backend that records: see
+        :meth:`_take_changes`)."""
+        raise StateAccessError(f"{type(self).__name__} does not record changes", code="CHANGES_UNSUPPORTED")
+
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` (taken by :meth:`snapshot_for_checkpoint`) committed
         elsewhere (e.g. by a driver): later increments build on it."""

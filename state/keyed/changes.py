@@ -169,6 +169,15 @@ class ChangeLog:
             self.complete(epochs[-1], checkpoint_id)
         return bool(epochs)
 
+    def restored(self, checkpoint_id: int, scope: Hashable, metas: Mapping[str, StateMetaInfo]) -> None:
+        """The backend holds exactly checkpoint ``checkpoint_id``'s state of ``scope`` (restored
+        from it, with ``metas``): record from here, so the next checkpoint to ``scope`` is an
+        increment over that one, as if this backend had written it."""
+        self.reset()
+        self._base_epoch = _Base(scope, dict(metas))
+        self.base = checkpoint_id
+        self.recording = True
+
     def reset(self) -> None:
         """Forget every epoch and the base (after a restore: the next checkpoint is full)."""
         self._epochs = []

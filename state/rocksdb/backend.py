@@ -26,7 +26,7 @@ from .base import AbstractRocksDBState
 from .cleanup import RocksDBIncrementalVisitor, TtlCompactionSweep
 from .codec import KeyCodec, prefix_end
 from .column import LOAD_CHUNK, StateColumn, WriteBuffer
-from .directory import DbDirectory
+from .directory import DB, DbDirectory
 from .list_state import RocksDBListState
 from .map_state import RocksDBMapState
 from .native import NativeSnapshot, take
@@ -267,6 +267,10 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
             if prefix[pos:] == wanted:
                 yield key
 
+    def _start_recording(self) -> None:
+        for col in self._columns.values():
+            col.record_changes(self._kg_start, self._kg_count)
+
     def _take_changes(self) -> dict[str, Changed]:
         """Each column's record, swapped for a fresh one; called right before :meth:`snapshot`
         with no write between, so the record matches the snapshot's pinned iterators."""
@@ -373,6 +377,18 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         end = prefix_end(self._key_codec.absolute[rng.end])
         for col in self._columns.values():
             col.delete_range(begin, end)
+
+    def close_keeping(self, target: str) -> None:
+        """Close, and move the DB's files to ``target`` (a new path on this filesystem)
+        instead of leaving them to be cleared: a later backend, in any process, takes them
+        back with :meth:`restore_native` when they hold the state a checkpoint has."""
+        db = os.path.join(self.path, DB)
+        self.close()
+        try:
+            os.replace(db, target)
+        except OSError as exc:
+            raise StateAccessError(f"cannot keep the DB of {self.path} at {target}: {exc}",
+                                   code="DB_CLOSE_FAILED") from exc  # fmt: skip
 
     def close(self) -> None:
         if self._closed:

@@ -13,9 +13,9 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, SubtaskResult
 from flinkstate.connector import ProcessError
+from flinkstate.connector.live import _KEPT
 from flinkstate.connector.output import OutputSchema
 from flinkstate.connector.process_task import (
-    _KEPT,
     OUTPUT_STATE,
     ROUTE,
     SEQ,
@@ -180,13 +180,17 @@ def test_a_kept_backend_checkpoints_what_changed(tmp_path: Path, incremental: bo
         own = [f for f in files if f.checkpoint_id == base.checkpoint_id]
         assert sum(f.rows for f in own) == (len(set(run)) if incremental and i > 0 else len(model))
         assert _counts(base) == dict(model)
-    # a worker that lost its backend restores the chain and writes in full
+    # a worker that lost its backend restores the chain and writes an increment over it
     _KEPT.clear()
     plan, pending = _plan(tmp_path, WordCount(), "again", base, token, incremental)
     results, stats = _run(plan, ["w5"])
     after = _commit(pending, results)
     model.update(["w5"])
-    assert stats["reused"] == 0 and not after.manifest.incremental and _counts(after) == dict(model)
+    assert stats["reused"] == 0 and stats["start"] == "cold" and stats["downloaded"] > 0
+    assert after.manifest.incremental == incremental and _counts(after) == dict(model)
+    files = after.manifest.operator("wc").subtasks[0].keyed["count"]
+    own = [f for f in files if f.checkpoint_id == after.checkpoint_id]
+    assert sum(f.rows for f in own) == (1 if incremental else len(model))
     _KEPT.clear()
 
 
@@ -260,18 +264,14 @@ def test_the_backend_by_name_comes_from_state_alone(tmp_path: Path) -> None:
     ``[INVALID_OPTION]`` error there as in ``state`` (and in ``process``'s options)."""
     import shutil
 
-    from flinkstate.connector.process_task import backend_factory
     from flinkstate.state import HeapKeyedStateBackend, RocksDBKeyedStateBackend, make_keyed_backend
     from flinkstate.state.errors import InvalidArgumentError
 
-    heap_factory, no_directory = backend_factory(backend_options("heap"))
-    assert no_directory is None and isinstance(heap_factory(max_parallelism=8), HeapKeyedStateBackend)
-    rocks_factory, directory = backend_factory(backend_options("rocksdb"))
-    assert directory is not None and Path(directory).is_dir()
-    rocks = rocks_factory(max_parallelism=8)
+    assert isinstance(backend_options("heap").make(max_parallelism=8), HeapKeyedStateBackend)
+    rocks = backend_options("rocksdb").make(path=tmp_path / "db", max_parallelism=8)
     assert isinstance(rocks, RocksDBKeyedStateBackend) and rocks.max_parallelism == 8
     rocks.close()
-    shutil.rmtree(directory)
+    shutil.rmtree(tmp_path / "db")
     messages = []
     for make in (backend_options, make_keyed_backend):
         with pytest.raises(InvalidArgumentError, match=r"^\[INVALID_OPTION\] backend must be one of") as info:
@@ -283,7 +283,7 @@ def test_the_backend_by_name_comes_from_state_alone(tmp_path: Path) -> None:
 def test_a_kept_backend_is_reused_only_with_the_same_rocksdb_options(tmp_path: Path) -> None:
     """A task builds its RocksDB backend with the run's options (as RocksDB's own OPTIONS
     file says); the next run reuses it only when its options are equal, else restores."""
-    from flinkstate.connector.process_task import _discard
+    from flinkstate.connector.live import _discard
 
     _KEPT.clear()
     small, large = (backend_options("rocksdb", {"write_buffer_bytes": n}) for n in (4 << 20, 8 << 20))

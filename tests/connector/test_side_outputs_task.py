@@ -12,7 +12,8 @@ from side_functions import LONG_WORDS, MILESTONES, Milestones, YieldsTo, milesto
 from test_process_task import _commit, _plan, _run
 
 from flinkstate.connector import ProcessError
-from flinkstate.connector.process_task import _KEPT, OUTPUT_STATE, output_uid
+from flinkstate.connector.live import _KEPT
+from flinkstate.connector.process_task import OUTPUT_STATE, output_uid
 from flinkstate.connector.side_outputs import parse_side_outputs, side_state
 from flinkstate.state import OutputTag, Types
 
