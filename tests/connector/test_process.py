@@ -13,7 +13,7 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.connector import ProcessError, foreach_batch, process
-from flinkstate.connector.process import REUSED, default_parallelism
+from flinkstate.connector.process import REUSED, STARTS, default_parallelism
 from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 
 import process_functions
@@ -97,14 +97,20 @@ def test_word_count_restart_and_rescale(spark: Any, tmp_path: Path) -> None:
     chk = tmp_path / "chk"
     batches = [[rnd.choice(["a", "b", "ç", "日本", "", "x y"]) for _ in range(300)] for _ in range(3)]
     emitted: list[Any] = []
-    for words, parallelism in zip(batches, [3, None, 2], strict=True):
+    for run, parallelism in enumerate([3, None, 2]):
+        words = batches[run]
         df = spark.createDataFrame([(w, i) for i, w in enumerate(words)], "word string, i int")
         out = process(df, "word", WordCount(), WC_SCHEMA, str(chk), "wc", parallelism=parallelism)
         assert out.schema.simpleString() == "struct<word:string,count:bigint>"
         emitted += [tuple(r) for r in out.collect()]
         manifest = open_checkpoint(str(chk)).manifest
-        # restored backends write in full (reused ones an increment, unless the chain is compacted)
-        assert manifest.incremental <= (int(manifest.properties[REUSED]) > 0)
+        # live or restored at the same parallelism: an increment; the first run and a rescale: full
+        assert manifest.incremental == (run == 1)
+        starts = manifest.properties[STARTS].split()
+        assert len(starts) == (parallelism or 3)
+        assert set(starts) <= (
+            {"new"} if run == 0 else {"warm", "cached", "cold"} if run == 1 else {"cached", "cold"}
+        )
     everything = [w for b in batches for w in b]
     assert finals(emitted) == word_count_model(everything) == stored_counts(chk)
     checkpoint = open_checkpoint(str(chk))
