@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass
 from typing import IO, Any
@@ -139,6 +140,11 @@ class ExecutorStore:
         except OSError:
             return None
         return ExecutorStore(root, max_bytes)
+
+    @property
+    def name(self) -> str:
+        """Names this executor in a run's record: its host and a digest of its directory."""
+        return f"{socket.gethostname()}/{hashlib.sha256(self.root.encode()).hexdigest()[:8]}"
 
     @property
     def cache(self) -> FileCache:

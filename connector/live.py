@@ -26,6 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from flinkstate.checkpoint import CachedStorage, CheckpointCorruptError, CompletedCheckpoint
+from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.factory import BackendOptions
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateBackend
@@ -185,18 +186,11 @@ def _start(
     try:
         if plan.base is not None and plan.base.operator(plan.uid) is not None:
             assert plan.base_directory is not None
-            if (
-                slot is not None
-                and held is not None
-                and wanted is not None
-                and held == _record(plan, subtask, wanted)
-            ):
-                base = CompletedCheckpoint(plan.base_directory, plan.base, allow_pickle=True)
-                backend: Any = base.reopen_keyed(
-                    plan.uid, subtask, p, factory, slot.db, key_type=plan.key_type
-                )
+            base: CompletedCheckpoint | None = None
+            if slot is not None and wanted is not None and held == _record(plan, subtask, wanted):
+                base, backend = _reopen(plan, subtask, factory, slot)
                 start = "warm"
-            else:
+            if base is None:  # nothing kept, or the kept DB did not open: restore
                 if slot is not None:
                     slot.clear()
                 base, backend, start, downloaded = _restore(plan, subtask, factory, store)
@@ -216,6 +210,18 @@ def _start(
         plan.function, backend, operator_state, subtask=subtask, parallelism=p, **run
     )
     return Live(operator, directory, slot, start, downloaded)
+
+
+def _reopen(plan: TaskPlan, subtask: int, factory: Any, slot: Slot) -> tuple[CompletedCheckpoint | None, Any]:
+    """(the base checkpoint, the backend on the slot's kept DB); ``(None, None)`` when the kept
+    DB does not open (the checkpoint then decides)."""
+    assert plan.base is not None and plan.base_directory is not None
+    base = CompletedCheckpoint(plan.base_directory, plan.base, allow_pickle=True)
+    try:
+        return base, base.reopen_keyed(plan.uid, subtask, plan.parallelism, factory, slot.db,
+                                       key_type=plan.key_type)  # fmt: skip
+    except FlinkStateError:
+        return None, None
 
 
 def _restore(

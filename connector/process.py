@@ -59,6 +59,9 @@ STARTS = "flinkstate.process.subtask_starts"
 """How each subtask's backend started, in subtask order: warm, cached, cold or new (see :mod:`.live`)."""
 DOWNLOADED = "flinkstate.process.subtask_downloaded_bytes"
 """The bytes of checkpoint files each subtask's restore downloaded, in subtask order."""
+EXECUTORS = "flinkstate.process.subtask_executors"
+"""Where each subtask ran, in subtask order: its executor's host and local directory's digest
+(``-``: not on a Spark executor)."""
 BROADCAST_DIGEST = "flinkstate.process.broadcast_digest"
 _LOG = logging.getLogger("flinkstate.process")
 
@@ -326,6 +329,7 @@ def start_properties(stats: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     starts = [s["start"] for s in stats]
     out = {REUSED: str(starts.count("warm")), STARTS: " ".join(starts)}
     out[DOWNLOADED] = " ".join(str(s["downloaded"]) for s in stats)
+    out[EXECUTORS] = " ".join(s["executor"] or "-" for s in stats)
     return out
 
 

@@ -203,6 +203,7 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         "side_output": side,
         "reused": int(live.start == "warm"),
         "start": live.start,
+        "executor": "" if store is None else store.name,
         "downloaded": live.downloaded,
         "attempt": attempt,
     }

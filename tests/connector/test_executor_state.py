@@ -245,3 +245,17 @@ def test_no_store_outside_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert stats["start"] == "cold" and stats["downloaded"] > 0
     assert stored_counts(job.root) == dict(job.model)
     forget_worker()
+
+
+def test_a_kept_db_that_does_not_open_is_restored(tmp_path: Path, executors: Any) -> None:
+    on, _ = executors
+    job = Job(tmp_path / "root", "rocksdb")
+    local = on("a")
+    job.run(WORDS)
+    (slot,) = (local / "flinkstate" / "live").iterdir()
+    for sst in (slot / "db").glob("*.sst"):
+        sst.unlink()  # what a full disk or an operator's clean-up may leave
+    on("a")
+    stats = job.run(["w1"])
+    assert stats["start"] == "cached"
+    assert stored_counts(job.root) == dict(job.model)
