@@ -28,6 +28,7 @@ from flinkstate.checkpoint import (
     ChainPolicy,
     CheckpointError,
     CheckpointExistsError,
+    CommitFilesMissingError,
     CompletedCheckpoint,
     FileRef,
     Manifest,
@@ -98,7 +99,7 @@ class StateSink(DataSourceStreamArrowWriter):
         try:
             append.commit(root, base, [op], kind="checkpoint", properties={BATCH_ID: str(batchId)},
                           retain=self.options.retain or RETAIN)  # fmt: skip
-        except CheckpointExistsError:
+        except (CheckpointExistsError, CommitFilesMissingError):  # nothing published
             self._delete(root, files)
             raise
 
