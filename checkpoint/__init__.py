@@ -20,6 +20,7 @@ from .errors import (
     CheckpointExistsError,
     CheckpointNotFoundError,
     CheckpointStateError,
+    CommitFilesMissingError,
     EditError,
 )
 from .format import keyed_schema, operator_schema, storage_table
@@ -80,6 +81,7 @@ __all__ = [
     "CheckpointStateError",
     "CheckpointStorage",
     "CheckpointTarget",
+    "CommitFilesMissingError",
     "CompletedCheckpoint",
     "EditError",
     "EditPlan",

@@ -23,6 +23,13 @@ class CheckpointExistsError(CheckpointError):
     default_code = "CHECKPOINT_EXISTS"
 
 
+class CommitFilesMissingError(CheckpointError):
+    """Files a commit's tasks reported written are not there whole where the committer looks
+    (a local path on a multi-host cluster): nothing is published, the attempt's files deleted."""
+
+    default_code = "COMMIT_FILES_MISSING"
+
+
 class CheckpointStateError(CheckpointError, RuntimeError):
     """A pending checkpoint was used in a state that does not allow it (committed, aborted)."""
 
@@ -48,6 +55,7 @@ __all__ = [
     "CheckpointExistsError",
     "CheckpointNotFoundError",
     "CheckpointStateError",
+    "CommitFilesMissingError",
     "EditError",
     "StateMigrationError",
 ]

@@ -158,6 +158,19 @@ class Storage:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
+    def file_sizes(self, relative: str = "") -> dict[str, int]:
+        """The files directly under ``relative`` (names, not paths) with their sizes in bytes:
+        one fresh listing (a cached one is dropped first), no request per file; empty if it
+        does not exist."""
+        base = self.path(relative) if relative else self.root
+        self.fs.invalidate_cache(base)
+        try:
+            entries = self.fs.ls(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {posixpath.basename(str(e["name"]).rstrip("/")): int(e["size"])
+                for e in entries if e.get("type") == "file" and isinstance(e.get("size"), int)}  # fmt: skip
+
     def walk_files(self, relative: str = "") -> Iterator[str]:
         """Every file under ``relative``, as paths relative to the root."""
         for path, _ in self.walk_files_modified(relative, detail=False):

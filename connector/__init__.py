@@ -6,7 +6,7 @@ import warnings
 from typing import Any
 
 from .coprocess import coprocess
-from .errors import ChangeFeedError, OptionError, ProcessError
+from .errors import ChangeFeedError, OptionError, ProcessError, RootNotSharedError
 from .process import foreach_batch, process
 from .side_outputs import read_side_output
 from .source import FlinkStateDataSource
@@ -50,6 +50,7 @@ __all__ = [
     "OptionError",
     "ProcessError",
     "PushdownReuseWarning",
+    "RootNotSharedError",
     "coprocess",
     "foreach_batch",
     "process",

@@ -21,3 +21,10 @@ class ChangeFeedError(OptionError):
     """The asked range of changes cannot be answered exactly."""
 
     default_code = "CHANGE_FEED_UNAVAILABLE"
+
+
+class RootNotSharedError(FlinkStateError, ValueError):
+    """A write to a local checkpoint root on a Spark cluster, whose executors do not share it
+    (unless declared shared): refused before anything is written."""
+
+    default_code = "LOCAL_ROOT_NOT_SHARED"

@@ -27,7 +27,7 @@ DECLARING = ("valuetype", "userkeytype", "statetype", "types")
 WRITE_OPTIONS = (
     "path", "operator", "state", "statetype", "keycolumns", "valuecolumns", "maxparallelism",
     "parallelism", "opcolumn", "positioncolumn", "namespacecolumn", "userkeycolumn", "ttl", "retain",
-    "format", "flinkkeytype", "flinkvaluetype", "flinkuserkeytype",
+    "format", "flinkkeytype", "flinkvaluetype", "flinkuserkeytype", "sharedfilesystem",
 )  # fmt: skip
 WRITE_FORMATS = ("flinkstate", "flink")
 FLINK_TYPES = ("flinkkeytype", "flinkvaluetype", "flinkuserkeytype")
@@ -41,6 +41,7 @@ _CANONICAL = {
     "changestartcheckpointid": "changeStartCheckpointId", "changeendcheckpointid": "changeEndCheckpointId",
     "valuetype": "valueType", "userkeytype": "userKeyType", "flinkkeytype": "flinkKeyType",
     "flinkvaluetype": "flinkValueType", "flinkuserkeytype": "flinkUserKeyType",
+    "sharedfilesystem": "sharedFilesystem",
 }  # fmt: skip
 
 
@@ -269,6 +270,9 @@ class WriteOptions:
     """``flinkstate`` (our checkpoints) or ``flink`` (a canonical Flink savepoint)."""
     flink_types: Mapping[str, str] = field(default_factory=dict)
     """Declared Flink types by option (``flinkkeytype``, ``flinkvaluetype``, ``flinkuserkeytype``)."""
+    shared_filesystem: bool = False
+    """A local path (``file://`` or plain) is declared shared by every host of a cluster (see
+    :mod:`.shared_root`); without it, a cluster's tasks refuse to write to one."""
 
     @property
     def flink(self) -> bool:
@@ -312,6 +316,7 @@ class WriteOptions:
             storage_options(options),
             _int(plain, "retain", None),
             *_format(plain),
+            shared_filesystem=_bool(plain, "sharedfilesystem", False),
         )
 
 
@@ -325,7 +330,7 @@ def _format(plain: Mapping[str, str]) -> tuple[str, dict[str, str]]:
         names = [_name(k) for k in types]
         raise OptionError(f"option(s) {names} declare Flink types: they need option format flink")
     if fmt == "flink":
-        ours = [_name(k) for k in ("opcolumn", "namespacecolumn", "retain") if k in plain]
+        ours = [_name(k) for k in ("opcolumn", "namespacecolumn", "retain", "sharedfilesystem") if k in plain]
         if ours:
             raise OptionError(f"option(s) {ours} do not apply to format flink (a savepoint Flink restores)")
     return fmt, types

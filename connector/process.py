@@ -46,6 +46,7 @@ from .errors import ProcessError
 from .inputs import Inputs, OneInput
 from .process_options import Job, parse_backend, parse_job
 from .process_task import OUTPUT_STATE, RESULT_SCHEMA, TaskPlan, output_uid, run_subtask
+from .shared_root import PROCESS_DECLARATION, cluster_master, refuse_unshared
 from .shipping import ship
 from .side_outputs import committed_frame, side_frame
 from .stream import BATCH_ID
@@ -93,8 +94,11 @@ def process(
     ``"parquet"``, the portable format; see ``CheckpointStorage``), ``job_parameters`` (a dict
     of str to str: what ``RuntimeContext.get_job_parameter`` reads), ``side_outputs`` (the
     ``OutputTag``s the function yields to, or a dict of tag to schema; each is committed with
-    the output, read it with :func:`read_side_output`). Each call applies every
-    broadcast element before its rows (a bounded run of both streams).
+    the output, read it with :func:`read_side_output`), ``shared_filesystem`` (False: a
+    ``file://`` or plain-path ``checkpoint`` is refused, ``[LOCAL_ROOT_NOT_SHARED]``, before any
+    task runs when Spark's master is not ``local[...]``, since each host would write its own
+    copy; True declares the path shared by every host, such as a network mount). Each call
+    applies every broadcast element before its rows (a bounded run of both streams).
     The output DataFrame reads files of the committed checkpoint: consume it before
     ``retain`` later runs have retired that checkpoint.
     """
@@ -196,6 +200,9 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
         incremental=job.incremental,
         rocksdb_format=job.rocksdb_format,
     )
+    master = cluster_master(spark)  # before any task: a root the executors do not share is refused
+    cluster = None if master is None else f"Spark's master is {master}, not local[...]"
+    refuse_unshared(storage.storage, job.shared_filesystem, cluster, PROCESS_DECLARATION)
     latest = storage.latest_id()
     base = None if latest is None else storage.load(latest, allow_pickle=True)
     props = base.manifest.properties if base is not None else {}

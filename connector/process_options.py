@@ -50,6 +50,9 @@ class Job:
     """How RocksDB backends are checkpointed (see ``CheckpointStorage``): ``native`` by default."""
     executor_cache_bytes: int = DEFAULT_CACHE_BYTES
     """What each executor keeps at most of live RocksDB DBs and checkpoint files (0: none)."""
+    shared_filesystem: bool = False
+    """A local checkpoint root is declared shared by every host of a cluster (see
+    :mod:`.shared_root`)."""
 
 
 def parse_job(
@@ -83,6 +86,7 @@ def parse_job(
         "rocksdb_format",
         "rocksdb_options",
         "executor_cache_bytes",
+        "shared_filesystem",
     }
     if two_inputs:
         known.discard("broadcast")
@@ -139,9 +143,10 @@ def parse_job(
         raise ProcessError(
             f"option(s) {bad} must be positive ints (watermark_delay, executor_cache_bytes: >= 0)"
         )
-    incremental = options.get("incremental", True)
-    if type(incremental) is not bool:
-        raise ProcessError(f"option incremental must be a bool, got {incremental!r}")
+    flags = {n: options.get(n, d) for n, d in (("incremental", True), ("shared_filesystem", False))}
+    for name, flag in flags.items():
+        if type(flag) is not bool:
+            raise ProcessError(f"option {name} must be a bool, got {flag!r}")
     rocksdb_format = options.get("rocksdb_format", "native" if backend.kind == "rocksdb" else "parquet")
     if rocksdb_format not in ("parquet", "native"):
         raise ProcessError(f"option rocksdb_format must be 'parquet' or 'native', got {rocksdb_format!r}")
@@ -168,11 +173,12 @@ def parse_job(
         dict(options.get("storage_options") or {}),
         options.get("initial_state"),
         ints["retain"],
-        incremental,
+        flags["incremental"],
         dict(job_parameters),
         parse_side_outputs(df.sparkSession, options.get("side_outputs")),
         rocksdb_format,
         executor_cache_bytes=cache_bytes,
+        shared_filesystem=flags["shared_filesystem"],
     )
 
 

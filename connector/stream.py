@@ -28,6 +28,7 @@ from flinkstate.checkpoint import (
     ChainPolicy,
     CheckpointError,
     CheckpointExistsError,
+    CommitFilesMissingError,
     CompletedCheckpoint,
     FileRef,
     Manifest,
@@ -42,6 +43,7 @@ from flinkstate.state.keygroups.assignment import KeyGroupRange
 from .encode import make_plan
 from .errors import OptionError
 from .options import WriteOptions
+from .shared_root import spark_process
 from .writer import operator_entry, store, task_files, write_task
 
 BATCH_ID = "spark.batch_id"
@@ -66,12 +68,15 @@ class StateSink(DataSourceStreamArrowWriter):
                 f"the streaming sink writes keyed state (value, list, map), not {self.options.state_type}"
             )
         self.plan = make_plan(self.options, to_arrow_schema(schema, timezone="UTC"), streaming=True)
+        self.driver = spark_process()
 
     def _root(self) -> Storage:
         return Storage(self.options.path, self.options.storage)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return write_task(self.plan, self._root().child(DATA_DIR), iterator, streaming=True)
+        return write_task(
+            self.plan, self._root().child(DATA_DIR), iterator, streaming=True, driver=self.driver
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         root = self._root()
@@ -98,7 +103,7 @@ class StateSink(DataSourceStreamArrowWriter):
         try:
             append.commit(root, base, [op], kind="checkpoint", properties={BATCH_ID: str(batchId)},
                           retain=self.options.retain or RETAIN)  # fmt: skip
-        except CheckpointExistsError:
+        except (CheckpointExistsError, CommitFilesMissingError):  # nothing published
             self._delete(root, files)
             raise
 

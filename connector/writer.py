@@ -43,6 +43,7 @@ from flinkstate.state.operator import OperatorStateMode
 from .encode import WritePlan, encode_keyed, encode_operator, last_per_key, make_plan
 from .errors import OptionError
 from .options import WriteOptions
+from .shared_root import refuse_unshared_task, spark_process
 
 
 @dataclass
@@ -71,9 +72,16 @@ def store(directory: Storage, prefix: str, index: int, written: WrittenFile) -> 
 
 
 def write_task(
-    plan: WritePlan, directory: Storage, batches: Iterator[pa.RecordBatch], streaming: bool
+    plan: WritePlan,
+    directory: Storage,
+    batches: Iterator[pa.RecordBatch],
+    streaming: bool,
+    driver: str | None,
 ) -> TaskFiles:
-    """Encode and store one task's rows."""
+    """Encode and store one task's rows; refused first (nothing written) when ``directory`` is a
+    local path this task's host may not share with the driver (``driver``: its JVM, see
+    :mod:`.shared_root`)."""
+    refuse_unshared_task(directory, plan.options.shared_filesystem, driver)
     part = partition_id()
     message = TaskFiles(part)
     collected = list(batches)
@@ -174,12 +182,13 @@ class BootstrapWriter(DataSourceArrowWriter):
                 code="INVALID_PATH",
             )
         self.append = begin_append(root, derive=not overwrite)
+        self.driver = spark_process()
 
     def _directory(self) -> Storage:
         return Storage(self.options.path, self.options.storage).child(self.append.directory)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskFiles:
-        return write_task(self.plan, self._directory(), iterator, streaming=False)
+        return write_task(self.plan, self._directory(), iterator, streaming=False, driver=self.driver)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         root = Storage(self.options.path, self.options.storage)

@@ -12,9 +12,10 @@ from typing import Any
 from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.mapping import TypeInformation
 
-from ..errors import CheckpointError, CheckpointExistsError
+from ..errors import CheckpointError, CheckpointExistsError, CommitFilesMissingError
 from ..manifest import METADATA, WATERMARK_PROPERTY, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
 from ..storage import Storage
+from .presence import check_written
 from .versions import InFlight, collect_garbage, replace_operator
 from .writer import SubtaskResult
 
@@ -178,11 +179,16 @@ def publish_manifest(
     retain: int | None = None,
     in_flight: InFlight | None = None,
 ) -> None:
-    """The one way a manifest is published: create-if-absent, idempotent, then retention.
+    """The one way a manifest is published: the files it wrote checked, create-if-absent,
+    idempotent, then retention.
 
-    When the create fails (a lost race, or a retried request whose first attempt landed),
-    the manifest that is there decides: the same bytes as ours means our commit succeeded;
-    another committer's means we lost, and only then are our ``written`` files deleted
+    First, every file the version wrote must be there with its recorded size, as
+    ``directory`` sees it (one listing per directory, see :func:`.presence.check_written`);
+    if one is not, nothing is published and our ``written`` files are deleted
+    (``[COMMIT_FILES_MISSING]``), unless a manifest is there already. When the create
+    fails (a lost race, or a retried request whose first attempt landed), the manifest that
+    is there decides: the same bytes as ours means our commit succeeded; another
+    committer's means we lost, and only then are our ``written`` files deleted
     (``[CHECKPOINT_EXISTS]``). When the outcome is unknown and no manifest is there, the
     error is raised and our files are left for the next commit's cleanup (a late create
     may still land). After a successful publish, ``root`` (a checkpoint root) keeps its last
@@ -190,14 +196,19 @@ def publish_manifest(
     but those ``in_flight`` holds and orphans younger than the grace period (another
     writer's, not yet committed: see :func:`.versions.collect_garbage`).
     """
+    try:
+        check_written(directory, manifest)
+    except CommitFilesMissingError:
+        if not _manifest_there(directory):  # else the create below decides (a lost race's
+            _delete(directory, written)  # winner's retention deleted our files)
+            raise
     data = manifest.to_bytes()
     try:
         directory.create_exclusive(METADATA, data)
     except CheckpointError as exc:
         if not _published_by_us(directory, data):
             if isinstance(exc, CheckpointExistsError):
-                for name in written:
-                    directory.delete(name)
+                _delete(directory, written)
             raise
     if root is not None:
         version = manifest.checkpoint_id  # when ``directory`` is its chk-<id>, no need to read it back
@@ -208,6 +219,16 @@ def publish_manifest(
             _log.warning(
                 "retention under %r failed after checkpoint %d: %s", root, manifest.checkpoint_id, exc
             )
+
+
+def _delete(directory: Storage, written: Iterable[str]) -> None:
+    for name in written:
+        directory.delete(name)
+
+
+def _manifest_there(directory: Storage) -> bool:
+    directory.fs.invalidate_cache(directory.path(""))
+    return directory.exists(METADATA)
 
 
 def _published_by_us(directory: Storage, data: bytes) -> bool:

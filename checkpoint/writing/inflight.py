@@ -21,6 +21,7 @@ from flinkstate.state.keyed.changes import ChangeSet
 from ..errors import CheckpointError
 from ..manifest import METADATA, Manifest
 from ..storage import Storage
+from .presence import written_directories
 from .versions import InFlight, completed_after, load_version, missing_files, referenced, states_missing
 
 
@@ -74,7 +75,9 @@ def refuse_unsound(
     ``root``) if a later checkpoint completed (``[CHECKPOINT_SUBSUMED]``: discarded, as in
     Flink) or a file of an earlier checkpoint it references is gone
     (``[INCREMENT_BASE_MISSING]``: the states of those chains are asked for in full from
-    the backends of ``change_sets``, whose changes stay unconfirmed)."""
+    the backends of ``change_sets``, whose changes stay unconfirmed). Directories holding
+    files this checkpoint wrote are left to the publish's own check, which lists them once
+    and sees every file there (:func:`.presence.check_written`)."""
     later = [] if root is None else completed_after(root, manifest.checkpoint_id)
     if later:
         raise CheckpointError(
@@ -82,7 +85,7 @@ def refuse_unsound(
             "discarded",
             code="CHECKPOINT_SUBSUMED",
         )
-    missing = missing_files(directory, manifest)
+    missing = missing_files(directory, manifest, besides=written_directories(manifest))
     if missing:
         lost = states_missing(manifest, missing)
         for changes in change_sets:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.keyed.changes import ChangeSet
@@ -23,7 +23,7 @@ from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend
 
-from ..errors import CheckpointError, CheckpointExistsError, CheckpointStateError
+from ..errors import CheckpointError, CheckpointExistsError, CheckpointStateError, CommitFilesMissingError
 from ..manifest import Manifest
 from ..reading.restore import CompletedCheckpoint
 from ..storage import Storage
@@ -33,9 +33,6 @@ from .inflight import InFlightCheckpoints, base_files, refuse_unsound
 from .target import CheckpointTarget
 from .threads import writers
 from .writer import SubtaskResult, SubtaskWriter
-
-if TYPE_CHECKING:
-    pass
 
 
 class PendingStatus(enum.Enum):
@@ -244,10 +241,12 @@ class PendingCheckpoint:
 
     def commit(self, properties: Mapping[str, str] | None = None) -> CompletedCheckpoint:
         """Wait for every write, refuse an unsound manifest (see :func:`.inflight.refuse_unsound`),
-        then publish it (see :func:`publish_manifest`).
+        then publish it (see :func:`publish_manifest`: first, the files the results wrote must
+        be there with their recorded sizes).
 
         Any error is re-raised. Before publishing (a write, the manifest's checks), the
-        attempt is aborted first (``ABORTED``: its files deleted); when another committer's
+        attempt is aborted first (``ABORTED``: its files deleted); when a file the results
+        wrote is missing or not whole (``[COMMIT_FILES_MISSING]``) or another committer's
         manifest is there, ``ABORTED`` too (:func:`publish_manifest` deleted them); when
         publishing fails otherwise, ``FAILED``: the manifest may still land, so its files stay."""
         with self._status_lock:
@@ -267,7 +266,7 @@ class PendingCheckpoint:
             try:
                 publish_manifest(self.directory, manifest, written, root=self._root, retain=self._retain,
                                  in_flight=in_flight)  # fmt: skip
-            except CheckpointExistsError:  # another committer's manifest is there; ours are deleted
+            except (CommitFilesMissingError, CheckpointExistsError):  # nothing published; ours are deleted
                 self._status = PendingStatus.ABORTED
                 raise
             except BaseException:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import posixpath
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -71,13 +71,14 @@ class InFlight:
     files: frozenset[str] = frozenset()
 
 
-def missing_files(directory: Storage, manifest: Manifest) -> set[str]:
+def missing_files(directory: Storage, manifest: Manifest, besides: Collection[str] = ()) -> set[str]:
     """The files ``manifest`` (of ``directory``) references in other directories that are
-    not there (paths as seen from ``directory``): one listing per directory, not per file."""
+    not there (paths as seen from ``directory``): one listing per directory, not per file;
+    the directories ``besides`` are not looked at (another check lists them)."""
     wanted: dict[str, set[str]] = {}
     for ref in manifest.files():
         parent, name = posixpath.split(posixpath.normpath(ref.path))
-        if parent:
+        if parent and parent not in besides:
             wanted.setdefault(parent, set()).add(name)
     missing: set[str] = set()
     for parent, names in wanted.items():

@@ -23,7 +23,8 @@ SCRIPT = textwrap.dedent(
     assert spark.range(0, 8, 1, 8).rdd.map(lambda _: os.getpid()).distinct().count() == 2
     df = spark.range(0, 5000, 1, 4).selectExpr("id % 500 as user", "id as v")
     (df.write.format("flinkstate").mode("overwrite").option("operator", "op").option("state", "last")
-       .option("stateType", "list").option("keyColumns", "user").option("parallelism", "3").save(path))
+       .option("stateType", "list").option("keyColumns", "user").option("parallelism", "3")
+       .option("sharedFilesystem", "true").save(path))  # one host: the local path is shared
     read = spark.read.format("flinkstate").option("operator", "op").option("state", "last").load(path)
     assert read.count() == 5000
     assert read.filter("key = 7").count() == 10

@@ -37,7 +37,8 @@ SCRIPT = textwrap.dedent(
         model[key] = model.get(key, 0) + 1
     for run, function, parallelism in [(1, OrderPayments(), 3), (2, FailFirstAttemptPayments(marker), None),
                                        (3, OrderPayments(), 2)]:
-        out = coprocess(o, p, "id", "id", function, OUT_SCHEMA, chk, "op", parallelism=parallelism)
+        out = coprocess(o, p, "id", "id", function, OUT_SCHEMA, chk, "op", parallelism=parallelism,
+                        shared_filesystem=True)  # one host: the local root is shared
         assert out.count() == 0
         assert stored_seen(chk, "op") == {k: run * n for k, n in model.items()}, run
     assert os.path.exists(marker), "the failure was not injected"

@@ -38,12 +38,16 @@ SCRIPT = textwrap.dedent(
             assert sorted(counts) == list(range(min(counts), max(counts) + 1))
         return {w: max(c) for w, c in seen.items()}
 
-    first = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=3))
+    shared = {"shared_filesystem": True}  # one host: the local root is shared
+    first = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=3,
+                           **shared))
     assert first == word_count_model(words), first
-    second = finals(process(df, "word", FailFirstAttempt(marker), "word string, count bigint", chk, "wc"))
+    second = finals(process(df, "word", FailFirstAttempt(marker), "word string, count bigint", chk, "wc",
+                            **shared))
     assert os.path.exists(marker), "the failure was not injected"
     assert second == word_count_model(words * 2), second
-    third = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=2))
+    third = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=2,
+                           **shared))
     assert third == word_count_model(words * 3), third
     print("PROCESS-CLUSTER-OK")
     spark.stop()
