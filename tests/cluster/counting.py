@@ -21,6 +21,13 @@ PARALLELISM = {1: 2, 2: 2, 3: 3, 4: 2}
 """Each run's parallelism: run 3 rescales (restores from the checkpoint), run 4 back again."""
 
 
+DRIVER = """
+from cluster.counting import drive
+drive(spark, sys.argv[1:])
+"""
+"""The tier's driver: ``drive`` with the test's arguments."""
+
+
 def run_words(run: int) -> list[str]:
     """Run ``run``'s input: every key 1-3 times, the multiplicities shifting from run to run."""
     return [f"k{i}" for i in range(KEYS) for _ in range(1 + (i + run) % 3)]
@@ -122,3 +129,16 @@ def stored_counts(root: str, options: Mapping[str, Any], checkpoint_id: int | No
         return out
     finally:
         backend.close()
+
+
+def committed_states_match(root: str, options: Mapping[str, Any], committed: list[int]) -> None:
+    """Checkpoint ``n`` is the ``n``-th committed run's (a failed run takes no id): each one
+    retained under ``root`` holds the model of the runs committed up to it."""
+    from flinkstate.checkpoint import CheckpointStorage
+
+    ids = CheckpointStorage(root, options).completed_ids()
+    assert ids and ids[-1] == len(committed), (ids, committed)
+    for checkpoint_id in ids:
+        stored = stored_counts(root, options, checkpoint_id)
+        model = count_model(committed[:checkpoint_id])
+        assert stored == model, f"checkpoint {checkpoint_id}: {len(stored)} keys, model {len(model)}"

@@ -1,7 +1,7 @@
 """SIGKILL in the middle of a run on the standalone cluster: of an executor JVM (its Worker
-launches another), then of a Python worker. Each killed run either fails or succeeds after
-Spark's retries; either way every committed checkpoint holds the model of the runs that
-committed, and the next run is exact (heap and RocksDB backends)."""
+launches another), then of a Python worker. A killed run succeeds after Spark's retries or,
+with retries off, fails with an error; either way every committed checkpoint holds the
+model of the runs that committed, and the next run is exact (heap and RocksDB backends)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from . import procs
+from .counting import DRIVER, committed_states_match
 from .drivers import Driver
 from .standalone import StandaloneCluster
-from .test_running_count import DRIVER, committed_states_match
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -32,9 +32,16 @@ def first_marker(markers: Path, driver: Driver, timeout: float = 300) -> int:
     raise AssertionError(f"no task of the slow run started in {timeout} s:\n{driver.stdout()}")
 
 
-@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+OUTCOMES = {"retried": ("4", [1, 2, 3, 4]), "failing": ("1", [1, 4])}
+"""``spark.task.maxFailures`` and the runs that commit: Spark's default retries a task lost
+with its process; with one attempt per task, each killed run fails and commits nothing."""
+
+
+@pytest.mark.parametrize(
+    ("backend", "outcome"), [("heap", "retried"), ("rocksdb", "retried"), ("rocksdb", "failing")]
+)
 def test_sigkill_mid_run(
-    spark_cluster: StandaloneCluster, s3_options: dict[str, Any], backend: str, tmp_path: Path
+    spark_cluster: StandaloneCluster, s3_options: dict[str, Any], backend: str, outcome: str, tmp_path: Path
 ) -> None:
     root = f"s3://{s3_options['bucket']}/jobs/count"
     options = s3_options["options"]
@@ -43,6 +50,7 @@ def test_sigkill_mid_run(
     python_markers.mkdir()
     driver = spark_cluster.start_driver(DRIVER, root, json.dumps(options), backend, "count",
                                         f"slow:{executor_markers}", f"slow:{python_markers}", "count",
+                                        conf={"spark.task.maxFailures": OUTCOMES[outcome][0]},
                                         directory=tmp_path / "driver", log_level="WARN")  # fmt: skip
     try:
         worker = first_marker(executor_markers, driver)
@@ -59,5 +67,5 @@ def test_sigkill_mid_run(
     assert "Lost executor" in done.stderr, "Spark did not see the executor die"
     assert "Python worker exited unexpectedly" in done.stderr, "no task saw its Python worker die"
     committed = json.loads(done.lines("DRIVER DONE")[0])
-    assert committed[0] == 1 and committed[-1] == 4, committed
+    assert committed == OUTCOMES[outcome][1], done.stdout
     committed_states_match(root, options, committed)

@@ -9,29 +9,10 @@ from typing import Any
 
 import pytest
 
-from flinkstate.checkpoint import CheckpointStorage
-
-from .counting import count_model, stored_counts
+from .counting import DRIVER, committed_states_match
 from .standalone import StandaloneCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-DRIVER = """
-from cluster.counting import drive
-drive(spark, sys.argv[1:])
-"""
-"""The driver of every test here: ``drive`` (see :mod:`.counting`) with the test's arguments."""
-
-
-def committed_states_match(root: str, options: dict[str, Any], committed: list[int]) -> None:
-    """Checkpoint ``n`` is the ``n``-th committed run's (a failed run takes no id): each one
-    retained under ``root`` holds the model of the runs committed up to it."""
-    ids = CheckpointStorage(root, options).completed_ids()
-    assert ids and ids[-1] == len(committed), (ids, committed)
-    for checkpoint_id in ids:
-        stored = stored_counts(root, options, checkpoint_id)
-        model = count_model(committed[:checkpoint_id])
-        assert stored == model, f"checkpoint {checkpoint_id}: {len(stored)} keys, model {len(model)}"
 
 
 @pytest.mark.parametrize("backend", ["heap", "rocksdb"])
