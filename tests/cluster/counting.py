@@ -125,7 +125,9 @@ def stored_counts(root: str, options: Mapping[str, Any], checkpoint_id: int | No
         out: dict[str, int] = {}
         for key in list(backend.get_keys("count")):
             backend.set_current_key(key)
-            out[key] = state.value()
+            value = state.value()
+            assert value is not None
+            out[key] = value
         return out
     finally:
         backend.close()
