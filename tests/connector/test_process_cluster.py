@@ -4,70 +4,53 @@ no element counts twice. Runs in a subprocess (one SparkContext per process)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-SCRIPT = textwrap.dedent(
-    """
-    import os, sys
-    sys.path.insert(0, sys.argv[2])
-    from pyspark import cloudpickle
-    from pyspark.sql import SparkSession
-    import process_functions
-    from process_functions import FailFirstAttempt, WordCount, word_count_model
-    from flinkstate.connector import process
-    cloudpickle.register_pickle_by_value(process_functions)
-    chk, marker = sys.argv[1] + "/chk", sys.argv[1] + "/marker"
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
-             .config("spark.executor.memory", "768m").config("spark.task.maxFailures", "2").getOrCreate())
-    spark.sparkContext.setLogLevel("OFF")
-    assert spark.range(0, 8, 1, 8).rdd.map(lambda _: os.getpid()).distinct().count() == 2
-    words = [f"w{i % 11}" for i in range(3000)]
-    df = spark.createDataFrame([(w,) for w in words], "word string").repartition(4)
+from cluster.drivers import LOCAL_CLUSTER, run_driver
 
-    def finals(out):
-        seen = {}
-        for r in out.collect():
-            seen.setdefault(r.word, []).append(r["count"])
-        for counts in seen.values():
-            assert sorted(counts) == list(range(min(counts), max(counts) + 1))
-        return {w: max(c) for w, c in seen.items()}
+SCRIPT = """
+from pyspark import cloudpickle
+import process_functions
+from process_functions import FailFirstAttempt, WordCount, word_count_model
+from flinkstate.connector import process
+cloudpickle.register_pickle_by_value(process_functions)
+chk, marker = sys.argv[1] + "/chk", sys.argv[1] + "/marker"
+assert spark.range(0, 8, 1, 8).rdd.map(lambda _: os.getpid()).distinct().count() == 2
+words = [f"w{i % 11}" for i in range(3000)]
+df = spark.createDataFrame([(w,) for w in words], "word string").repartition(4)
 
-    shared = {"shared_filesystem": True}  # one host: the local root is shared
-    first = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=3,
-                           **shared))
-    assert first == word_count_model(words), first
-    second = finals(process(df, "word", FailFirstAttempt(marker), "word string, count bigint", chk, "wc",
-                            **shared))
-    assert os.path.exists(marker), "the failure was not injected"
-    assert second == word_count_model(words * 2), second
-    third = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=2,
-                           **shared))
-    assert third == word_count_model(words * 3), third
-    print("PROCESS-CLUSTER-OK")
-    spark.stop()
-    """
-)
+def finals(out):
+    seen = {}
+    for r in out.collect():
+        seen.setdefault(r.word, []).append(r["count"])
+    for counts in seen.values():
+        assert sorted(counts) == list(range(min(counts), max(counts) + 1))
+    return {w: max(c) for w, c in seen.items()}
+
+shared = {"shared_filesystem": True}  # one host: the local root is shared
+first = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=3,
+                       **shared))
+assert first == word_count_model(words), first
+second = finals(process(df, "word", FailFirstAttempt(marker), "word string, count bigint", chk, "wc",
+                        **shared))
+assert os.path.exists(marker), "the failure was not injected"
+assert second == word_count_model(words * 2), second
+third = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=2,
+                       **shared))
+assert third == word_count_model(words * 3), third
+print("PROCESS-CLUSTER-OK")
+"""
+
+CONF = {"spark.ui.enabled": "false", "spark.executor.memory": "768m", "spark.task.maxFailures": "2"}
+"""Two executors, and a task that fails once is retried once."""
 
 
 @pytest.mark.slow
 def test_retried_attempt_on_two_executors_counts_once(tmp_path: Path) -> None:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
-    tests = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path), tests],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_driver(SCRIPT, str(tmp_path), master=LOCAL_CLUSTER, conf=CONF, log_level="OFF",
+                      directory=tmp_path / "driver")  # fmt: skip
     assert "PROCESS-CLUSTER-OK" in done.stdout, done.stderr[-6000:]
     from flinkstate.checkpoint import CheckpointStorage
 

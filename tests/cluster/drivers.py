@@ -1,0 +1,133 @@
+"""Spark drivers in subprocesses: a process holds one SparkContext, and the other tiers hold a
+local one. A driver script is a body run after a preamble that puts ``tests/`` on
+``sys.path`` and builds ``spark`` on the given master and configuration; ``sys.argv[1:]``
+are the arguments given."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TESTS = str(Path(__file__).resolve().parents[1])
+
+LOCAL_CLUSTER = "local-cluster[2,1,1024]"
+"""Two executor JVMs of one core and 1 GiB each, started by the driver itself."""
+
+PREAMBLE = """\
+import os, sys
+sys.path.insert(0, {tests!r})
+from pyspark.sql import SparkSession
+_builder = SparkSession.builder.master({master!r})
+for _key, _value in {conf!r}.items():
+    _builder = _builder.config(_key, _value)
+spark = _builder.getOrCreate()
+spark.sparkContext.setLogLevel({log_level!r})
+"""
+
+EPILOGUE = "\nspark.stop()\n"
+
+
+def driver_script(
+    body: str, master: str, conf: Mapping[str, str] | None = None, log_level: str = "ERROR"
+) -> str:
+    """The full text of a driver: the preamble, ``body`` (dedented), then ``spark.stop()``."""
+    preamble = PREAMBLE.format(tests=TESTS, master=master, conf=dict(conf or {}), log_level=log_level)
+    return preamble + textwrap.dedent(body) + EPILOGUE
+
+
+@dataclass(frozen=True)
+class DriverResult:
+    """What a finished driver left: its exit code and output."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def lines(self, prefix: str) -> list[str]:
+        """The stdout lines starting with ``prefix``, without it."""
+        return [line[len(prefix) :].strip() for line in self.stdout.splitlines() if line.startswith(prefix)]
+
+    def failure(self, tail: int = 6000) -> str:
+        """A message for a failed assertion: the exit code and the ends of both outputs."""
+        return f"exit {self.returncode}\n--- stdout\n{self.stdout[-2000:]}\n--- stderr\n{self.stderr[-tail:]}"
+
+
+@dataclass
+class Driver:
+    """A driver running in the background (``start_driver``); its output goes to files."""
+
+    process: subprocess.Popen[bytes]
+    directory: Path
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stdout(self) -> str:
+        """What it printed so far."""
+        return (self.directory / "stdout").read_text(errors="replace")
+
+    def wait(self, timeout: float = 600) -> DriverResult:
+        """Wait for the end (killing it after ``timeout`` s) and return what it left."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        return DriverResult(code, self.stdout(), (self.directory / "stderr").read_text(errors="replace"))
+
+
+def start_driver(
+    body: str,
+    *args: str,
+    master: str,
+    conf: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    log_level: str = "ERROR",
+    directory: Path | None = None,
+) -> Driver:
+    """Start the driver ``body`` on ``master`` with ``args`` in the background.
+
+    ``env`` is added to this process's environment (``PYSPARK_PYTHON`` and
+    ``PYSPARK_DRIVER_PYTHON`` are this interpreter); ``directory`` (default: a new temporary
+    one) holds the script and its ``stdout``/``stderr``.
+    """
+    where = directory or Path(tempfile.mkdtemp(prefix="flinkstate-driver-"))
+    where.mkdir(parents=True, exist_ok=True)
+    script = where / "driver.py"
+    script.write_text(driver_script(body, master, conf, log_level))
+    full_env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    full_env.update(env or {})
+    with (where / "stdout").open("wb") as out, (where / "stderr").open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-u", str(script), *args], env=full_env, stdout=out, stderr=err, cwd=where
+        )
+    return Driver(process, where)
+
+
+def run_driver(
+    body: str,
+    *args: str,
+    master: str,
+    conf: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    log_level: str = "ERROR",
+    directory: Path | None = None,
+) -> DriverResult:
+    """Run the driver ``body`` on ``master`` with ``args`` to its end (see ``start_driver``)."""
+    driver = start_driver(
+        body, *args, master=master, conf=conf, env=env, log_level=log_level, directory=directory
+    )
+    return driver.wait(timeout)
