@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from checkpoint_bench import BENCHMARKS as CHECKPOINT
+from cluster_bench import BENCHMARKS as CLUSTER
 from common import Result
 from flink_bench import BENCHMARKS as FLINK
 from flink_write_bench import BENCHMARKS as FLINK_WRITE
@@ -35,6 +36,7 @@ ALL: dict[str, Callable[[bool], Iterator[Result]]] = {
     **FLINK,
     **FLINK_WRITE,
     **PROCESS,
+    **CLUSTER,
 }
 
 
