@@ -124,10 +124,13 @@ def _record(plan: TaskPlan, subtask: int, attempt: str) -> dict[str, Any]:
 
 
 def _drop_stale(plan: TaskPlan, committed: list[str]) -> None:
-    """Forget what this worker kept of the run's operator but the attempts just committed:
-    another worker or executor ran those subtasks since, so what is kept here is stale."""
-    for key in [k for k, kept in _KEPT.items() if k[:2] == (plan.root_url, plan.uid)]:
-        if _KEPT[key].token not in committed:
+    """Forget what this worker kept of the run's operator but the attempts the checkpoint
+    being continued committed, and this run's own: another worker or executor ran those
+    subtasks since, so what is kept here is stale."""
+    ours = f"{plan.token}."
+    for key in [k for k in _KEPT if k[:2] == (plan.root_url, plan.uid)]:
+        token = _KEPT[key].token
+        if token not in committed and not token.startswith(ours):
             _discard(_KEPT.pop(key))
 
 

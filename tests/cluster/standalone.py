@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -70,9 +71,19 @@ class Worker:
 class StandaloneCluster:
     """A Master and ``workers`` Workers under ``base`` (logs, work and local directories)."""
 
-    def __init__(self, base: Path, workers: int = 2, worker_memory: str = "2g") -> None:
+    def __init__(
+        self,
+        base: Path,
+        workers: int = 2,
+        worker_memory: str = "2g",
+        private: Mapping[int, Path] | None = None,
+    ) -> None:
+        """``private``: Worker index -> a directory that Worker (with its executors and Python
+        workers) sees as an empty directory of its own (a tmpfs mounted over it in a mount
+        namespace of its own, as root): a host whose filesystem differs from the others'."""
         self.base = base
         self.worker_memory = worker_memory
+        self.private = dict(private or {})
         self.port = free_port()
         self.webui_port = free_port()
         self.master_log = base / "master.log"
@@ -93,12 +104,18 @@ class StandaloneCluster:
         """The master URL drivers connect to."""
         return f"spark://127.0.0.1:{self.port}"
 
-    def _spawn(self, args: list[str], log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, args: list[str], log: Path, env: Mapping[str, str], private: Path | None = None
+    ) -> subprocess.Popen[bytes]:
         full_env = dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1",
                         PYSPARK_PYTHON=sys.executable, **env)  # fmt: skip
+        command = [f"{SPARK_HOME}/bin/spark-class", *args]
+        if private is not None:  # the same pid: unshare and sh exec what follows
+            mount = f"mount -t tmpfs flinkstate-private {shlex.quote(str(private))}"
+            command = ["unshare", "-m", "sh", "-c", f'{mount} && exec "$@"', "sh", *command]
         with log.open("ab") as out:
-            return subprocess.Popen([f"{SPARK_HOME}/bin/spark-class", *args], env=full_env,
-                                    stdout=out, stderr=subprocess.STDOUT, cwd=self.base)  # fmt: skip
+            return subprocess.Popen(command, env=full_env, stdout=out, stderr=subprocess.STDOUT,
+                                    cwd=self.base)  # fmt: skip
 
     def _start_worker(self, index: int) -> Worker:
         work_dir, local_dir = self.base / f"worker{index}-work", self.base / f"worker{index}-local"
@@ -107,7 +124,7 @@ class StandaloneCluster:
         log = self.base / f"worker{index}.log"
         args = [WORKER_CLASS, "--host", "127.0.0.1", "--cores", "1", "--memory", self.worker_memory,
                 "--webui-port", str(free_port()), "--work-dir", str(work_dir), self.url]  # fmt: skip
-        process = self._spawn(args, log, {"SPARK_LOCAL_DIRS": str(local_dir)})
+        process = self._spawn(args, log, {"SPARK_LOCAL_DIRS": str(local_dir)}, self.private.get(index))
         return Worker(index, process, work_dir, local_dir, log)
 
     # -- state -------------------------------------------------------------------------

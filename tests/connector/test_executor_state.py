@@ -259,3 +259,19 @@ def test_a_kept_db_that_does_not_open_is_restored(tmp_path: Path, executors: Any
     stats = job.run(["w1"])
     assert stats["start"] == "cached"
     assert stored_counts(job.root) == dict(job.model)
+
+
+def test_a_worker_drops_what_other_workers_ran_since(tmp_path: Path, executors: Any) -> None:
+    """Subtask 1 was kept here, then ran elsewhere: at this worker's next task of the job,
+    its stale backend is dropped (not held beside the live one until evicted)."""
+    on, _ = executors
+    on("a")
+    job, other = Job(tmp_path / "root", "heap"), Job(tmp_path / "other", "heap")
+    job.run(WORDS)
+    other.run(["x"])
+    url = {name: CheckpointStorage(str(j.root)).storage.url for name, j in (("job", job), ("other", other))}
+    stale = _KEPT.pop((url["other"], UID, 0))
+    _KEPT[(url["job"], UID, 1)] = stale  # as if this worker had run subtask 1 of the job before
+    assert job.run(["w1"])["start"] == "warm"
+    assert [k[2] for k in _KEPT if k[0] == url["job"]] == [0]
+    assert stale.operator.backend.is_closed
