@@ -43,8 +43,9 @@ def describe(root: str, options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def drive_live(spark: Any, argv: list[str]) -> None:
-    """``roots`` (JSON: backend -> root), storage options (JSON), then steps: ``run`` or
-    ``pause``. Prints ``LIVE <backend> <json>`` after each run of each backend."""
+    """``roots`` (JSON: backend -> root), storage options (JSON), then steps: ``run``,
+    ``pause``, or ``after:<n>`` (n runs were made before, by another driver). Prints
+    ``LIVE <backend> <json>`` after each run of each backend."""
     from flinkstate.connector import process
 
     from process_functions import WordCount
@@ -54,6 +55,9 @@ def drive_live(spark: Any, argv: list[str]) -> None:
     for step in steps:
         if step == "pause":
             time.sleep(PAUSE_S)
+            continue
+        if step.startswith("after:"):
+            run = int(step.split(":")[1])
             continue
         run += 1
         words = run_words(run)
