@@ -33,7 +33,7 @@ from typing import Any
 
 from .errors import CheckpointNotFoundError
 from .manifest import METADATA
-from .storage import Storage
+from .storage import InputFile, Storage
 
 _CHUNK = 1 << 20
 DEFAULT_CACHE_BYTES = 4 << 30
@@ -123,48 +123,6 @@ class FileCache:
                 break
             self.forget(name)
             total -= size
-
-
-class _LocalInput:
-    """A cached copy opened for reading: what :meth:`Storage.open_input` returns."""
-
-    def __init__(self, path: str) -> None:
-        self._raw = open(path, "rb")  # noqa: SIM115 (closed by close())
-        self.size = os.fstat(self._raw.fileno()).st_size
-
-    def read(self, size: int = -1) -> bytes:
-        return self._raw.read(size)
-
-    def readinto(self, buf: Any) -> int:
-        return self._raw.readinto(buf)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._raw.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._raw.tell()
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
-
-    @property
-    def closed(self) -> bool:
-        return self._raw.closed
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self) -> _LocalInput:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _TeeOutput:
@@ -295,14 +253,15 @@ class CachedStorage(Storage):
         except FileNotFoundError:  # removed by another process meanwhile
             return super().read_bytes(relative)
 
-    def open_input(self, relative: str) -> Any:
+    def open_input(self, relative: str) -> InputFile:
         local = self._local(relative)
         if local is None:
             return super().open_input(relative)
         try:
-            return _LocalInput(local)
-        except FileNotFoundError:
+            raw = open(local, "rb")  # noqa: SIM115 (closed with the InputFile)
+        except FileNotFoundError:  # removed by another process meanwhile
             return super().open_input(relative)
+        return InputFile(raw, None, os.fstat(raw.fileno()).st_size)
 
     def size(self, relative: str) -> int:
         try:

@@ -23,16 +23,19 @@ import fsspec
 from .errors import CheckpointError, CheckpointExistsError, CheckpointNotFoundError
 
 
-class _CountingFile:
-    """A read-only, seekable file that adds what it reads to its storage's counter."""
+class InputFile:
+    """A read-only, seekable file that adds what it reads to its storage's counter (none:
+    a local copy, see :mod:`.local_cache`); ``size``: the file's, when ``raw`` cannot say."""
 
-    def __init__(self, raw: Any, storage: Storage) -> None:
+    def __init__(self, raw: Any, storage: Storage | None, size: int | None = None) -> None:
         self._raw = raw
         self._storage = storage
+        self._size = size
 
     def read(self, size: int = -1) -> bytes:
         data: bytes = self._raw.read(size)
-        self._storage._add_read(len(data))
+        if self._storage is not None:
+            self._storage._add_read(len(data))
         return data
 
     def readinto(self, buf: Any) -> int:
@@ -61,12 +64,12 @@ class _CountingFile:
 
     @property
     def size(self) -> int:
-        return int(self._raw.size)
+        return int(self._raw.size) if self._size is None else self._size
 
     def close(self) -> None:
         self._raw.close()
 
-    def __enter__(self) -> _CountingFile:
+    def __enter__(self) -> InputFile:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -135,7 +138,7 @@ class Storage:
             self.bytes_read += len(data)
         return data
 
-    def open_input(self, relative: str) -> _CountingFile:
+    def open_input(self, relative: str) -> InputFile:
         """A seekable input file for ranged reads (Parquet footers, row groups)."""
         try:
             raw = self.fs.open(self.path(relative), "rb", cache_type="none")
@@ -143,7 +146,7 @@ class Storage:
             raise CheckpointNotFoundError(f"{relative} does not exist under {self!r}") from exc
         with self._lock:
             self.files_opened += 1
-        return _CountingFile(raw, self)
+        return InputFile(raw, self)
 
     def size(self, relative: str) -> int:
         return int(self.fs.size(self.path(relative)))

@@ -6,28 +6,22 @@ subprocess (one SparkContext per process)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from cluster.drivers import LOCAL_CLUSTER, run_driver
+
 SCRIPT = textwrap.dedent(
     """
-    import json, os, sys
-    sys.path.insert(0, sys.argv[2])
+    import json
     from pyspark import cloudpickle
-    from pyspark.sql import SparkSession
     import process_functions
     from process_functions import WordCount, word_count_model
     from flinkstate.connector import RootNotSharedError, foreach_batch, process
     cloudpickle.register_pickle_by_value(process_functions)
     base = sys.argv[1]
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
-             .config("spark.executor.memory", "768m").config("spark.task.maxFailures", "1").getOrCreate())
-    spark.sparkContext.setLogLevel("OFF")
     words = [f"w{i % 7}" for i in range(700)]
     df = spark.createDataFrame([(w, i) for i, w in enumerate(words)], "word string, n bigint").repartition(3)
     schema = "word string, count bigint"
@@ -90,22 +84,13 @@ SCRIPT = textwrap.dedent(
     last = spark.read.format("flinkstate").option("operator", "op").option("state", "last").load(base + "/s2")
     assert last.count() == 7
     print("SHARED-ROOT-OK")
-    spark.stop()
     """
 )
 
 
 @pytest.mark.slow
 def test_a_local_root_on_a_cluster_is_refused_unless_declared_shared(tmp_path: Path) -> None:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
-    tests = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "roots"), tests],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    conf = {"spark.ui.enabled": "false", "spark.executor.memory": "768m", "spark.task.maxFailures": "1"}
+    done = run_driver(SCRIPT, str(tmp_path / "roots"), master=LOCAL_CLUSTER, conf=conf, log_level="OFF",
+                      directory=tmp_path / "driver", timeout=900)  # fmt: skip
     assert "SHARED-ROOT-OK" in done.stdout, done.stderr[-6000:]
