@@ -140,6 +140,7 @@ def bench_p17(quick: bool) -> Iterator[Result]:
     keys = 1_000_000 if quick else 10_000_000
     work = Path(tempfile.mkdtemp(prefix="flinkstate-p17-"))
     s3 = MotoServer()
+    (work / "cluster").mkdir()
     cluster = StandaloneCluster(work / "cluster", workers=2)
     try:
         batch = _drive(cluster, s3, "batch", "batch", keys, RUNS, PAUSES, work)
