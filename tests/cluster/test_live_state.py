@@ -4,7 +4,8 @@ subtask that stays on its executor starts warm (its kept DB reopened, nothing do
 the pause included; a heap subtask there restores from the executor's cached files, with
 nothing downloaded; a subtask that moved downloads at most what its
 new executor lacked. Outputs and state stay exact, and once the application stops nothing of
-ours is left on the machine."""
+ours is left on the machine. (The exactness of plain runs on both backends is checked
+here too: each run's output against the model, every retained checkpoint's state.)"""
 
 from __future__ import annotations
 
