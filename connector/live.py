@@ -59,6 +59,12 @@ MAX_KEPT = 8
 """At most this many are kept per worker (the least recently stored go first)."""
 
 
+def forget_kept() -> None:
+    """Close and remove every backend this Python worker kept (as its exit would)."""
+    while _KEPT:
+        _discard(_KEPT.popitem()[1])
+
+
 def _discard(kept: _Kept) -> None:
     kept.operator.backend.close()
     if kept.directory is not None:

@@ -13,7 +13,7 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, SubtaskResult
 from flinkstate.connector import ProcessError
-from flinkstate.connector.live import _KEPT
+from flinkstate.connector.live import _KEPT, forget_kept
 from flinkstate.connector.output import OutputSchema
 from flinkstate.connector.process_task import (
     OUTPUT_STATE,
@@ -103,7 +103,7 @@ def _commit(pending: Any, results: list[SubtaskResult]) -> Any:
 
 
 def test_kept_backend_only_for_the_checkpoint_it_wrote(tmp_path: Path) -> None:
-    _KEPT.clear()
+    forget_kept()
     plan, pending = _plan(tmp_path, WordCount(), "t1")
     results, stats = _run(plan, ["a", "b", "a"])
     assert {k: stats[k] for k in ("rows", "output", "reused")} == {"rows": 3, "output": 3, "reused": 0}
@@ -125,7 +125,7 @@ def test_kept_backend_only_for_the_checkpoint_it_wrote(tmp_path: Path) -> None:
     # an attempt whose results were not the ones committed (another attempt's were) is never reused
     plan, _ = _plan(tmp_path, WordCount(), "t4", second, "t3.0.elsewhere")
     assert _run(plan, ["a"])[1]["reused"] == 0
-    _KEPT.clear()
+    forget_kept()
 
 
 class Named(WordCount):
@@ -140,7 +140,7 @@ class Named(WordCount):
 
 
 def test_runtime_context_of_a_task_names_the_uid_and_each_runs_parameters(tmp_path: Path) -> None:
-    _KEPT.clear()
+    forget_kept()
     first = Named()
     plan, pending = _plan(tmp_path, first, "t1", job_parameters={"env": "prod"})
     results, stats = _run(plan, ["a"])
@@ -149,7 +149,7 @@ def test_runtime_context_of_a_task_names_the_uid_and_each_runs_parameters(tmp_pa
     plan, _ = _plan(tmp_path, second, "t2", _commit(pending, results), stats["attempt"])
     assert _run(plan, ["a"])[1]["reused"] == 1
     assert second.said == ("wc (1/1)#0", "dev")
-    _KEPT.clear()
+    forget_kept()
 
 
 def _counts(checkpoint: Any) -> dict[str, int]:
@@ -164,7 +164,7 @@ def _counts(checkpoint: Any) -> dict[str, int]:
 
 @pytest.mark.parametrize("incremental", [True, False])
 def test_a_kept_backend_checkpoints_what_changed(tmp_path: Path, incremental: bool) -> None:
-    _KEPT.clear()
+    forget_kept()
     words = [f"w{i}" for i in range(200)]
     runs = [words, ["w1", "ü"], ["w2"], ["w1", "w3"]]
     model: Counter[str] = Counter()
@@ -181,7 +181,7 @@ def test_a_kept_backend_checkpoints_what_changed(tmp_path: Path, incremental: bo
         assert sum(f.rows for f in own) == (len(set(run)) if incremental and i > 0 else len(model))
         assert _counts(base) == dict(model)
     # a worker that lost its backend restores the chain and writes an increment over it
-    _KEPT.clear()
+    forget_kept()
     plan, pending = _plan(tmp_path, WordCount(), "again", base, token, incremental)
     results, stats = _run(plan, ["w5"])
     after = _commit(pending, results)
@@ -191,7 +191,7 @@ def test_a_kept_backend_checkpoints_what_changed(tmp_path: Path, incremental: bo
     files = after.manifest.operator("wc").subtasks[0].keyed["count"]
     own = [f for f in files if f.checkpoint_id == after.checkpoint_id]
     assert sum(f.rows for f in own) == (1 if incremental else len(model))
-    _KEPT.clear()
+    forget_kept()
 
 
 def test_rows_of_another_range_are_refused(tmp_path: Path) -> None:
@@ -244,19 +244,19 @@ def _timer_struct() -> Any:
 def test_a_kept_backend_runs_with_the_settings_of_each_run(tmp_path: Path) -> None:
     """Run 2 changes watermark_delay: a reused backend must give what a restored one and a
     fresh root give (with run 1's delay kept, the timer at 2000 fires late, counting 2)."""
-    _KEPT.clear()
+    forget_kept()
     run2 = [("a", 2000), ("a", 2500)]
     first, stats, end = _timed_run(tmp_path / "kept", [("z", 0)], 1000, LONG_MIN, None, None)
     assert _timer_output(first) == []
     reused, reused_stats, _ = _timed_run(tmp_path / "kept", run2, 0, end, first, stats["attempt"])
     assert reused_stats["reused"] == 1
-    _KEPT.clear()
+    forget_kept()
     restored, restored_stats, _ = _timed_run(tmp_path / "kept", run2, 0, end, first, stats["attempt"])
     assert restored_stats["reused"] == 0
     fresh, _, _ = _timed_run(tmp_path / "fresh", run2, 0, LONG_MIN, None, None)
     assert _timer_output(fresh) == [("a", 2000, 1)]
     assert _timer_output(reused) == _timer_output(restored) == [("a", 2000, 1), ("z", 0, 1)]
-    _KEPT.clear()
+    forget_kept()
 
 
 def test_the_backend_by_name_comes_from_state_alone(tmp_path: Path) -> None:
@@ -285,7 +285,7 @@ def test_a_kept_backend_is_reused_only_with_the_same_rocksdb_options(tmp_path: P
     file says); the next run reuses it only when its options are equal, else restores."""
     from flinkstate.connector.live import _discard
 
-    _KEPT.clear()
+    forget_kept()
     small, large = (backend_options("rocksdb", {"write_buffer_bytes": n}) for n in (4 << 20, 8 << 20))
 
     def kept_write_buffer() -> int:

@@ -12,7 +12,7 @@ from side_functions import LONG_WORDS, MILESTONES, Milestones, YieldsTo, milesto
 from test_process_task import _commit, _plan, _run
 
 from flinkstate.connector import ProcessError
-from flinkstate.connector.live import _KEPT
+from flinkstate.connector.live import _KEPT, forget_kept
 from flinkstate.connector.process_task import OUTPUT_STATE, output_uid
 from flinkstate.connector.side_outputs import parse_side_outputs, side_state
 from flinkstate.state import OutputTag, Types
@@ -31,10 +31,10 @@ def _committed(checkpoint: Any) -> dict[str, list[Any]]:
 
 
 def test_side_outputs_commit_with_the_output_from_one_attempt(tmp_path: Path) -> None:
-    _KEPT.clear()
+    forget_kept()
     plan, pending = _side_plan(tmp_path, Milestones(), "t1", [LONG_WORDS, MILESTONES])
     _run(plan, WORDS)  # an attempt whose results the driver does not commit (a lost copy)
-    _KEPT.clear()
+    forget_kept()
     results, stats = _run(plan, WORDS)  # the retry
     main, side = milestones_model(WORDS)
     assert stats["side_output"] == {k: len(v) for k, v in side.items()}
@@ -44,7 +44,7 @@ def test_side_outputs_commit_with_the_output_from_one_attempt(tmp_path: Path) ->
         side_state(LONG_WORDS.tag_id): [(w,) for w in side[LONG_WORDS.tag_id]],
         side_state(MILESTONES.tag_id): side[MILESTONES.tag_id],
     }
-    _KEPT.clear()
+    forget_kept()
 
 
 def test_a_declared_side_output_without_rows_is_committed_empty(tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_a_declared_side_output_without_rows_is_committed_empty(tmp_path: Path) 
     results, _ = _run(plan, ["ok"])
     got = _committed(_commit(pending, results))
     assert got[side_state(LONG_WORDS.tag_id)] == [] and got[side_state(MILESTONES.tag_id)] == []
-    _KEPT.clear()
+    forget_kept()
 
 
 @pytest.mark.parametrize(
