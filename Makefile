@@ -16,8 +16,19 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml constraints.txt $(shell find state -name "*.c" -o -name "*.h") $(PKG_DIRS)
+JAVA_SRC := $(shell find connector/jvm -name "*.java")
+JAR := connector/jvm/flinkstate-spark.jar
+
+# The placement class (connector/placement.py) compiles against the pip pyspark's jars; without
+# javac the jar is left out and runs are not placed (nothing else changes).
+$(STAMP): pyproject.toml constraints.txt $(shell find state -name "*.c" -o -name "*.h") $(PKG_DIRS) $(JAVA_SRC)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	PIP_CONSTRAINT=$(abspath constraints.txt) $(BIN)/pip install -q pyspark
+	rm -rf build/jvm $(JAR)
+	if command -v javac >/dev/null && command -v jar >/dev/null; then \
+		jars=$$($(BIN)/python -c "import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))"); \
+		javac -nowarn --release 17 -cp "$$jars/*" -d build/jvm $(JAVA_SRC) && jar cf $(JAR) -C build/jvm .; \
+	else echo "javac not found: $(JAR) not built, so process runs are not placed"; fi
 	PIP_CONSTRAINT=$(abspath constraints.txt) $(BIN)/pip install -q -e ".[dev]" \
 		--config-settings editable_mode=strict
 	touch $(STAMP)
@@ -54,4 +65,4 @@ typecheck: $(STAMP)  ## mypy --strict on the library
 	$(BIN)/mypy state checkpoint connector cli
 
 clean:  ## remove the virtualenv and build output
-	rm -rf $(VENV) build site *.egg-info $(shell find state -name "*.so")
+	rm -rf $(VENV) build site *.egg-info $(JAR) $(shell find state -name "*.so")

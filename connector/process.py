@@ -42,6 +42,7 @@ from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
 from flinkstate.state.process.side_outputs import tag_id_of
 from flinkstate.state.ttl.time import LONG_MIN
 
+from . import placement
 from .errors import ProcessError
 from .inputs import Inputs, OneInput
 from .process_options import Job, parse_backend, parse_job
@@ -286,6 +287,7 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
     )
     ranges = inputs.ranges(job, key_type, p)
     try:
+        ranges = placement.place(ranges, placement.preferred(props, spark, p))
         rows = ranges.mapInArrow(partial(run_subtask, plan), RESULT_SCHEMA.to_string()).collect()
         results = [pickle.loads(row[0]) for row in rows]
         indexes = sorted(r.entry.index for rs, _ in results for r in rs if r.uid == job.uid)
@@ -309,6 +311,7 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
         MAX_EVENT_TIME: str(max_seen),
         TOKEN: " ".join(by_subtask[i]["attempt"] for i in range(p)),
         **start_properties([by_subtask[i] for i in range(p)]),
+        **placement.location_properties(spark, [by_subtask[i]["location"] for i in range(p)]),
     }
     if batch_id is not None:
         properties[BATCH_ID] = str(batch_id)

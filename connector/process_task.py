@@ -34,6 +34,7 @@ from .errors import ProcessError
 from .executor import ExecutorStore
 from .live import acquire
 from .output import OutputSchema
+from .placement import here
 from .routing import route_values
 from .side_outputs import SideOutput, side_state
 
@@ -204,6 +205,7 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         "reused": int(live.start == "warm"),
         "start": live.start,
         "executor": "" if store is None else store.name,
+        "location": here(),
         "downloaded": live.downloaded,
         "attempt": attempt,
     }

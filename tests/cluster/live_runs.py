@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from .counting import OUTPUT_SCHEMA, UID, check_output, count_model, run_words
@@ -35,6 +36,7 @@ def describe(root: str, options: Mapping[str, Any]) -> dict[str, Any]:
         "starts": props["flinkstate.process.subtask_starts"].split(),
         "downloaded": [int(b) for b in props["flinkstate.process.subtask_downloaded_bytes"].split()],
         "executors": props["flinkstate.process.subtask_executors"].split(),
+        "locations": props.get("flinkstate.process.subtask_locations", "").split()[1:],
         "files": {
             str(st.index): [(f.size, f.checkpoint_id or checkpoint.checkpoint_id) for f in st.files()]
             for st in op.subtasks
@@ -44,13 +46,15 @@ def describe(root: str, options: Mapping[str, Any]) -> dict[str, Any]:
 
 def drive_live(spark: Any, argv: list[str]) -> None:
     """``roots`` (JSON: backend -> root), storage options (JSON), then steps: ``run``,
+    ``swap`` (a run that prefers for each subtask where the other ran last: each moves),
     ``pause``, or ``after:<n>`` (n runs were made before, by another driver). Prints
     ``LIVE <backend> <json>`` after each run of each backend."""
-    from flinkstate.connector import process
+    from flinkstate.connector import placement, process
 
     from process_functions import WordCount
 
     roots, options, steps = json.loads(argv[0]), json.loads(argv[1]), argv[2:]
+    preferred = placement.preferred
     run = 0
     for step in steps:
         if step == "pause":
@@ -60,13 +64,22 @@ def drive_live(spark: Any, argv: list[str]) -> None:
             run = int(step.split(":")[1])
             continue
         run += 1
+        if step == "swap":  # a test's hand on the placement: the run's preferences, reversed
+            placement.preferred = partial(_reversed, preferred)
         words = run_words(run)
         df = spark.createDataFrame([(w,) for w in words], "word string").repartition(2)
         for backend, root in roots.items():
             out = process(df, "word", WordCount(), OUTPUT_SCHEMA, root, UID, backend=backend,
                           storage_options=options, parallelism=2)  # fmt: skip
             check_output(((r.word, r["count"]) for r in out.collect()), count_model(range(1, run)), words)
-            print("LIVE", backend, json.dumps({"run": run, **describe(root, options)}), flush=True)
+            print(
+                "LIVE", backend, json.dumps({"run": run, "step": step, **describe(root, options)}), flush=True
+            )
+        placement.preferred = preferred
+
+
+def _reversed(preferred: Callable[..., list[str]], *args: Any) -> list[str]:
+    return list(reversed(preferred(*args)))
 
 
 def lacking(runs: list[dict[str, Any]], i: int, subtask: int) -> int:

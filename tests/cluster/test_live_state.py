@@ -1,11 +1,12 @@
-"""Live state on the standalone cluster: kept by the executor, not the Python worker. Over
-runs on two executors, with a pause longer than Spark keeps an idle Python worker: a RocksDB
-subtask that stays on its executor starts warm (its kept DB reopened, nothing downloaded),
-the pause included; a heap subtask there restores from the executor's cached files, with
-nothing downloaded; a subtask that moved downloads at most what its
-new executor lacked. Outputs and state stay exact, and once the application stops nothing of
-ours is left on the machine. (The exactness of plain runs on both backends is checked
-here too: each run's output against the model, every retained checkpoint's state.)"""
+"""Live state on the standalone cluster: kept by the executor, not the Python worker, and each
+subtask's task placed on the executor that kept it. Over runs on two executors, with a pause
+longer than Spark keeps an idle Python worker: every placed subtask stays on its executor,
+and there a RocksDB subtask starts warm (its kept DB reopened, nothing downloaded), the pause
+included, and a heap subtask restores from the executor's cached files, with nothing
+downloaded. One run prefers the other executor for each subtask: each moves, and downloads at
+most what its new executor lacked. Outputs and state stay exact, and once the application
+stops nothing of ours is left on the machine. (The exactness of plain runs on both backends
+is checked here too: each run's output against the model, every retained checkpoint's state.)"""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_live_state_across_workers_executors_and_a_pause(
     bucket, options = s3_options["bucket"], s3_options["options"]
     roots = {backend: f"s3://{bucket}/jobs/{backend}" for backend in ("heap", "rocksdb")}
     done = spark_cluster.run_driver(LIVE_DRIVER, json.dumps(roots), json.dumps(options),
-                                    "run", "run", "run", "pause", "run", "run",
+                                    "run", "run", "swap", "pause", "run", "run",
                                     directory=tmp_path / "driver", timeout=900)  # fmt: skip
     assert done.returncode == 0, done.failure()
     runs: dict[str, list[dict[str, Any]]] = {"heap": [], "rocksdb": []}
@@ -50,8 +51,11 @@ def test_live_state_across_workers_executors_and_a_pause(
         assert seen[0]["starts"] == ["new", "new"]
         for i in range(1, len(seen)):
             now, before = seen[i], seen[i - 1]
+            apart = len(set(before["executors"])) == 2  # both executors had a subtask to keep
             for subtask, start in enumerate(now["starts"]):
                 stayed = now["executors"][subtask] == before["executors"][subtask]
+                if apart:  # placed where it ran before, or (swap) where the other one ran
+                    assert stayed == (now["step"] != "swap"), f"{backend} run {now['run']}: {now}"
                 got = now["downloaded"][subtask]
                 where = f"{backend} run {now['run']} subtask {subtask} ({start}, {got} B)"
                 if stayed and backend == "rocksdb":
@@ -62,6 +66,15 @@ def test_live_state_across_workers_executors_and_a_pause(
                     assert start in ("cached", "cold") and 0 < got <= lacking(seen, i, subtask), where
         committed_states_match(roots[backend], options, [1, 2, 3, 4, 5])
     assert any(r["executors"][0] != r["executors"][1] for rs in runs.values() for r in rs)
+    # where a task ran, as Spark names the executor, is one name for one executor
+    names = {
+        (e, loc)
+        for rs in runs.values()
+        for r in rs
+        for e, loc in zip(r["executors"], r["locations"], strict=True)
+    }
+    assert len({e for e, _ in names}) == len({loc for _, loc in names}) == len(names) == 2, names
+    assert all(loc.startswith("executor_127.0.0.1_") for _, loc in names), names
     # the application is over: Spark removed its local directories, and with them all of ours
     deadline = time.monotonic() + 30
     while True:

@@ -1,6 +1,7 @@
 """The runner on two executors (``local-cluster``: separate JVMs and Python workers, task
 retries on): a task attempt that fails after processing part of its range is retried, and
-no element counts twice. Runs in a subprocess (one SparkContext per process)."""
+no element counts twice. Each run records where its subtasks ran (placement), unless the
+session turns placement off. Runs in a subprocess (one SparkContext per process)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ assert second == word_count_model(words * 2), second
 third = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", parallelism=2,
                        **shared))
 assert third == word_count_model(words * 3), third
+spark.conf.set("spark.flinkstate.placement", "false")
+fourth = finals(process(df, "word", WordCount(), "word string, count bigint", chk, "wc", **shared))
+assert fourth == word_count_model(words * 4), fourth
 print("PROCESS-CLUSTER-OK")
 """
 
@@ -53,5 +57,11 @@ def test_retried_attempt_on_two_executors_counts_once(tmp_path: Path) -> None:
                       directory=tmp_path / "driver")  # fmt: skip
     assert "PROCESS-CLUSTER-OK" in done.stdout, done.stderr[-6000:]
     from flinkstate.checkpoint import CheckpointStorage
+    from flinkstate.connector.placement import LOCATIONS
 
-    assert CheckpointStorage(str(tmp_path / "chk")).completed_ids() == [1, 2, 3]
+    storage = CheckpointStorage(str(tmp_path / "chk"))
+    assert storage.completed_ids() == [2, 3, 4]  # three retained
+    placed = storage.load(3).manifest.properties[LOCATIONS].split()
+    assert placed[0].startswith("app-") and len(placed) == 3, placed
+    assert all(loc.startswith("executor_") for loc in placed[1:]), placed
+    assert LOCATIONS not in storage.load(4).manifest.properties
