@@ -176,7 +176,18 @@ def _directory(plan: TaskPlan, store: ExecutorStore | None, slot: Slot | None) -
         return slot.backend
     if store is not None:
         return store.work_directory(plan.backend.kind)
-    return tempfile.mkdtemp(prefix=f"flinkstate-{plan.backend.kind}-")
+    return tempfile.mkdtemp(prefix=f"{plan.backend.kind}-", dir=_scratch())
+
+
+_SCRATCH: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _scratch() -> str:
+    """Outside Spark: one directory for this process's backends, removed when it exits
+    (nothing is kept across processes there)."""
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="flinkstate-process-"))
+    return _SCRATCH[0].name
 
 
 def _start(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -12,11 +13,14 @@ from flinkstate.state import AbstractKeyedStateBackend, HeapKeyedStateBackend, R
 BackendFactory = Callable[..., AbstractKeyedStateBackend]
 
 
+_SCRATCH = tempfile.TemporaryDirectory(prefix="flinkstate-tests-")
+"""Where test backends' RocksDB directories go: removed when the test process exits, also
+those of tests that do not remove their own."""
+
+
 def rocksdb_backend(**kwargs: Any) -> RocksDBKeyedStateBackend:
     """A RocksDB backend in a fresh temporary directory (removed by ``make_backend``)."""
-    import tempfile
-
-    return RocksDBKeyedStateBackend(tempfile.mkdtemp(prefix="flinkstate-rocksdb-"), **kwargs)
+    return RocksDBKeyedStateBackend(tempfile.mkdtemp(prefix="rocksdb-", dir=_SCRATCH.name), **kwargs)
 
 
 KEYED_BACKENDS = {

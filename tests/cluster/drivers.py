@@ -6,6 +6,7 @@ are the arguments given."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,8 @@ class Driver:
     process: subprocess.Popen[bytes]
     directory: Path
     started: float = field(default_factory=time.monotonic)
+    temporary: bool = False
+    """The directory was made for it: ``wait`` removes it once it has read the outputs."""
 
     @property
     def pid(self) -> int:
@@ -85,7 +88,10 @@ class Driver:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
-        return DriverResult(code, self.stdout(), (self.directory / "stderr").read_text(errors="replace"))
+        done = DriverResult(code, self.stdout(), (self.directory / "stderr").read_text(errors="replace"))
+        if self.temporary:
+            shutil.rmtree(self.directory, ignore_errors=True)
+        return done
 
 
 def start_driver(
@@ -101,7 +107,7 @@ def start_driver(
 
     ``env`` is added to this process's environment (``PYSPARK_PYTHON`` and
     ``PYSPARK_DRIVER_PYTHON`` are this interpreter); ``directory`` (default: a new temporary
-    one) holds the script and its ``stdout``/``stderr``.
+    one, removed by ``wait``) holds the script and its ``stdout``/``stderr``.
     """
     where = directory or Path(tempfile.mkdtemp(prefix="flinkstate-driver-"))
     where.mkdir(parents=True, exist_ok=True)
@@ -113,7 +119,7 @@ def start_driver(
         process = subprocess.Popen(
             [sys.executable, "-u", str(script), *args], env=full_env, stdout=out, stderr=err, cwd=where
         )
-    return Driver(process, where)
+    return Driver(process, where, temporary=directory is None)
 
 
 def run_driver(

@@ -28,7 +28,7 @@ def _ours(paths: list[Path], since: float) -> list[str]:
     """Our working directories under the Workers' directories, or directly in ``/tmp``
     (``$TMPDIR``), made after ``since``."""
     found = [p for path in paths if path.is_dir() for p in path.rglob("flinkstate*")]
-    found += Path("/tmp").glob("flinkstate-*")
+    found += (p for p in Path("/tmp").glob("flinkstate-*") if not p.name.startswith("flinkstate-tests-"))
     return sorted(str(p) for p in found if p.is_dir() and p.stat().st_mtime >= since)
 
 
