@@ -37,7 +37,12 @@ class RocksDBOptions:
     this many entries is written as a sorted SST file and ingested (see :mod:`.bulk`),
     a smaller one with write batches; ``compaction_style``: one of :data:`COMPACTION_STYLES`;
     ``compaction_trigger``: sorted runs in level 0 (universal: in all) that start a
-    compaction."""
+    compaction; ``partitioned_index_filters``: index and bloom filter blocks split into
+    small partitions under a pinned top level (Flink's
+    ``state.backend.rocksdb.memory.partitioned-index-filters``), so a lookup loads only the
+    partitions it needs into the block cache. On by default: with whole filter blocks, once
+    the state's filters outgrow the cache every lookup of a new key reads megabytes of them
+    again (a fill of 3M keys went from 17 s to 300 s after the first 1.2M)."""
 
     block_cache_bytes: int = 64 * _MIB
     write_buffer_bytes: int = 16 * _MIB
@@ -47,6 +52,7 @@ class RocksDBOptions:
     bulk_load_min_entries: int = 4096
     compaction_style: str = "level"
     compaction_trigger: int = 4
+    partitioned_index_filters: bool = True
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -92,6 +98,11 @@ class RocksDBOptions:
         table.set_bloom_filter(10, False)
         table.set_cache_index_and_filter_blocks(True)
         table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+        if self.partitioned_index_filters:
+            table.set_index_type(rocksdict.BlockBasedIndexType.two_level_index_search())
+            table.set_partition_filters(True)
+            table.set_metadata_block_size(4096)
+            table.set_pin_top_level_index_and_filter(True)
 
         def options() -> Any:
             opts = rocksdict.Options(raw_mode=True)

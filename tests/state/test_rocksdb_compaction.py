@@ -69,3 +69,20 @@ def test_options_reach_rocksdb(tmp_path: Path, style: str, trigger: int, expecte
     for section in sections[1:]:
         assert f"compaction_style={expected}" in section
         assert f"level0_file_num_compaction_trigger={trigger}" in section
+
+
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_partitioned_index_filters_reach_rocksdb(tmp_path: Path, partitioned: bool) -> None:
+    opts = RocksDBOptions.from_mapping({"partitioned_index_filters": str(partitioned).lower()})
+    assert opts.partitioned_index_filters is partitioned and RocksDBOptions().partitioned_index_filters
+    with RocksDBKeyedStateBackend(tmp_path / "db", options=opts, key_type=Types.LONG()) as b:
+        state = b.get_state(ValueStateDescriptor("v", Types.LONG()))
+        for k in range(100):
+            b.set_current_key(k)
+            state.update(k)
+    tables = _options_file(tmp_path / "db").split("[TableOptions/BlockBasedTable ")[1:]
+    assert len(tables) >= 2, "expected the default and the state's column family"
+    index = "kTwoLevelIndexSearch" if partitioned else "kBinarySearch"
+    for table in tables:
+        assert f"index_type={index}" in table
+        assert f"partition_filters={str(partitioned).lower()}" in table
