@@ -300,7 +300,7 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
                 pending.add(result)
     except Exception as exc:
         pending.abort()
-        raise _task_error(exc) from exc
+        raise _task_error(exc, latest) from exc
     now = storage.latest_id()
     if now != latest:
         pending.abort()
@@ -378,13 +378,21 @@ def _digest(schema: Any, elements: Sequence[Any]) -> str:
 _OUR_ERROR = re.compile(r"(\w+Error): \[([A-Z_]+)\] ([^\n]*)")
 
 
-def _task_error(exc: Exception) -> Exception:
-    """Our error raised in a task (Spark wraps it in its own), or ``exc`` itself."""
+def _task_error(exc: Exception, latest: int | None) -> Exception:
+    """Our error raised in a task (Spark wraps it in its own), or ``[RUN_FAILED]`` naming
+    what Spark reported (a lost executor, a task out of retries)."""
     if isinstance(exc, FlinkStateError):
         return exc
     found = _OUR_ERROR.findall(str(exc))
     if not found:
-        return exc
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        said = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+        kept = "no checkpoint" if latest is None else f"checkpoint {latest}"
+        return ProcessError(
+            f"the run's Spark job failed, so nothing was committed ({kept} is still the latest; "
+            f"run it again): {type(exc).__name__}: {said[:2000]}",
+            code="RUN_FAILED",
+        )
     name, code, message = found[-1]
     if name == "ProcessFunctionError":
         return ProcessFunctionError(message, code=code)

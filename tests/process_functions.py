@@ -170,6 +170,16 @@ class Failing(KeyedProcessFunction):
         yield ctx.get_current_key(), 1
 
 
+class ExitWorker(KeyedProcessFunction):
+    """Ends its Python worker at the first element: the task dies outside flinkstate's code."""
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        import os
+
+        os._exit(3)
+        yield value
+
+
 class FailFirstAttempt(WordCount):
     """Word count whose first task attempt fails at the word "w3" (``marker`` records it)."""
 

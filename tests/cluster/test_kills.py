@@ -67,7 +67,10 @@ def test_sigkill_mid_run(
     assert "Lost executor" in done.stderr, "Spark did not see the executor die"
     assert "Python worker exited unexpectedly" in done.stderr, "no task saw its Python worker die"
     committed = json.loads(done.lines("DRIVER DONE")[0])
+    failed = [line for line in done.lines("RUN ") if " FAILED " in line]
+    assert all("[RUN_FAILED]" in line for line in failed), failed  # typed, naming what Spark said
     if outcome == "failing":
+        assert failed, done.stdout
         assert committed == OUTCOMES[outcome][1], done.stdout
     else:  # Spark's retries usually save a killed run; when they do not, it commits nothing
         assert {1, 4} <= set(committed) <= set(OUTCOMES[outcome][1]), done.stdout

@@ -13,7 +13,15 @@ from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.connector import ProcessError, foreach_batch, process
 
 import process_functions
-from process_functions import BatchLog, Sessions, ThresholdAlerts, WordCount, sessions_model, stored_counts
+from process_functions import (
+    BatchLog,
+    ExitWorker,
+    Sessions,
+    ThresholdAlerts,
+    WordCount,
+    sessions_model,
+    stored_counts,
+)
 
 SESSIONS = "user string, start bigint, end bigint, events bigint"
 WC_SCHEMA = "word string, count bigint"
@@ -186,3 +194,14 @@ def test_a_streaming_query_with_a_broadcast_side(spark: Any, tmp_path: Path) -> 
         writer.start().awaitTermination(120)
     assert delivered.batches() == [(0, []), (1, [("a", 3)]), (2, [("c", 2)]), (3, [])]
     assert stored_counts(root, "alerts") == {"a": 6, "b": 1, "c": 2}
+
+
+def test_a_run_whose_spark_job_fails_is_a_typed_error_and_commits_nothing(spark: Any, tmp_path: Path) -> None:
+    root = str(tmp_path / "chk")
+    df = spark.createDataFrame([("a",), ("b",)], "word string")
+    process(df, "word", WordCount(), "word string, count bigint", root, "wc", parallelism=1)
+    with pytest.raises(ProcessError, match=r"\[RUN_FAILED\].*checkpoint 1 is still the latest") as failed:
+        process(df, "word", ExitWorker(), "word string, count bigint", root, "wc", parallelism=1)
+    assert failed.value.__cause__ is not None  # Spark's own error, chained
+    assert CheckpointStorage(root).completed_ids() == [1]
+    assert stored_counts(root) == {"a": 1, "b": 1}
