@@ -20,6 +20,8 @@ from typing import Any
 
 import fsspec
 
+from flinkstate.state.extras import missing
+
 from .errors import CheckpointError, CheckpointExistsError, CheckpointNotFoundError
 
 
@@ -86,7 +88,11 @@ class Storage:
         self.options = dict(storage_options or {})
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url, **self.options)
-        except (ValueError, ImportError, TypeError) as exc:
+        except ImportError as exc:
+            if url.split("://", 1)[0] in ("s3", "s3a"):
+                raise missing("s3fs", f"storage {_redact(url)}") from exc
+            raise CheckpointError(f"cannot open storage {_redact(url)}: {exc}", code="INVALID_PATH") from exc
+        except (ValueError, TypeError) as exc:
             raise CheckpointError(f"cannot open storage {_redact(url)}: {exc}", code="INVALID_PATH") from exc
         self.root = self.root.rstrip("/") or "/"
         self.protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]

@@ -5,6 +5,7 @@ Built on typer and rich (matplotlib for ``skew --png``); it uses the checkpoint 
 public functions only, never the connector.
 """
 
+from . import needs_extras  # noqa: F401  (first: without typer or rich, one clear error)
 from .app import app, main
 
 __all__ = ["app", "main"]

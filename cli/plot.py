@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flinkstate.checkpoint import Load
+from flinkstate.state.extras import require
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .render import human_bytes
@@ -20,6 +21,7 @@ def write_png(
 ) -> None:
     """Stored bytes per key group (coloured by owning subtask) above stored bytes and live
     entries per subtask."""
+    require("matplotlib", "skew --png")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

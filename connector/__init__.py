@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from . import needs_spark  # noqa: F401  (first: without PySpark, one clear error)
 from .coprocess import coprocess
 from .errors import ChangeFeedError, OptionError, ProcessError, RootNotSharedError
 from .process import foreach_batch, process

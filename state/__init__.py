@@ -19,6 +19,7 @@ from .descriptors import (
 from .errors import (
     FlinkStateError,
     InvalidArgumentError,
+    MissingExtraError,
     ProcessFunctionError,
     SerializationError,
     StateAccessError,
@@ -83,6 +84,7 @@ __all__ = [
     "Function",
     "HeapKeyedStateBackend",
     "InvalidArgumentError",
+    "MissingExtraError",
     "KeyGroupRange",
     "KeyedBroadcastProcessFunction",
     "KeyedBroadcastProcessFunctionHarness",

@@ -57,6 +57,12 @@ class SerializationError(FlinkStateError):
     default_code = "SERIALIZATION"
 
 
+class MissingExtraError(FlinkStateError, ImportError):
+    """An optional dependency is not installed: the message names the extra to install."""
+
+    default_code = "MISSING_EXTRA"
+
+
 class ProcessFunctionError(FlinkStateError, RuntimeError):
     """A user's process function raised: the message names the key and the subtask."""
 

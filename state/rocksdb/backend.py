@@ -11,6 +11,7 @@ from typing import Any
 
 from ..descriptors import AggregatingStateDescriptor, ReducingStateDescriptor, StateDescriptor, StateKind
 from ..errors import SerializationError, StateAccessError
+from ..extras import require
 from ..heap.restore import stored_migration, stored_states
 from ..interfaces import InternalKvState, StateIncrementalVisitor
 from ..keyed.backend import AbstractKeyedStateBackend
@@ -66,6 +67,7 @@ class RocksDBKeyedStateBackend(AbstractKeyedStateBackend):
         *,
         memory_of: RocksDBKeyedStateBackend | None = None,
     ) -> None:
+        require("rocksdict", "the RocksDB backend")
         self._key_codec = KeyCodec(check_max_parallelism(max_parallelism), 0)
         super().__init__(key_type, max_parallelism, key_group_range, time_provider)
         self._key_codec.set_range_start(self._kg_start)
