@@ -19,7 +19,7 @@ help:  ## list the targets
 JAVA_SRC := $(shell find connector/jvm -name "*.java")
 JAR := connector/jvm/flinkstate-spark.jar
 
-# The placement class (connector/placement.py) compiles against the pip pyspark's jars; without
+# The placement class (connector/process/placement.py) compiles against the pip pyspark's jars; without
 # javac the jar is left out and runs are not placed (nothing else changes).
 $(STAMP): pyproject.toml constraints.txt $(shell find state -name "*.c" -o -name "*.h") $(PKG_DIRS) $(JAVA_SRC)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -6,10 +6,8 @@ import warnings
 from typing import Any
 
 from . import needs_spark  # noqa: F401  (first: without PySpark, one clear error)
-from .coprocess import coprocess
 from .errors import ChangeFeedError, OptionError, ProcessError, RootNotSharedError
-from .process import foreach_batch, process
-from .side_outputs import read_side_output
+from .process import coprocess, foreach_batch, process, read_side_output
 from .source import FlinkStateDataSource
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"

@@ -43,10 +43,10 @@ def plan_read(options: ReadOptions) -> ReadPlan:
     from flinkstate.checkpoint import CheckpointNotFoundError, CompletedCheckpoint, open_checkpoint
     from flinkstate.checkpoint.flink import is_flink_savepoint
 
-    from .changefeed import ChangeFeedReader, change_feed_schema_of, open_range
-    from .flink_source import FlinkSavepointReader, check_not_declaring, check_options, flink_schema
-    from .reader import FlinkStateReader, view_schema_of
-    from .timers import TimerReader, timers_schema
+    from .read.changefeed.reader import ChangeFeedReader, change_feed_schema_of, open_range
+    from .read.checkpoint_reader import FlinkStateReader, view_schema_of
+    from .read.savepoint_reader import FlinkSavepointReader, check_not_declaring, check_options, flink_schema
+    from .read.timer_reader import TimerReader, timers_schema
 
     if options.read_change_feed:  # a root of retained checkpoints, never a Flink savepoint
         check_not_declaring(options)
@@ -93,14 +93,14 @@ class FlinkStateDataSource(DataSource):
         return self._plan().reader(to_arrow_schema(schema, timezone="UTC"))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
-        from .flink_writer import FlinkSavepointWriter
-        from .writer import BootstrapWriter
+        from .write.batch import BootstrapWriter
+        from .write.savepoint_writer import FlinkSavepointWriter
 
         if WriteOptions.parse(self.options).flink:
             return FlinkSavepointWriter(self.options, schema, overwrite)
         return BootstrapWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802 - Spark's name
-        from .stream import StateSink
+        from .write.stream import StateSink
 
         return StateSink(self.options, schema)

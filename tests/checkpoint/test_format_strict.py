@@ -171,7 +171,7 @@ def test_process_output_names_the_column_a_float_does_not_fit() -> None:
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from flinkstate.connector import ProcessError
-    from flinkstate.connector.output import OutputSchema
+    from flinkstate.connector.process.output import OutputSchema
 
     schema = OutputSchema.of(
         StructType([StructField("word", StringType()), StructField("count", LongType())])

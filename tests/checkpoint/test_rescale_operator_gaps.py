@@ -13,8 +13,8 @@ import pytest
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.manifest import OperatorStateInfo, SubtaskEntry
 from flinkstate.checkpoint.writing.rewrite import rewrite_max_parallelism
-from flinkstate.connector.stream import _append
-from flinkstate.connector.writer import operator_entry
+from flinkstate.connector.write.batch import operator_entry
+from flinkstate.connector.write.stream import _append
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,

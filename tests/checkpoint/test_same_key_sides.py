@@ -17,8 +17,8 @@ import pytest
 from flinkstate.checkpoint.arrow_codec import from_arrow
 from flinkstate.checkpoint.reading.keys import key_mask, keys_of_type
 from flinkstate.checkpoint.reading.merge import merge_keyed
-from flinkstate.connector.encode import encode_keyed, last_per_key, make_plan
 from flinkstate.connector.options import WriteOptions
+from flinkstate.connector.write.plan import encode_keyed, last_per_key, make_plan
 from flinkstate.state import assign_to_key_group
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo

@@ -27,8 +27,8 @@ from flinkstate.checkpoint import (
 )
 from flinkstate.checkpoint.writing.rewrite import rewrite_max_parallelism
 from flinkstate.checkpoint.writing.versions import rebase
-from flinkstate.connector.stream import StateSink
-from flinkstate.connector.writer import BootstrapWriter
+from flinkstate.connector.write.batch import BootstrapWriter
+from flinkstate.connector.write.stream import StateSink
 
 TOP: list[Step] = [("checkpoint_id",), ("kind",), ("properties",), ("created_at_ms",), ("incremental",)]
 

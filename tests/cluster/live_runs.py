@@ -49,7 +49,8 @@ def drive_live(spark: Any, argv: list[str]) -> None:
     ``swap`` (a run that prefers for each subtask where the other ran last: each moves),
     ``pause``, or ``after:<n>`` (n runs were made before, by another driver). Prints
     ``LIVE <backend> <json>`` after each run of each backend."""
-    from flinkstate.connector import placement, process
+    from flinkstate.connector import process
+    from flinkstate.connector.process import placement
 
     from process_functions import WordCount
 

@@ -11,8 +11,8 @@ import pyarrow as pa
 from checkpoint_data import dump
 
 from flinkstate.checkpoint import CheckpointStorage
-from flinkstate.connector.changefeed import ChangeFeedReader, change_feed_schema, open_range
 from flinkstate.connector.options import ReadOptions
+from flinkstate.connector.read.changefeed.reader import ChangeFeedReader, change_feed_schema, open_range
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.ttl.time import ManualTimeProvider
 

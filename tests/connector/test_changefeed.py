@@ -11,9 +11,9 @@ import pytest
 from checkpoint_data import LIST, MAP, VALUE
 
 from flinkstate.checkpoint import CheckpointStorage
-from flinkstate.connector.changefeed import ChangeFeedReader, change_feed_schema, open_range
 from flinkstate.connector.errors import OptionError
 from flinkstate.connector.options import ReadOptions
+from flinkstate.connector.read.changefeed.reader import ChangeFeedReader, change_feed_schema, open_range
 from flinkstate.state import HeapKeyedStateBackend, KeyGroupRange, Types
 
 ROUNDS = 6

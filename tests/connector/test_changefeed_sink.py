@@ -16,7 +16,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from flinkstate.connector.errors import ChangeFeedError
-from flinkstate.connector.stream import StateSink
+from flinkstate.connector.write.stream import StateSink
 from flinkstate.state.descriptors import StateKind
 
 KINDS = {"value": StateKind.VALUE, "list": StateKind.LIST, "map": StateKind.MAP}

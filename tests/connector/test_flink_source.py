@@ -124,7 +124,7 @@ def test_spark_reads_list_state_of_a_native_savepoint(spark: Any) -> None:
 
 def test_float_key_filters_are_left_to_spark() -> None:
     """Spark's = has -0.0 = 0.0 and NaN = NaN, unlike keys: no reader may narrow by them."""
-    from flinkstate.connector.pushdown import Pushdown
+    from flinkstate.connector.read.pushdown import Pushdown
 
     for key_type in (Types.DOUBLE(), Types.FLOAT()):
         pushdown = Pushdown(keyed=True, key_type=key_type)
@@ -135,7 +135,7 @@ def test_float_key_filters_are_left_to_spark() -> None:
 
 def test_keys_option_float_fields_compare_as_stored() -> None:
     """A FLOAT key field decodes as the float32 value widened; the option's number must match it."""
-    from flinkstate.connector.flink_source import _normal
+    from flinkstate.connector.read.savepoint_reader import _normal
 
     key_type = pa.struct([("name", pa.string()), ("score", pa.float32())])
     stored = pa.array([{"name": "zoë", "score": 0.1}], key_type)

@@ -17,7 +17,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.connector.errors import OptionError
-from flinkstate.connector.flink_writer import FlinkSavepointWriter
+from flinkstate.connector.write.savepoint_writer import FlinkSavepointWriter
 from flinkstate.state.types.canonical import key_token
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from flinkstate.checkpoint import PendingCheckpoint, open_checkpoint
 from flinkstate.cli import app
 from flinkstate.connector import process
-from flinkstate.connector.stream import StateSink
-from flinkstate.connector.writer import task_files
+from flinkstate.connector.write.batch import task_files
+from flinkstate.connector.write.stream import StateSink
 from flinkstate.state import Types, ValueStateDescriptor
 
 import process_functions

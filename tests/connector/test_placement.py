@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from flinkstate.connector.placement import LOCATIONS, location_properties, place, preferred
+from flinkstate.connector.process.placement import LOCATIONS, location_properties, place, preferred
 
 
 def _session(app: str | None) -> Any:

@@ -57,7 +57,7 @@ def test_retried_attempt_on_two_executors_counts_once(tmp_path: Path) -> None:
                       directory=tmp_path / "driver")  # fmt: skip
     assert "PROCESS-CLUSTER-OK" in done.stdout, done.stderr[-6000:]
     from flinkstate.checkpoint import CheckpointStorage
-    from flinkstate.connector.placement import LOCATIONS
+    from flinkstate.connector.process.placement import LOCATIONS
 
     storage = CheckpointStorage(str(tmp_path / "chk"))
     assert storage.completed_ids() == [2, 3, 4]  # three retained

@@ -105,7 +105,7 @@ def test_a_run_that_another_run_committed_under_commits_nothing(
     reads what it read before). B's state lacks A's changes: committing it would lose them."""
     import importlib
 
-    runner = importlib.import_module("flinkstate.connector.process")  # `process` is shadowed
+    runner = importlib.import_module("flinkstate.connector.process.run")  # `process` is shadowed
     root = str(tmp_path / "c")
     process(_words(spark, ["a"]), "word", WordCount(), WC_SCHEMA, root, "wc", parallelism=2).collect()
     run_a, run_b = _words(spark, ["a", "b"]), _words(spark, ["a", "c"])

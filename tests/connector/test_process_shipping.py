@@ -21,7 +21,7 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.connector import ProcessError, foreach_batch, process
-from flinkstate.connector.shipping import ship
+from flinkstate.connector.process.shipping import ship
 
 SCHEMA = "word string, letters bigint, count bigint, longest string"
 
@@ -231,7 +231,7 @@ def test_a_module_the_executors_import_stays_by_reference(
 
 
 def test_installed_code_is_not_asked_about(own_modules: Callable[[dict[str, str]], list[Any]]) -> None:
-    from flinkstate.connector.shipping import _installed
+    from flinkstate.connector.process.shipping import _installed
 
     name, _ = _names()
     own_modules({name: DEP})

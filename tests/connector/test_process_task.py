@@ -13,9 +13,10 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, SubtaskResult
 from flinkstate.connector import ProcessError
-from flinkstate.connector.live import _KEPT, forget_kept
-from flinkstate.connector.output import OutputSchema
-from flinkstate.connector.process_task import (
+from flinkstate.connector.process.output import OutputSchema
+from flinkstate.connector.process.routing import route_values
+from flinkstate.connector.process.task.live import _KEPT, forget_kept
+from flinkstate.connector.process.task.subtask import (
     OUTPUT_STATE,
     ROUTE,
     SEQ,
@@ -23,7 +24,6 @@ from flinkstate.connector.process_task import (
     output_uid,
     run_subtask,
 )
-from flinkstate.connector.routing import route_values
 from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 from flinkstate.state.factory import BackendOptions, backend_options
 from flinkstate.state.ttl.time import LONG_MIN
@@ -283,7 +283,7 @@ def test_the_backend_by_name_comes_from_state_alone(tmp_path: Path) -> None:
 def test_a_kept_backend_is_reused_only_with_the_same_rocksdb_options(tmp_path: Path) -> None:
     """A task builds its RocksDB backend with the run's options (as RocksDB's own OPTIONS
     file says); the next run reuses it only when its options are equal, else restores."""
-    from flinkstate.connector.live import _discard
+    from flinkstate.connector.process.task.live import _discard
 
     forget_kept()
     small, large = (backend_options("rocksdb", {"write_buffer_bytes": n}) for n in (4 << 20, 8 << 20))

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
 
 from flinkstate.checkpoint import CheckpointStorage, Storage
 from flinkstate.connector.options import ReadOptions
-from flinkstate.connector.reader import FlinkStateReader, view_schema_of
+from flinkstate.connector.read.checkpoint_reader import FlinkStateReader, view_schema_of
 from flinkstate.connector.source import plan_read
 from flinkstate.state import (
     HeapKeyedStateBackend,

@@ -1,4 +1,4 @@
-"""One pushdown rule (connector/pushdown.py) for our checkpoints and Flink's savepoints: every
+"""One pushdown rule (connector/read/pushdown.py) for our checkpoints and Flink's savepoints: every
 accepted filter is applied exactly, so a pushed read equals Spark filtering an unpushed one."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from checkpoint_data import write_values
 from pyspark.sql.datasource import EqualTo, Filter, GreaterThan, In, LessThanOrEqual, StringStartsWith
 
-from flinkstate.connector.pushdown import Pushdown, int_predicate
+from flinkstate.connector.read.pushdown import Pushdown, int_predicate
 from flinkstate.connector.source import FlinkStateDataSource
 from flinkstate.state import Types
 

@@ -20,7 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.connector.source import FlinkStateDataSource
-from flinkstate.connector.writer import TaskFiles
+from flinkstate.connector.write.batch import TaskFiles
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,

@@ -134,7 +134,7 @@ def test_spark_reads_a_native_checkpoint(spark: Any, roots: tuple[str, str]) -> 
 def test_a_write_into_a_native_operator_is_refused(roots: tuple[str, str]) -> None:
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from flinkstate.connector.writer import BootstrapWriter
+    from flinkstate.connector.write.batch import BootstrapWriter
 
     _, native = roots
     schema = StructType([StructField("k", StringType()), StructField("v", LongType())])

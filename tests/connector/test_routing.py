@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from flinkstate.connector import ProcessError, process
-from flinkstate.connector.routing import (
+from flinkstate.connector.process.routing import (
     _SEED_ZERO,
     key_group_column,
     key_type_of,

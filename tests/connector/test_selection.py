@@ -17,7 +17,7 @@ from checkpoint_data import write_values
 from flinkstate.checkpoint import Storage
 from flinkstate.connector.errors import OptionError
 from flinkstate.connector.options import ReadOptions
-from flinkstate.connector.reader import FlinkStateReader, KeyedPartition, view_schema_of
+from flinkstate.connector.read.checkpoint_reader import FlinkStateReader, KeyedPartition, view_schema_of
 from flinkstate.connector.source import plan_read
 from flinkstate.state import Types, assign_to_key_group
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index

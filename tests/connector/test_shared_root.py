@@ -15,8 +15,8 @@ from flinkstate.checkpoint import CheckpointStorage, Storage
 from flinkstate.connector import OptionError, ProcessError, RootNotSharedError, process
 from flinkstate.connector.options import WriteOptions
 from flinkstate.connector.shared_root import cluster_master
-from flinkstate.connector.stream import StateSink
-from flinkstate.connector.writer import BootstrapWriter
+from flinkstate.connector.write.batch import BootstrapWriter
+from flinkstate.connector.write.stream import StateSink
 
 from process_functions import WordCount, word_count_model
 

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, CommitFilesMissingError, Storage
-from flinkstate.connector.stream import StateSink
-from flinkstate.connector.writer import BootstrapWriter
+from flinkstate.connector.write.batch import BootstrapWriter
+from flinkstate.connector.write.stream import StateSink
 
 OPTIONS = {"operator": "op", "state": "n", "statetype": "value", "keycolumns": "k", "valuecolumns": "v"}
 

@@ -14,11 +14,11 @@ from checkpoint_data import fill, subtask_backend
 from fsspec.implementations.local import LocalFileSystem
 
 from flinkstate.checkpoint import CheckpointStorage
-from flinkstate.connector.changefeed import ChangeFeedReader
-from flinkstate.connector.flink_source import FlinkSavepointReader
-from flinkstate.connector.reader import FlinkStateReader
+from flinkstate.connector.read.changefeed.reader import ChangeFeedReader
+from flinkstate.connector.read.checkpoint_reader import FlinkStateReader
+from flinkstate.connector.read.savepoint_reader import FlinkSavepointReader
+from flinkstate.connector.read.timer_reader import TimerReader
 from flinkstate.connector.source import FlinkStateDataSource
-from flinkstate.connector.timers import TimerReader
 from flinkstate.state import KeyGroupRange
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))

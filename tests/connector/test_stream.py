@@ -13,8 +13,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.checkpoint.errors import CheckpointError
-from flinkstate.connector import stream
-from flinkstate.connector.stream import StateSink
+from flinkstate.connector.write import stream
+from flinkstate.connector.write.stream import StateSink
 
 
 def _run(spark: Any, source: Path, target: Path, chk: Path, **options: str) -> None:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
-from flinkstate.connector.writer import BootstrapWriter, TaskFiles
+from flinkstate.connector.write.batch import BootstrapWriter, TaskFiles
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,

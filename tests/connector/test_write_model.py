@@ -16,7 +16,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.connector.source import FlinkStateDataSource
-from flinkstate.connector.stream import COMPACT_AFTER, StateSink
+from flinkstate.connector.write.stream import COMPACT_AFTER, StateSink
 from flinkstate.state import (
     FlinkStateError,
     ListStateDescriptor,

@@ -40,8 +40,8 @@ from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
 
-from .errors import OptionError
-from .options import ReadOptions
+from ..errors import OptionError
+from ..options import ReadOptions
 from .pushdown import Pushdown
 from .selection import Selection, keyed_selection, operator_selection
 

@@ -17,8 +17,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from flinkstate.checkpoint import CompletedCheckpoint, keyed_view_schema, spark_compatible
 from flinkstate.state.process.timers import TIMER_STATES
 
-from .options import ReadOptions
-from .reader import FlinkStateReader, is_stand_in
+from ..options import ReadOptions
+from .checkpoint_reader import FlinkStateReader, is_stand_in
 
 
 def timers_schema(options: ReadOptions, checkpoint: CompletedCheckpoint) -> pa.Schema:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flinkstate.state.types.mapping import TypeInformation
 
-from .process_options import Job
-from .process_task import ROUTE, SEQ
+from .job import Job
 from .routing import key_type_of, route_column, route_values
+from .task.subtask import ROUTE, SEQ
 
 if TYPE_CHECKING:
-    from .coprocess_task import SecondInput
+    from .task.two_inputs import SecondInput
 
 
 class Inputs(Protocol):

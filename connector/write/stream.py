@@ -40,11 +40,11 @@ from flinkstate.checkpoint import (
 )
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 
-from .encode import make_plan
-from .errors import OptionError
-from .options import WriteOptions
-from .shared_root import spark_process
-from .writer import operator_entry, store, task_files, write_task
+from ..errors import OptionError
+from ..options import WriteOptions
+from ..shared_root import spark_process
+from .batch import operator_entry, store, task_files, write_task
+from .plan import make_plan
 
 BATCH_ID = "spark.batch_id"
 COMPACT_AFTER = 16

@@ -15,10 +15,10 @@ from flinkstate.state.process.functions import (
     KeyedProcessFunction,
 )
 
-from .errors import ProcessError
+from ..errors import ProcessError
 from .output import OutputSchema
-from .process_task import ROUTE, SEQ
 from .side_outputs import SideOutput, parse_side_outputs
+from .task.subtask import ROUTE, SEQ
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
@@ -52,7 +52,7 @@ class Job:
     """What each executor keeps at most of live RocksDB DBs and checkpoint files (0: none)."""
     shared_filesystem: bool = False
     """A local checkpoint root is declared shared by every host of a cluster (see
-    :mod:`.shared_root`)."""
+    :mod:`..shared_root`)."""
 
 
 def parse_job(

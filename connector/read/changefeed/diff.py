@@ -29,7 +29,7 @@ from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.types.canonical import key_token
 from flinkstate.state.types.mapping import TypeInformation
 
-from .errors import ChangeFeedError
+from ...errors import ChangeFeedError
 
 
 def read_after(k: int) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import ProcessError
+from ..errors import ProcessError
 
 _OURS = ("flinkstate", "pyspark", "pyspark_flinkstate", "py4j", "pyarrow")
 """Top-level packages every executor running flinkstate has."""

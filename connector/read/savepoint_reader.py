@@ -37,10 +37,10 @@ from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.keygroups.hashing import java_hashed
 from flinkstate.state.types.canonical import canonical_float
 
-from .errors import OptionError
-from .options import ReadOptions
+from ..errors import OptionError
+from ..options import ReadOptions
+from .checkpoint_reader import is_stand_in
 from .pushdown import Pushdown
-from .reader import is_stand_in
 
 _UNSUPPORTED = {"checkpoint_id": None, "watermark": None}
 

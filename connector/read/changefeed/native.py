@@ -3,7 +3,7 @@
 A checkpoint held as RocksDB files records no changes, so a state's changes at
 checkpoint ``k`` are the difference between its entries at ``k`` and at the checkpoint
 before (per key group and scope, as for a state held in full in every checkpoint, see
-:mod:`.feeddiff`), each side read as a restore reads it: native subtasks decoded from their
+:mod:`.diff`), each side read as a restore reads it: native subtasks decoded from their
 files, Parquet ones from theirs. One partition per subtask of ``k``.
 """
 
@@ -18,8 +18,8 @@ from pyspark.sql.datasource import InputPartition
 
 from flinkstate.checkpoint import CompletedCheckpoint, Manifest, OperatorEntry, Storage
 
-from .errors import ChangeFeedError
-from .feeddiff import diff_refusal, read_after
+from ...errors import ChangeFeedError
+from .diff import diff_refusal, read_after
 
 
 def is_native(op: OperatorEntry | None) -> bool:
@@ -73,7 +73,7 @@ class StateDiffPartition(StatePlan, InputPartition):
 def state_plans(
     checkpoint: CompletedCheckpoint, before: CompletedCheckpoint | None, uid: str, state: str
 ) -> list[StatePlan]:
-    """Per subtask of ``checkpoint``, what to compare; refused as :func:`.feeddiff.diff_plans` is."""
+    """Per subtask of ``checkpoint``, what to compare; refused as :func:`.diff.diff_plans` is."""
     k = checkpoint.checkpoint_id
     why = diff_refusal(checkpoint, before, uid, state)
     if why is not None:

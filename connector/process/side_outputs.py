@@ -23,7 +23,7 @@ from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.state.process.side_outputs import OutputTag, tag_id_of
 from flinkstate.state.types.mapping import RowTypeInfo
 
-from .errors import ProcessError
+from ..errors import ProcessError
 from .output import OutputSchema
 
 SIDE_PREFIX = "side_output."
@@ -81,7 +81,7 @@ def parse_side_outputs(spark: Any, spec: Any) -> tuple[SideOutput, ...]:
     """The run's side outputs from its ``side_outputs`` option (see the module docstring)."""
     from pyspark.sql.types import StructType
 
-    from .process_options import parse_schema
+    from .job import parse_schema
 
     if spec is None:
         return ()
@@ -165,7 +165,7 @@ def side_frame(
     the one the run declared (kept in the checkpoint)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .process_task import output_uid
+    from .task.subtask import output_uid
 
     tag_id = tag_id_of(tag)
     op = checkpoint.operator(output_uid(uid))

@@ -30,16 +30,16 @@ from flinkstate.state.process.functions import ProcessFunction
 from flinkstate.state.process.side_outputs import split_side_outputs
 from flinkstate.state.types.mapping import TypeInformation
 
-from .errors import ProcessError
+from ...errors import ProcessError
+from ..output import OutputSchema
+from ..placement import here
+from ..routing import route_values
+from ..side_outputs import SideOutput, side_state
 from .executor import ExecutorStore
 from .live import acquire
-from .output import OutputSchema
-from .placement import here
-from .routing import route_values
-from .side_outputs import SideOutput, side_state
 
 if TYPE_CHECKING:
-    from .coprocess_task import SecondInput
+    from .two_inputs import SecondInput
 
 OUTPUT_STATE = "output"
 SEQ, ROUTE = "__flinkstate_seq", "__flinkstate_route"
@@ -79,7 +79,7 @@ class TaskPlan:
     output: OutputSchema
     job_parameters: Mapping[str, str]
     second: SecondInput | None = None
-    """The second input of a ``KeyedCoProcessFunction`` (see :mod:`.coprocess`), else None."""
+    """The second input of a ``KeyedCoProcessFunction`` (see :mod:`..coprocess`), else None."""
     side_outputs: tuple[SideOutput, ...] = ()
     executor_bytes: int = DEFAULT_CACHE_BYTES
     """What each executor keeps at most of live DBs and cached files (0: nothing; see

@@ -3,7 +3,7 @@ for a stream.
 
 A run routes rows by key group to ``parallelism`` key-group ranges (one Spark task each,
 see :mod:`.routing`), orders each range by event time (ties in input order), runs the
-function on a live backend per range (:mod:`.process_task`) and collects what the tasks
+function on a live backend per range (:mod:`.task.subtask`) and collects what the tasks
 wrote. The driver then commits ONE checkpoint holding the state of every range and the
 run's output (the list state ``output`` of the operator ``<uid>/output``, and each
 declared side output beside it, see :mod:`.side_outputs`), through the checkpoint layer's
@@ -42,15 +42,15 @@ from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
 from flinkstate.state.process.side_outputs import tag_id_of
 from flinkstate.state.ttl.time import LONG_MIN
 
+from ..errors import ProcessError
+from ..shared_root import PROCESS_DECLARATION, cluster_master, refuse_unshared
+from ..write.stream import BATCH_ID
 from . import placement
-from .errors import ProcessError
 from .inputs import Inputs, OneInput
-from .process_options import Job, parse_backend, parse_job
-from .process_task import OUTPUT_STATE, RESULT_SCHEMA, TaskPlan, output_uid, run_subtask
-from .shared_root import PROCESS_DECLARATION, cluster_master, refuse_unshared
+from .job import Job, parse_backend, parse_job
 from .shipping import ship
 from .side_outputs import committed_frame, side_frame
-from .stream import BATCH_ID
+from .task.subtask import OUTPUT_STATE, RESULT_SCHEMA, TaskPlan, output_uid, run_subtask
 
 WATERMARK = "flinkstate.process.watermark"
 MAX_EVENT_TIME = "flinkstate.process.max_event_time"
@@ -58,7 +58,7 @@ TOKEN = "flinkstate.process.token"
 REUSED = "flinkstate.process.reused_subtasks"
 """How many subtasks started warm (their live backend reused, nothing restored)."""
 STARTS = "flinkstate.process.subtask_starts"
-"""How each subtask's backend started, in subtask order: warm, cached, cold or new (see :mod:`.live`)."""
+"""How each subtask's backend started, in subtask order: warm, cached, cold or new (see :mod:`.task.live`)."""
 DOWNLOADED = "flinkstate.process.subtask_downloaded_bytes"
 """The bytes of checkpoint files each subtask's restore downloaded, in subtask order."""
 EXECUTORS = "flinkstate.process.subtask_executors"
@@ -335,7 +335,7 @@ def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> Comp
 
 def start_properties(stats: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The checkpoint properties saying how each subtask's backend started and what its
-    restore downloaded (``stats``: each subtask's, in order; see :mod:`.live`)."""
+    restore downloaded (``stats``: each subtask's, in order; see :mod:`.task.live`)."""
     starts = [s["start"] for s in stats]
     out = {REUSED: str(starts.count("warm")), STARTS: " ".join(starts)}
     out[DOWNLOADED] = " ".join(str(s["downloaded"]) for s in stats)

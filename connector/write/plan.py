@@ -37,8 +37,8 @@ from flinkstate.state.ttl import StateTtlConfig, Time
 from flinkstate.state.types.canonical import canonical_nans, key_token
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, to_type_info
 
-from .errors import OptionError
-from .options import WriteOptions
+from ..errors import OptionError
+from ..options import WriteOptions
 
 _KINDS = {"value": StateKind.VALUE, "list": StateKind.LIST, "map": StateKind.MAP}
 _MODES = {

@@ -22,7 +22,7 @@ from flinkstate.state.keygroups.hashing import key_group_assigner
 from flinkstate.state.keygroups.vectorized import assign_key_groups
 from flinkstate.state.types.mapping import TypeInformation, to_type_info
 
-from .errors import ProcessError
+from ..errors import ProcessError
 
 _M32 = 0xFFFFFFFF
 

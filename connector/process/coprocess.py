@@ -1,6 +1,6 @@
 """Two keyed inputs on Spark: ``coprocess`` runs a ``KeyedCoProcessFunction`` over two
 DataFrames connected by their keys, as ``process`` runs one (the same run, checkpoint and
-commit: :func:`.process._run`; exactly once as ``process`` is).
+commit: :func:`.run._run`; exactly once as ``process`` is).
 
 Both inputs' rows go to the subtask owning their key's key group, by the one routing
 function over the one key type: the key columns of the two inputs must have the same types
@@ -20,13 +20,13 @@ from typing import Any
 
 from flinkstate.state.types.mapping import TypeInformation
 
-from .coprocess_task import IN1, IN2, INPUT, TIME, SecondInput
-from .errors import ProcessError
+from ..errors import ProcessError
 from .inputs import key_type_for, markers
-from .process import _output_frame, _run
-from .process_options import Job, parse_job
-from .process_task import ROUTE, SEQ
+from .job import Job, parse_job
 from .routing import _quote, route_column
+from .run import _output_frame, _run
+from .task.subtask import ROUTE, SEQ
+from .task.two_inputs import IN1, IN2, INPUT, TIME, SecondInput
 
 
 def coprocess(

@@ -13,8 +13,8 @@ from flinkstate.checkpoint import OperatorEntry, check_ids_below, key_groups_of,
 from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.operator import OperatorStateMode
 
-from .errors import OptionError
-from .options import ReadOptions
+from ..errors import OptionError
+from ..options import ReadOptions
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""The task side of a two-input run (:mod:`.coprocess`): one key-group range's rows of both
+"""The task side of a two-input run (:mod:`..coprocess`): one key-group range's rows of both
 inputs, in the run's order, fed to ``process_element1`` / ``process_element2``.
 
 The frame a task reads holds each input's row as a struct column (``IN1`` or ``IN2``, the
 other one null), the input's number (``INPUT``), the event time (``TIME``), the sequence and
-the route (those of :mod:`.process_task`). Consecutive rows of one input go to the operator
+the route (those of :mod:`.subtask`). Consecutive rows of one input go to the operator
 in one call.
 """
 
@@ -19,11 +19,11 @@ import pyarrow as pa
 
 from flinkstate.state.process import KeyedProcessOperator, element_rows
 
-from .process_task import keys_of, range_rows, row_class_of
-from .routing import route_values
+from ..routing import route_values
+from .subtask import keys_of, range_rows, row_class_of
 
 if TYPE_CHECKING:
-    from .process_task import Outputs, TaskPlan
+    from .subtask import Outputs, TaskPlan
 
 IN1, IN2 = "__flinkstate_in1", "__flinkstate_in2"
 INPUT, TIME = "__flinkstate_input", "__flinkstate_time"

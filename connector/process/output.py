@@ -20,7 +20,7 @@ from flinkstate.state.errors import SerializationError
 from flinkstate.state.process.side_outputs import OutputTag
 from flinkstate.state.types.mapping import TypeInformation, to_type_info
 
-from .errors import ProcessError
+from ..errors import ProcessError
 
 
 def _undeclared(row: Any) -> None:

@@ -6,7 +6,7 @@ is one change with the state's usual columns, ``checkpoint_id`` and ``change_typ
 ``update`` (the new value; a list or map that changed is written whole, after a
 ``delete`` of its key in the same checkpoint) or ``delete``. A range needs every
 checkpoint in it to be retained and to have recorded its changes (a state held in full
-in every checkpoint is compared with the checkpoint before, see :mod:`.feeddiff`);
+in every checkpoint is compared with the checkpoint before, see :mod:`.diff`);
 otherwise it is refused with ``[CHANGE_FEED_UNAVAILABLE]`` naming the checkpoints it needs.
 """
 
@@ -37,8 +37,10 @@ from flinkstate.checkpoint import (
     read_key_groups,
 )
 
-from .errors import ChangeFeedError, OptionError
-from .feeddiff import (
+from ...errors import ChangeFeedError, OptionError
+from ...options import ReadOptions
+from ..checkpoint_reader import FlinkStateReader, is_stand_in
+from .diff import (
     DiffPartition,
     DiffPlan,
     delta_files,
@@ -46,10 +48,8 @@ from .feeddiff import (
     scope_diff,
     stored_rows,
 )
-from .feednative import StateDiffPartition, StatePlan, is_native, state_plans
-from .feedscope import deletes_then_updates, rewritten
-from .options import ReadOptions
-from .reader import FlinkStateReader, is_stand_in
+from .native import StateDiffPartition, StatePlan, is_native, state_plans
+from .scope import deletes_then_updates, rewritten
 
 FEED_FIELDS = [pa.field("checkpoint_id", pa.int64()), pa.field("change_type", pa.string())]
 _SCOPE = ("key_group", "key", "namespace")
@@ -157,7 +157,7 @@ class ChangeFeedReader(FlinkStateReader):
 
     def read_changes(self, storage: Storage, partition: ChangePartition) -> Iterator[pa.RecordBatch]:
         """The rows of delta files: ``op`` deletes, then upserts; a key group whose rows do
-        not read so has the scopes they touch rewritten from the chain (:mod:`.feedscope`)."""
+        not read so has the scopes they touch rewritten from the chain (:mod:`.scope`)."""
         op, meta = self.op, self.meta
         assert op is not None and meta is not None and op.key_type is not None
         k = partition.checkpoint_id

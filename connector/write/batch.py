@@ -40,10 +40,10 @@ from flinkstate.checkpoint import (
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
 
-from .encode import WritePlan, encode_keyed, encode_operator, last_per_key, make_plan
-from .errors import OptionError
-from .options import WriteOptions
-from .shared_root import refuse_unshared_task, spark_process
+from ..errors import OptionError
+from ..options import WriteOptions
+from ..shared_root import refuse_unshared_task, spark_process
+from .plan import WritePlan, encode_keyed, encode_operator, last_per_key, make_plan
 
 
 @dataclass
@@ -80,7 +80,7 @@ def write_task(
 ) -> TaskFiles:
     """Encode and store one task's rows; refused first (nothing written) when ``directory`` is a
     local path this task's host may not share with the driver (``driver``: its JVM, see
-    :mod:`.shared_root`)."""
+    :mod:`..shared_root`)."""
     refuse_unshared_task(directory, plan.options.shared_filesystem, driver)
     part = partition_id()
     message = TaskFiles(part)

@@ -1,7 +1,7 @@
 """``df.write.format("flinkstate").option("format", "flink")``: a canonical Flink savepoint
 from a DataFrame, which Flink 2.3 restores (``flink run -s <path>``).
 
-The options are the bootstrap writer's (:mod:`.writer`); ``flinkKeyType``, ``flinkValueType``
+The options are the bootstrap writer's (:mod:`.batch`); ``flinkKeyType``, ``flinkValueType``
 and ``flinkUserKeyType`` declare Flink types the columns do not say (a Java class name or a
 DDL type; undeclared, a column's own type gives it). Tasks check their rows against the
 types (``[TYPE_MISMATCH]``) and hand them to the driver in their commit messages; the
@@ -38,9 +38,9 @@ from flinkstate.checkpoint.flink import (
 )
 from flinkstate.state.types.mapping import TypeInformation
 
-from .encode import WritePlan, make_plan
-from .errors import OptionError
-from .options import WriteOptions
+from ..errors import OptionError
+from ..options import WriteOptions
+from .plan import WritePlan, make_plan
 
 _KINDS = {
     "value": "VALUE", "list": "LIST", "map": "MAP",

@@ -13,7 +13,7 @@ Only classic PySpark on a cluster (a master that is not ``local[...]``) is place
 session sets ``spark.flinkstate.placement`` to ``false`` (:data:`ENABLED`): Spark
 Connect has no JVM gateway on the client, and one local executor has nowhere else to go.
 Elsewhere, and when the class is not there (``javac`` missing at set-up), a run is not placed
-and the executor caches carry it (:mod:`.live`). Placement changes where tasks run, never
+and the executor caches carry it (:mod:`.task.live`). Placement changes where tasks run, never
 what they compute.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .shared_root import cluster_master
+from ..shared_root import cluster_master
 
 LOCATIONS = "flinkstate.process.subtask_locations"
 """Checkpoint property: ``<application id> <location per subtask>`` (``-``: not known)."""
@@ -36,7 +36,8 @@ LOCATION_PROPERTY = "flinkstate.executor.location"
 ENABLED = "spark.flinkstate.placement"
 """Session configuration: ``false`` turns placement off (it is on by default)."""
 
-JAR = Path(__file__).parent / "jvm" / "flinkstate-spark.jar"
+JAR = Path(__file__).parent.parent / "jvm" / "flinkstate-spark.jar"
+"""Built by the Makefile from ``connector/jvm``."""
 _CLASS = "flinkstate.spark.PlacedRDD"
 _LOG = logging.getLogger("flinkstate.process")
 _LOCK = threading.Lock()
