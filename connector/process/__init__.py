@@ -8,8 +8,8 @@ tasks where their state is (:mod:`.placement`) and shipping the function's modul
 output (:mod:`.output`, :mod:`.side_outputs`).
 """
 
+from .committed import read_side_output
 from .coprocess import coprocess
 from .run import foreach_batch, process
-from .side_outputs import read_side_output
 
 __all__ = ["coprocess", "foreach_batch", "process", "read_side_output"]

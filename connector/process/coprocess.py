@@ -23,9 +23,9 @@ from flinkstate.state.types.mapping import TypeInformation
 from ..errors import ProcessError
 from .inputs import key_type_for, markers
 from .job import Job, parse_job
+from .names import ROUTE, SEQ
 from .routing import _quote, route_column
 from .run import _output_frame, _run
-from .task.subtask import ROUTE, SEQ
 from .task.two_inputs import IN1, IN2, INPUT, TIME, SecondInput
 
 

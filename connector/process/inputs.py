@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from flinkstate.state.types.mapping import TypeInformation
 
 from .job import Job
+from .names import ROUTE, SEQ
 from .routing import key_type_of, route_column, route_values
-from .task.subtask import ROUTE, SEQ
 
 if TYPE_CHECKING:
-    from .task.two_inputs import SecondInput
+    from .task.plan import SecondFeed
 
 
 class Inputs(Protocol):
@@ -32,7 +32,7 @@ class Inputs(Protocol):
         """The columns of the (first) input's rows."""
 
     @property
-    def second(self) -> SecondInput | None: ...
+    def second(self) -> SecondFeed | None: ...
 
     def key_type(self, job: Job) -> TypeInformation:
         """The key type of the key column(s); an error before any task runs if it has none."""
@@ -52,7 +52,7 @@ class OneInput:
     df: Any
 
     @property
-    def second(self) -> SecondInput | None:
+    def second(self) -> SecondFeed | None:
         return None
 
     @property

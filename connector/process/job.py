@@ -16,9 +16,9 @@ from flinkstate.state.process.functions import (
 )
 
 from ..errors import ProcessError
-from .output import OutputSchema
+from .names import ROUTE, SEQ
+from .output import OutputSchema, parse_schema
 from .side_outputs import SideOutput, parse_side_outputs
-from .task.subtask import ROUTE, SEQ
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
@@ -188,15 +188,3 @@ def parse_backend(options: Mapping[str, Any]) -> BackendOptions:
         return backend_options(options.get("backend", "heap"), options.get("rocksdb_options"))
     except InvalidArgumentError as exc:
         raise ProcessError(exc.detail, code=exc.code) from exc
-
-
-_SCHEMAS: dict[str, Any] = {}
-"""DDL output schemas already parsed (a micro-batch each would parse its own again)."""
-
-
-def parse_schema(spark: Any, ddl: str) -> Any:
-    if ddl not in _SCHEMAS:
-        if len(_SCHEMAS) >= 64:
-            _SCHEMAS.clear()
-        _SCHEMAS[ddl] = spark.createDataFrame([], ddl).schema
-    return _SCHEMAS[ddl]

@@ -127,3 +127,15 @@ class OutputSchema:
         if found is not None:
             return found
         return self._mismatch(f"{self.what} rows do not fit the {self.what} schema ({self.ddl}): {exc}")
+
+
+_SCHEMAS: dict[str, Any] = {}
+"""DDL output schemas already parsed (a micro-batch each would parse its own again)."""
+
+
+def parse_schema(spark: Any, ddl: str) -> Any:
+    if ddl not in _SCHEMAS:
+        if len(_SCHEMAS) >= 64:
+            _SCHEMAS.clear()
+        _SCHEMAS[ddl] = spark.createDataFrame([], ddl).schema
+    return _SCHEMAS[ddl]

@@ -46,11 +46,13 @@ from ..errors import ProcessError
 from ..shared_root import PROCESS_DECLARATION, cluster_master, refuse_unshared
 from ..write.stream import BATCH_ID
 from . import placement
+from .committed import committed_frame, side_frame
 from .inputs import Inputs, OneInput
 from .job import Job, parse_backend, parse_job
+from .names import OUTPUT_STATE, output_uid
 from .shipping import ship
-from .side_outputs import committed_frame, side_frame
-from .task.subtask import OUTPUT_STATE, RESULT_SCHEMA, TaskPlan, output_uid, run_subtask
+from .task.plan import TaskPlan
+from .task.subtask import RESULT_SCHEMA, run_subtask
 
 WATERMARK = "flinkstate.process.watermark"
 MAX_EVENT_TIME = "flinkstate.process.max_event_time"

@@ -16,10 +16,12 @@ import pyarrow as pa
 import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
+from flinkstate.connector.process.names import ROUTE, SEQ
 from flinkstate.connector.process.output import OutputSchema
 from flinkstate.connector.process.routing import route_values
 from flinkstate.connector.process.task.live import _KEPT, _discard
-from flinkstate.connector.process.task.subtask import ROUTE, SEQ, TaskPlan, run_subtask
+from flinkstate.connector.process.task.plan import TaskPlan
+from flinkstate.connector.process.task.subtask import run_subtask
 from flinkstate.state.factory import backend_options
 from flinkstate.state.ttl.time import LONG_MIN
 

@@ -13,17 +13,12 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, SubtaskResult
 from flinkstate.connector import ProcessError
+from flinkstate.connector.process.names import OUTPUT_STATE, ROUTE, SEQ, output_uid
 from flinkstate.connector.process.output import OutputSchema
 from flinkstate.connector.process.routing import route_values
 from flinkstate.connector.process.task.live import _KEPT, forget_kept
-from flinkstate.connector.process.task.subtask import (
-    OUTPUT_STATE,
-    ROUTE,
-    SEQ,
-    TaskPlan,
-    output_uid,
-    run_subtask,
-)
+from flinkstate.connector.process.task.plan import TaskPlan
+from flinkstate.connector.process.task.subtask import run_subtask
 from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 from flinkstate.state.factory import BackendOptions, backend_options
 from flinkstate.state.ttl.time import LONG_MIN

@@ -12,9 +12,9 @@ from side_functions import LONG_WORDS, MILESTONES, Milestones, YieldsTo, milesto
 from test_process_task import _commit, _plan, _run
 
 from flinkstate.connector import ProcessError
-from flinkstate.connector.process.side_outputs import parse_side_outputs, side_state
+from flinkstate.connector.process.names import OUTPUT_STATE, output_uid, side_state
+from flinkstate.connector.process.side_outputs import parse_side_outputs
 from flinkstate.connector.process.task.live import _KEPT, forget_kept
-from flinkstate.connector.process.task.subtask import OUTPUT_STATE, output_uid
 from flinkstate.state import OutputTag, Types
 
 WORDS = ["straße", "ok", "日本語テキスト", "ok", "straße", "ok", "ok", "straße", "straße"]

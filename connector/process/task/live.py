@@ -37,7 +37,7 @@ from flinkstate.state.ttl.time import LONG_MIN
 from .executor import ExecutorStore, Slot
 
 if TYPE_CHECKING:
-    from .subtask import TaskPlan
+    from .plan import TaskPlan
 
 STARTS = ("warm", "cached", "cold", "new")
 """How a subtask's backend started (module docstring)."""

@@ -14,97 +14,27 @@ from __future__ import annotations
 
 import pickle
 import uuid
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.checkpoint import DEFAULT_CACHE_BYTES, CheckpointTarget, Manifest, Storage, SubtaskResult
-from flinkstate.state.errors import InvalidArgumentError, SerializationError
-from flinkstate.state.factory import BackendOptions
+from flinkstate.checkpoint import SubtaskResult
+from flinkstate.state.errors import SerializationError
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.process import KeyedProcessOperator, element_rows
-from flinkstate.state.process.functions import ProcessFunction
-from flinkstate.state.process.side_outputs import split_side_outputs
-from flinkstate.state.types.mapping import TypeInformation
 
 from ...errors import ProcessError
-from ..output import OutputSchema
+from ..names import OUTPUT_STATE, ROUTE, SEQ, output_uid, side_state
 from ..placement import here
 from ..routing import route_values
-from ..side_outputs import SideOutput, side_state
 from .executor import ExecutorStore
 from .live import acquire
+from .outputs import Outputs
+from .plan import TaskPlan
 
-if TYPE_CHECKING:
-    from .two_inputs import SecondInput
-
-OUTPUT_STATE = "output"
-SEQ, ROUTE = "__flinkstate_seq", "__flinkstate_route"
 RESULT_SCHEMA = pa.schema([pa.field("result", pa.binary())])
-
-
-def output_uid(uid: str) -> str:
-    """The operator holding a run's output in its checkpoint."""
-    return f"{uid}/output"
-
-
-@dataclass(frozen=True)
-class TaskPlan:
-    """Everything a task needs (pickled once per run, small but for the function)."""
-
-    uid: str
-    function: ProcessFunction
-    backend: BackendOptions
-    key_columns: tuple[str, ...]
-    key_type: TypeInformation
-    value_columns: tuple[str, ...]
-    event_time: str | None
-    parallelism: int
-    max_parallelism: int
-    target: CheckpointTarget
-    root_url: str
-    base: Manifest | None
-    base_directory: Storage | None
-    base_token: str | None
-    """The committed attempts of the base checkpoint, one token per subtask (space-separated)."""
-    token: str
-    watermark: int
-    end_watermark: int
-    watermark_delay: int
-    end_of_input: bool
-    broadcast: tuple[Any, ...]
-    output: OutputSchema
-    job_parameters: Mapping[str, str]
-    second: SecondInput | None = None
-    """The second input of a ``KeyedCoProcessFunction`` (see :mod:`..coprocess`), else None."""
-    side_outputs: tuple[SideOutput, ...] = ()
-    executor_bytes: int = DEFAULT_CACHE_BYTES
-    """What each executor keeps at most of live DBs and cached files (0: nothing; see
-    :mod:`.executor`)."""
-
-
-class Outputs:
-    """What a subtask yielded: main rows, and each declared side output's values."""
-
-    def __init__(self, plan: TaskPlan) -> None:
-        self.main: list[Any] = []
-        self.side: dict[str, list[Any]] = {}
-        self._known = frozenset(s.tag_id for s in plan.side_outputs)
-
-    def take(self, operator: KeyedProcessOperator) -> None:
-        """Collect the operator's output (split only where the run declares side outputs:
-        an undeclared tag among the main rows is reported when they are checked)."""
-        rows = operator.drain()
-        if not self._known:
-            self.main.extend(rows)
-            return
-        try:
-            self.main.extend(split_side_outputs(rows, self.side, self._known))
-        except InvalidArgumentError as exc:
-            raise ProcessError(exc.detail, code=exc.code) from exc
 
 
 def _feed(
@@ -178,7 +108,7 @@ def run_subtask(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     live = acquire(plan, subtask, run, store)
     operator = live.operator
     try:
-        out = Outputs(plan)
+        out = Outputs(plan.side_outputs)
         operator.open()
         for element in plan.broadcast:
             operator.process_broadcast_element(element)

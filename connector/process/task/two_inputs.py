@@ -23,7 +23,8 @@ from ..routing import route_values
 from .subtask import keys_of, range_rows, row_class_of
 
 if TYPE_CHECKING:
-    from .subtask import Outputs, TaskPlan
+    from .outputs import Outputs
+    from .plan import TaskPlan
 
 IN1, IN2 = "__flinkstate_in1", "__flinkstate_in2"
 INPUT, TIME = "__flinkstate_input", "__flinkstate_time"
