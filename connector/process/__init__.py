@@ -8,8 +8,8 @@ tasks where their state is (:mod:`.placement`) and shipping the function's modul
 output (:mod:`.output`, :mod:`.side_outputs`).
 """
 
+from .api import foreach_batch, process
 from .committed import read_side_output
 from .coprocess import coprocess
-from .run import foreach_batch, process
 
 __all__ = ["coprocess", "foreach_batch", "process", "read_side_output"]

@@ -1,6 +1,6 @@
 """Two keyed inputs on Spark: ``coprocess`` runs a ``KeyedCoProcessFunction`` over two
 DataFrames connected by their keys, as ``process`` runs one (the same run, checkpoint and
-commit: :func:`.run._run`; exactly once as ``process`` is).
+commit: :func:`.run.run`; exactly once as ``process`` is).
 
 Both inputs' rows go to the subtask owning their key's key group, by the one routing
 function over the one key type: the key columns of the two inputs must have the same types
@@ -21,11 +21,12 @@ from typing import Any
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import ProcessError
+from .api import output_frame
 from .inputs import key_type_for, markers
 from .job import Job, parse_job
 from .names import ROUTE, SEQ
 from .routing import _quote, route_column
-from .run import _output_frame, _run
+from .run import run
 from .task.two_inputs import IN1, IN2, INPUT, TIME, SecondInput
 
 
@@ -59,7 +60,7 @@ def coprocess(
     other = {} if time2 is None else {"event_time": time2}
     second = parse_job(df2, key2, function, output_schema, checkpoint, uid, other, two_inputs=True)
     inputs = TwoInputs(df1, df2, SecondInput(tuple(df2.columns), second.key_columns), second.event_time)
-    return _output_frame(df1.sparkSession, _run(job, inputs, None, None), job)
+    return output_frame(df1.sparkSession, run(job, inputs, None, None), job)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Stateful processing on Spark executors: ``process`` over a DataFrame, ``foreach_batch``
-for a stream.
+"""One run of ``process`` / ``foreach_batch`` / ``coprocess``, in four steps: read where it
+starts (:func:`read_start`: the latest checkpoint, or the savepoint seeding a first run),
+plan it (:func:`plan_run`), run its tasks (:func:`run_tasks`) and commit (:func:`commit`).
 
 A run routes rows by key group to ``parallelism`` key-group ranges (one Spark task each,
 see :mod:`.routing`), orders each range by event time (ties in input order), runs the
@@ -25,7 +26,8 @@ import logging
 import pickle
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -35,128 +37,286 @@ from flinkstate.checkpoint import (
     CheckpointStorage,
     CompletedCheckpoint,
     OperatorEntry,
+    PendingCheckpoint,
+    SubtaskResult,
     open_checkpoint,
 )
 from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
 from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
-from flinkstate.state.process.side_outputs import tag_id_of
 from flinkstate.state.ttl.time import LONG_MIN
 
 from ..errors import ProcessError
 from ..shared_root import PROCESS_DECLARATION, cluster_master, refuse_unshared
 from ..write.stream import BATCH_ID
 from . import placement
-from .committed import committed_frame, side_frame
-from .inputs import Inputs, OneInput
-from .job import Job, parse_backend, parse_job
-from .names import OUTPUT_STATE, output_uid
+from .inputs import Inputs
+from .job import Job
+from .names import output_uid
+from .properties import BROADCAST_DIGEST, MAX_EVENT_TIME, TOKEN, WATERMARK, start_properties
 from .shipping import ship
 from .task.plan import TaskPlan
 from .task.subtask import RESULT_SCHEMA, run_subtask
 
-WATERMARK = "flinkstate.process.watermark"
-MAX_EVENT_TIME = "flinkstate.process.max_event_time"
-TOKEN = "flinkstate.process.token"
-REUSED = "flinkstate.process.reused_subtasks"
-"""How many subtasks started warm (their live backend reused, nothing restored)."""
-STARTS = "flinkstate.process.subtask_starts"
-"""How each subtask's backend started, in subtask order: warm, cached, cold or new (see :mod:`.task.live`)."""
-DOWNLOADED = "flinkstate.process.subtask_downloaded_bytes"
-"""The bytes of checkpoint files each subtask's restore downloaded, in subtask order."""
-EXECUTORS = "flinkstate.process.subtask_executors"
-"""Where each subtask ran, in subtask order: its executor's host and local directory's digest
-(``-``: not on a Spark executor)."""
-BROADCAST_DIGEST = "flinkstate.process.broadcast_digest"
 _LOG = logging.getLogger("flinkstate.process")
 
 
-def process(
-    df: Any,
-    key: str | Sequence[str],
-    function: Any,
-    output_schema: Any,
-    checkpoint: str,
-    uid: str,
-    **options: Any,
-) -> Any:
-    """Run ``function`` over ``df`` keyed by ``key``; return its committed output.
-
-    Options: ``backend`` ("heap" or "rocksdb"), ``rocksdb_options`` (the RocksDB backend's
-    options: a ``RocksDBOptions`` or a mapping of its fields, strings accepted; checked
-    before any task runs), ``parallelism`` (default: the checkpoint's,
-    else Spark's default parallelism), ``max_parallelism`` (128), ``event_time`` (a column of
-    epoch milliseconds), ``watermark_delay`` (ms), ``end_of_input`` (fire every event-time
-    timer), ``broadcast`` (a DataFrame of broadcast elements), ``storage_options``,
-    ``initial_state`` (a savepoint seeding the first run), ``retain`` (checkpoints kept, 3),
-    ``incremental`` (True: a subtask writes only what changed since the checkpoint it
-    continues, whether its live backend was kept or restored at the same parallelism),
-    ``executor_cache_bytes`` (what each executor keeps at most of live RocksDB DBs and
-    checkpoint files, 4 GiB; 0 keeps none; see the cluster section of the process docs),
-    ``rocksdb_format`` (how the
-    RocksDB backend is checkpointed: ``"native"``, its SST files, by default, or
-    ``"parquet"``, the portable format; see ``CheckpointStorage``), ``job_parameters`` (a dict
-    of str to str: what ``RuntimeContext.get_job_parameter`` reads), ``side_outputs`` (the
-    ``OutputTag``s the function yields to, or a dict of tag to schema; each is committed with
-    the output, read it with :func:`read_side_output`), ``shared_filesystem`` (False: a
-    ``file://`` or plain-path ``checkpoint`` is refused, ``[LOCAL_ROOT_NOT_SHARED]``, before any
-    task runs when Spark's master is not ``local[...]``, since each host would write its own
-    copy; True declares the path shared by every host, such as a network mount). Each call
-    applies every broadcast element before its rows (a bounded run of both streams).
-    The output DataFrame reads files of the committed checkpoint: consume it before
-    ``retain`` later runs have retired that checkpoint.
-    """
-    job = parse_job(df, key, function, output_schema, checkpoint, uid, options)
-    return _output_frame(df.sparkSession, _run(job, OneInput(df), options.get("broadcast"), None), job)
+Results = list[tuple[list[SubtaskResult], dict[str, Any]]]
+"""What the tasks hand back: each task's results and its stats (see :mod:`.task.subtask`)."""
 
 
-def foreach_batch(
-    key: str | Sequence[str],
-    function: Any,
-    output_schema: Any,
-    checkpoint: str,
-    uid: str,
-    sink: Callable[[Any, int], None] | None = None,
-    side_sinks: Mapping[Any, Callable[[Any, int], None]] | None = None,
-    **options: Any,
-) -> Callable[[Any, int], None]:
-    """A ``foreachBatch`` function: each micro-batch is one run recording Spark's batch id.
+@dataclass(frozen=True)
+class Start:
+    """Where a run starts: the latest checkpoint under its root (``base``, id ``latest``),
+    and the checkpoint its state comes from (``seed``: the base, else the savepoint of
+    ``initial_state``, else none)."""
 
-    The last committed batch id again (Spark replays it after a failure) changes nothing and
-    hands its committed output to ``sink`` once more; an earlier one is an error
-    (``[BATCH_ID_BEHIND]``: Spark's checkpointLocation was reset or is another query's).
-    ``sink(output_df, batch_id)`` gets every committed batch's output (over Spark Connect a
-    streaming query calls the function, so ``sink``, in the server's foreachBatch worker). The elements of
-    ``broadcast`` are applied once per query, as Flink processes each element of a broadcast
-    stream once: with the first micro-batch, and again (all of them) only when they differ
-    from those last applied (a digest kept in the checkpoint, so across restarts too).
-    ``side_sinks`` maps a declared side output's tag (or id) to a function that gets its
-    committed rows as ``sink`` gets the output (after ``sink``; on a replay too). The
-    options are those of :func:`process`; a bad ``backend`` or ``rocksdb_options`` fails
-    here, before any micro-batch.
-    """
-    sides = dict(side_sinks or {})
-    backend = parse_backend(options)  # a bad backend or RocksDB option fails here, parsed once
-    options = {**options, "rocksdb_options": backend.rocksdb}
+    latest: int | None
+    base: CompletedCheckpoint | None
+    seed: CompletedCheckpoint | None
 
-    def run(batch_df: Any, batch_id: int) -> None:
-        job = parse_job(batch_df, key, function, output_schema, checkpoint, uid, options)
-        declared = {s.tag_id for s in job.side_outputs}
-        unknown = sorted(tag_id_of(tag) for tag in sides if tag_id_of(tag) not in declared)
-        if unknown:
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.base.manifest.properties if self.base is not None else {}
+
+    @property
+    def own(self) -> bool:
+        """The state continues this root's own checkpoint (not a seeding savepoint)."""
+        return self.seed is self.base
+
+
+@dataclass(frozen=True)
+class EventTimes:
+    """The watermark a run starts from, the largest event time seen (this run's input
+    included) and the watermark the run ends at."""
+
+    watermark: int
+    max_seen: int
+    end_watermark: int
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A planned run: the checkpoint it writes, the plan its tasks get, and what its commit
+    records besides their results (its event times, the digest of its broadcast elements)."""
+
+    pending: PendingCheckpoint
+    tasks: TaskPlan
+    times: EventTimes
+    digest: str | None
+
+
+def run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> CompletedCheckpoint:
+    """One run (a micro-batch when ``batch_id`` is given); returns the checkpoint it committed
+    (a replayed batch: the one committed before)."""
+    storage = open_root(job, inputs.spark)
+    start = read_start(storage, job)
+    if start.base is not None and _replayed(start, job, batch_id):
+        return start.base
+    planned = plan_run(job, inputs, broadcast, batch_id, storage, start)
+    results = run_tasks(job, inputs, planned, start)
+    return commit(job, inputs.spark, storage, start, planned, results, batch_id)
+
+
+def open_root(job: Job, spark: Any) -> CheckpointStorage:
+    """The run's checkpoint root; a local one the executors do not share is refused first."""
+    storage = CheckpointStorage(
+        job.checkpoint,
+        job.storage_options,
+        retain=job.retain,
+        incremental=job.incremental,
+        rocksdb_format=job.rocksdb_format,
+    )
+    master = cluster_master(spark)  # before any task: a root the executors do not share is refused
+    cluster = None if master is None else f"Spark's master is {master}, not local[...]"
+    refuse_unshared(storage.storage, job.shared_filesystem, cluster, PROCESS_DECLARATION)
+    return storage
+
+
+def read_start(storage: CheckpointStorage, job: Job) -> Start:
+    """The latest checkpoint of the root, and the seed of the run's state."""
+    latest = storage.latest_id()
+    base = None if latest is None else storage.load(latest, allow_pickle=True)
+    seed = base
+    if seed is None and job.initial_state is not None:
+        opened = open_checkpoint(job.initial_state, job.storage_options, allow_pickle=True)
+        if not isinstance(opened, CompletedCheckpoint):
             raise ProcessError(
-                f"side_sinks name side outputs {unknown} that side_outputs= does not declare "
-                f"({sorted(declared)})",
-                code="SIDE_OUTPUT_UNKNOWN_TAG",
+                f"initial_state {job.initial_state} is a Flink savepoint: restore it with open_checkpoint "
+                "and write a flinkstate savepoint first",
+                code="UNSUPPORTED_FORMAT",
             )
-        spark = batch_df.sparkSession
-        committed = _run(job, OneInput(batch_df), options.get("broadcast"), int(batch_id))
-        if sink is not None:
-            sink(_output_frame(spark, committed, job), int(batch_id))
-        for tag, side_sink in sides.items():
-            frame = side_frame(spark, committed, job.uid, tag, job.checkpoint, job.storage_options)
-            side_sink(frame, int(batch_id))
+        seed = opened
+    return Start(latest, base, seed)
 
-    return run
+
+def _replayed(start: Start, job: Job, batch_id: int | None) -> bool:
+    """Whether micro-batch ``batch_id`` is the one the base committed (Spark replays it);
+    an earlier one is ``[BATCH_ID_BEHIND]``."""
+    if batch_id is None:
+        return False
+    done = int(start.properties.get(BATCH_ID, "-1"))
+    if batch_id < done:
+        raise ProcessError(
+            f"micro-batch {batch_id} comes after batch {done} was committed to {job.checkpoint!r}: "
+            "Spark replays only the last batch of a query, so this query's checkpointLocation was "
+            "reset or belongs to another query, and its batches would be skipped. Restart it with "
+            f"the checkpointLocation that committed batch {done}, or give it a new checkpoint root "
+            "(initial_state= can seed it from this one)",
+            code="BATCH_ID_BEHIND",
+        )
+    return batch_id == done
+
+
+def plan_run(
+    job: Job,
+    inputs: Inputs,
+    broadcast: Any,
+    batch_id: int | None,
+    storage: CheckpointStorage,
+    start: Start,
+) -> RunPlan:
+    """Check the run against where it starts, begin its checkpoint and plan its tasks."""
+    spark, props = inputs.spark, start.properties
+    key_type = inputs.key_type(job)
+    op = _check_base(start.seed, job, key_type, own=start.own)
+    p = job.parallelism or (op.parallelism if op is not None else default_parallelism(spark))
+    if not 1 <= p <= job.max_parallelism:
+        raise ProcessError(f"parallelism {p} must be in 1..max_parallelism ({job.max_parallelism})")
+    ship(spark, job.function)  # before any task: a module the executors lack travels by value
+    times = event_times(props, job, inputs)
+    elements, digest = broadcast_elements(broadcast, job, props, batch_id)
+    try:  # only the successor of its base: publishing is exclusive, so one run of a base commits
+        pending = storage.begin((start.latest or 0) + 1)
+    except CheckpointError as exc:
+        if exc.code != "CHECKPOINT_ID_NOT_NEW":
+            raise
+        raise _concurrent(job, start.latest, storage.latest_id()) from exc
+    seed = start.seed
+    plan = TaskPlan(
+        uid=job.uid,
+        function=job.function,
+        backend=job.backend,
+        key_columns=job.key_columns,
+        key_type=key_type,
+        value_columns=inputs.value_columns,
+        event_time=job.event_time,
+        parallelism=p,
+        max_parallelism=job.max_parallelism,
+        target=pending.target,
+        root_url=storage.storage.url,
+        base=seed.manifest if seed is not None else None,
+        base_directory=seed.directory if seed is not None else None,
+        base_token=props.get(TOKEN) if start.own else None,
+        token=uuid.uuid4().hex,
+        watermark=times.watermark,
+        end_watermark=times.end_watermark,
+        watermark_delay=job.watermark_delay,
+        end_of_input=job.end_of_input,
+        broadcast=elements,
+        output=job.output,
+        job_parameters=job.job_parameters,
+        second=inputs.second,
+        side_outputs=job.side_outputs,
+        executor_bytes=job.executor_cache_bytes,
+    )
+    return RunPlan(pending, plan, times, digest)
+
+
+def event_times(props: Mapping[str, str], job: Job, inputs: Inputs) -> EventTimes:
+    """The run's watermarks, from the base's properties and the input's largest event time."""
+    watermark = int(props.get(WATERMARK, LONG_MIN))
+    max_seen = int(props.get(MAX_EVENT_TIME, LONG_MIN))
+    run_max = inputs.max_event_time(job)
+    max_seen = max_seen if run_max is None else max(max_seen, run_max)
+    # as Flink's bounded-out-of-orderness generator emits, and as elements move it in a run:
+    # an element at the largest event time may still come, so a timer there must not fire yet
+    end_watermark = watermark if max_seen == LONG_MIN else max(watermark, max_seen - job.watermark_delay - 1)
+    return EventTimes(watermark, max_seen, end_watermark)
+
+
+def broadcast_elements(
+    broadcast: Any, job: Job, props: Mapping[str, str], batch_id: int | None
+) -> tuple[tuple[Any, ...], str | None]:
+    """The broadcast elements the run applies, and the digest it records (a streaming query
+    applies the same elements once)."""
+    elements = tuple(broadcast.collect()) if broadcast is not None else ()
+    if elements and not isinstance(job.function, KeyedBroadcastProcessFunction):
+        raise ProcessError("broadcast elements need a KeyedBroadcastProcessFunction", code="INVALID_FUNCTION")
+    digest = props.get(BROADCAST_DIGEST)
+    if broadcast is not None:
+        applied, digest = digest, _digest(broadcast.schema, elements)
+        if batch_id is not None and applied == digest:
+            elements = ()  # a streaming query applied exactly these already
+    return elements, digest
+
+
+def run_tasks(job: Job, inputs: Inputs, planned: RunPlan, start: Start) -> Results:
+    """Run one Spark task per subtask and add their results to the pending checkpoint
+    (aborted, and the error reported as ours, when any task fails)."""
+    spark, plan, pending = inputs.spark, planned.tasks, planned.pending
+    p = plan.parallelism
+    ranges = inputs.ranges(job, plan.key_type, p)
+    try:
+        ranges = placement.place(ranges, placement.preferred(start.properties, spark, p))
+        rows = ranges.mapInArrow(partial(run_subtask, plan), RESULT_SCHEMA.to_string()).collect()
+        results: Results = [pickle.loads(row[0]) for row in rows]
+        indexes = sorted(r.entry.index for rs, _ in results for r in rs if r.uid == job.uid)
+        if indexes != list(range(p)):
+            raise ProcessError(
+                f"expected one result per subtask 0..{p - 1}, got {indexes}", code="RUN_INCOMPLETE"
+            )
+        for subtask_results, _ in results:
+            for result in subtask_results:
+                pending.add(result)
+    except Exception as exc:
+        pending.abort()
+        raise _task_error(exc, start.latest) from exc
+    return results
+
+
+def commit(
+    job: Job,
+    spark: Any,
+    storage: CheckpointStorage,
+    start: Start,
+    planned: RunPlan,
+    results: Results,
+    batch_id: int | None,
+) -> CompletedCheckpoint:
+    """Commit the run's checkpoint with what the next run continues from, unless another run
+    committed under the root meanwhile (``[CONCURRENT_RUN]``, nothing committed)."""
+    pending, times = planned.pending, planned.times
+    now = storage.latest_id()
+    if now != start.latest:
+        pending.abort()
+        raise _concurrent(job, start.latest, now)
+    p = planned.tasks.parallelism
+    by_subtask = {r.entry.index: stats for rs, stats in results for r in rs if r.uid == job.uid}
+    properties = {
+        WATERMARK: str(times.end_watermark),
+        MAX_EVENT_TIME: str(times.max_seen),
+        TOKEN: " ".join(by_subtask[i]["attempt"] for i in range(p)),
+        **start_properties([by_subtask[i] for i in range(p)]),
+        **placement.location_properties(spark, [by_subtask[i]["location"] for i in range(p)]),
+    }
+    if batch_id is not None:
+        properties[BATCH_ID] = str(batch_id)
+        if planned.digest is not None:
+            properties[BROADCAST_DIGEST] = planned.digest
+    try:
+        committed = pending.commit(properties)
+    except CheckpointExistsError as exc:  # another run committed in between (our files are gone)
+        raise _concurrent(job, start.latest, storage.latest_id()) from exc
+    _LOG.info(
+        "process %s: checkpoint %d committed to %s; subtasks %s",
+        job.uid,
+        committed.checkpoint_id,
+        storage.storage.safe_url,
+        ", ".join(
+            f"{i}: {s['start']} ({s['downloaded']} B downloaded)" for i, s in sorted(by_subtask.items())
+        ),
+    )
+    return committed
 
 
 def _check_base(seed: CompletedCheckpoint | None, job: Job, key_type: Any, own: bool) -> OperatorEntry | None:
@@ -190,159 +350,6 @@ def _check_base(seed: CompletedCheckpoint | None, job: Job, key_type: Any, own: 
             code="KEY_TYPE_MISMATCH",
         )
     return op
-
-
-def _run(job: Job, inputs: Inputs, broadcast: Any, batch_id: int | None) -> CompletedCheckpoint:
-    """One run (a micro-batch when ``batch_id`` is given); returns the checkpoint it committed
-    (a replayed batch: the one committed before)."""
-    spark = inputs.spark
-    storage = CheckpointStorage(
-        job.checkpoint,
-        job.storage_options,
-        retain=job.retain,
-        incremental=job.incremental,
-        rocksdb_format=job.rocksdb_format,
-    )
-    master = cluster_master(spark)  # before any task: a root the executors do not share is refused
-    cluster = None if master is None else f"Spark's master is {master}, not local[...]"
-    refuse_unshared(storage.storage, job.shared_filesystem, cluster, PROCESS_DECLARATION)
-    latest = storage.latest_id()
-    base = None if latest is None else storage.load(latest, allow_pickle=True)
-    props = base.manifest.properties if base is not None else {}
-    if batch_id is not None and base is not None:
-        done = int(props.get(BATCH_ID, "-1"))
-        if batch_id < done:
-            raise ProcessError(
-                f"micro-batch {batch_id} comes after batch {done} was committed to {job.checkpoint!r}: "
-                "Spark replays only the last batch of a query, so this query's checkpointLocation was "
-                "reset or belongs to another query, and its batches would be skipped. Restart it with "
-                f"the checkpointLocation that committed batch {done}, or give it a new checkpoint root "
-                "(initial_state= can seed it from this one)",
-                code="BATCH_ID_BEHIND",
-            )
-        if batch_id == done:
-            return base
-    seed = base
-    if seed is None and job.initial_state is not None:
-        opened = open_checkpoint(job.initial_state, job.storage_options, allow_pickle=True)
-        if not isinstance(opened, CompletedCheckpoint):
-            raise ProcessError(
-                f"initial_state {job.initial_state} is a Flink savepoint: restore it with open_checkpoint "
-                "and write a flinkstate savepoint first",
-                code="UNSUPPORTED_FORMAT",
-            )
-        seed = opened
-    key_type = inputs.key_type(job)
-    op = _check_base(seed, job, key_type, own=seed is base)
-    p = job.parallelism or (op.parallelism if op is not None else default_parallelism(spark))
-    if not 1 <= p <= job.max_parallelism:
-        raise ProcessError(f"parallelism {p} must be in 1..max_parallelism ({job.max_parallelism})")
-    ship(spark, job.function)  # before any task: a module the executors lack travels by value
-    watermark = int(props.get(WATERMARK, LONG_MIN))
-    max_seen = int(props.get(MAX_EVENT_TIME, LONG_MIN))
-    run_max = inputs.max_event_time(job)
-    max_seen = max_seen if run_max is None else max(max_seen, run_max)
-    # as Flink's bounded-out-of-orderness generator emits, and as elements move it in a run:
-    # an element at the largest event time may still come, so a timer there must not fire yet
-    end_watermark = watermark if max_seen == LONG_MIN else max(watermark, max_seen - job.watermark_delay - 1)
-    elements = tuple(broadcast.collect()) if broadcast is not None else ()
-    if elements and not isinstance(job.function, KeyedBroadcastProcessFunction):
-        raise ProcessError("broadcast elements need a KeyedBroadcastProcessFunction", code="INVALID_FUNCTION")
-    digest = props.get(BROADCAST_DIGEST)
-    if broadcast is not None:
-        applied, digest = digest, _digest(broadcast.schema, elements)
-        if batch_id is not None and applied == digest:
-            elements = ()  # a streaming query applied exactly these already
-    try:  # only the successor of its base: publishing is exclusive, so one run of a base commits
-        pending = storage.begin((latest or 0) + 1)
-    except CheckpointError as exc:
-        if exc.code != "CHECKPOINT_ID_NOT_NEW":
-            raise
-        raise _concurrent(job, latest, storage.latest_id()) from exc
-    token = uuid.uuid4().hex
-    plan = TaskPlan(
-        job.uid,
-        job.function,
-        job.backend,
-        job.key_columns,
-        key_type,
-        inputs.value_columns,
-        job.event_time,
-        p,
-        job.max_parallelism,
-        pending.target,
-        storage.storage.url,
-        seed.manifest if seed is not None else None,
-        seed.directory if seed is not None else None,
-        props.get(TOKEN) if seed is base else None,
-        token,
-        watermark,
-        end_watermark,
-        job.watermark_delay,
-        job.end_of_input,
-        elements,
-        job.output,
-        job.job_parameters,
-        inputs.second,
-        job.side_outputs,
-        executor_bytes=job.executor_cache_bytes,
-    )
-    ranges = inputs.ranges(job, key_type, p)
-    try:
-        ranges = placement.place(ranges, placement.preferred(props, spark, p))
-        rows = ranges.mapInArrow(partial(run_subtask, plan), RESULT_SCHEMA.to_string()).collect()
-        results = [pickle.loads(row[0]) for row in rows]
-        indexes = sorted(r.entry.index for rs, _ in results for r in rs if r.uid == job.uid)
-        if indexes != list(range(p)):
-            raise ProcessError(
-                f"expected one result per subtask 0..{p - 1}, got {indexes}", code="RUN_INCOMPLETE"
-            )
-        for subtask_results, _ in results:
-            for result in subtask_results:
-                pending.add(result)
-    except Exception as exc:
-        pending.abort()
-        raise _task_error(exc, latest) from exc
-    now = storage.latest_id()
-    if now != latest:
-        pending.abort()
-        raise _concurrent(job, latest, now)
-    by_subtask = {r.entry.index: stats for rs, stats in results for r in rs if r.uid == job.uid}
-    properties = {
-        WATERMARK: str(end_watermark),
-        MAX_EVENT_TIME: str(max_seen),
-        TOKEN: " ".join(by_subtask[i]["attempt"] for i in range(p)),
-        **start_properties([by_subtask[i] for i in range(p)]),
-        **placement.location_properties(spark, [by_subtask[i]["location"] for i in range(p)]),
-    }
-    if batch_id is not None:
-        properties[BATCH_ID] = str(batch_id)
-        if digest is not None:
-            properties[BROADCAST_DIGEST] = digest
-    try:
-        committed = pending.commit(properties)
-    except CheckpointExistsError as exc:  # another run committed in between (our files are gone)
-        raise _concurrent(job, latest, storage.latest_id()) from exc
-    _LOG.info(
-        "process %s: checkpoint %d committed to %s; subtasks %s",
-        job.uid,
-        committed.checkpoint_id,
-        storage.storage.safe_url,
-        ", ".join(
-            f"{i}: {s['start']} ({s['downloaded']} B downloaded)" for i, s in sorted(by_subtask.items())
-        ),
-    )
-    return committed
-
-
-def start_properties(stats: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """The checkpoint properties saying how each subtask's backend started and what its
-    restore downloaded (``stats``: each subtask's, in order; see :mod:`.task.live`)."""
-    starts = [s["start"] for s in stats]
-    out = {REUSED: str(starts.count("warm")), STARTS: " ".join(starts)}
-    out[DOWNLOADED] = " ".join(str(s["downloaded"]) for s in stats)
-    out[EXECUTORS] = " ".join(s["executor"] or "-" for s in stats)
-    return out
 
 
 def default_parallelism(spark: Any) -> int:
@@ -399,9 +406,3 @@ def _task_error(exc: Exception, latest: int | None) -> Exception:
     if name == "ProcessFunctionError":
         return ProcessFunctionError(message, code=code)
     return ProcessError(message, code=code)
-
-
-def _output_frame(spark: Any, checkpoint: CompletedCheckpoint, job: Job) -> Any:
-    """The committed output of ``checkpoint`` as a DataFrame of the output schema."""
-    uid, struct = output_uid(job.uid), job.output_struct
-    return committed_frame(spark, checkpoint, uid, OUTPUT_STATE, struct, job.checkpoint, job.storage_options)

@@ -13,7 +13,8 @@ import pytest
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.connector import ProcessError, foreach_batch, process
-from flinkstate.connector.process.run import REUSED, STARTS, default_parallelism
+from flinkstate.connector.process.properties import REUSED, STARTS
+from flinkstate.connector.process.run import default_parallelism
 from flinkstate.state import ProcessFunctionError, Types, ValueStateDescriptor
 
 import process_functions
