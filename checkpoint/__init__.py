@@ -7,7 +7,9 @@ path in :class:`CheckpointTarget`), a version appended on the latest one
 (:func:`begin_append`), retention and ``gc``. Reading: a checkpoint opened
 (:func:`open_checkpoint`), chosen key groups of a state (:func:`read_key_groups`, the one
 path of restores, the Spark reader and the change feed), verified reads of whole files
-(:func:`open_whole`, :func:`check_file`). Offline edits (:class:`SavepointEdits`,
+(:func:`open_whole`, :func:`check_file`). A task's Arrow rows as our state files
+(:func:`keyed_state_files`, :func:`operator_state_file`: the Spark writer's and the streaming
+sink's one way). Offline edits (:class:`SavepointEdits`,
 :func:`edit_checkpoint`; Flink's savepoints: ``flink.edit_savepoint``). Views: state as the
 rows and schemas of its DataFrame views, and where its weight lies.
 """
@@ -58,6 +60,7 @@ from .writing.edit import edit_checkpoint, plan_checkpoint_edits
 from .writing.increments import ChainPolicy
 from .writing.pending import PendingCheckpoint, PendingStatus
 from .writing.rewrite import rewrite_max_parallelism
+from .writing.state_files import broadcast_map_file, keyed_state_files, operator_state_file
 from .writing.target import CheckpointTarget
 from .writing.versions import DEFAULT_GRACE, MIN_GRACE, Garbage, completed_ids, load_version, version_ids
 from .writing.writer import SubtaskResult, store_file
@@ -104,6 +107,7 @@ __all__ = [
     "WrittenFile",
     "begin_append",
     "begin_savepoint",
+    "broadcast_map_file",
     "check_file",
     "check_ids_below",
     "completed_ids",
@@ -115,6 +119,7 @@ __all__ = [
     "key_group_rows",
     "key_groups_of",
     "key_mask",
+    "keyed_state_files",
     "keyed_schema",
     "keyed_view",
     "keyed_view_schema",
@@ -131,6 +136,7 @@ __all__ = [
     "open_whole",
     "operator_rows",
     "operator_schema",
+    "operator_state_file",
     "operator_view_schema",
     "parse_id_set",
     "parse_json_keys",

@@ -1,5 +1,7 @@
-"""Keyed state from Arrow rows, the one way every writer takes it (the Arrow and Spark writer
-of Flink savepoints, the offline edits of Flink's savepoints and of ours).
+"""Keyed state from Arrow rows as entries, the one way every writer of entries takes them (the
+Arrow and Spark writer of Flink savepoints, the offline edits of Flink's savepoints and of
+ours). The Spark writer and the streaming sink of our checkpoints write a task's rows as
+state files through :mod:`.writing.state_files`.
 
 - :func:`default_type`: the Flink type of a column no one declared a type for: int64 Long,
   int32 Integer, int16 Short, int8 Byte, bool Boolean, float64 Double, float32 Float, string

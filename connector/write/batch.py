@@ -30,12 +30,13 @@ from flinkstate.checkpoint import (
     SubtaskEntry,
     WrittenFile,
     begin_append,
+    broadcast_map_file,
+    keyed_state_files,
     open_whole,
-    operator_schema,
+    operator_state_file,
     read_row_group,
     refuse_native,
     store_file,
-    write_row_groups,
 )
 from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
@@ -43,7 +44,7 @@ from flinkstate.state.operator import OperatorStateMode
 from ..errors import OptionError
 from ..options import WriteOptions
 from ..shared_root import refuse_unshared_task, spark_process
-from .plan import WritePlan, encode_keyed, encode_operator, last_per_key, make_plan
+from .plan import WritePlan, make_plan, state_rows
 
 
 @dataclass
@@ -90,12 +91,19 @@ def write_task(
     table = pa.Table.from_batches(collected)
     if table.num_rows == 0:
         return message
+    rows, opts = state_rows(plan, table, streaming), plan.options
+    what = f"value column {', '.join(plan.value_columns)}"
     if plan.keyed:
-        for index, written in sorted(encode_keyed(plan, table, streaming).items()):
+        assert plan.key_type is not None
+        files = keyed_state_files(
+            rows, plan.meta(), plan.key_type, opts.max_parallelism, opts.parallelism, what
+        )
+        for index, written in sorted(files.items()):
             message.files.append((index, store(directory, f"t{part}", index, written)))
     else:
-        index = part % plan.options.parallelism
-        message.files.append((index, store(directory, f"t{part}", index, encode_operator(plan, table))))
+        index = part % opts.parallelism
+        written = operator_state_file(rows, plan.operator_info(), what)
+        message.files.append((index, store(directory, f"t{part}", index, written)))
     return message
 
 
@@ -111,11 +119,7 @@ def one_broadcast_map(plan: WritePlan, directory: Storage, refs: list[FileRef]) 
     for ref in refs:
         pf = open_whole(directory, ref)
         tables += [read_row_group(pf, i, ref.path) for i in range(pf.num_row_groups)]
-    assert plan.key_type is not None
-    schema = operator_schema(plan.value_type, plan.key_type)
-    table = pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
-    merged = table.take(last_per_key(table.column("key").combine_chunks()))
-    return store(directory, "broadcast", 0, write_row_groups(schema, [(0, merged)]))
+    return store(directory, "broadcast", 0, broadcast_map_file(tables, plan.operator_info()))
 
 
 def operator_entry(

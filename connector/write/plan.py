@@ -1,40 +1,25 @@
-"""Turning a Spark task's rows (Arrow) into state files, grouped by key group.
+"""A DataFrame's columns as one state: the state's types decided once on the driver
+(:func:`make_plan`), and each task's rows as the state's rows (:func:`state_rows`), which
+:func:`flinkstate.checkpoint.keyed_state_files` / :func:`~flinkstate.checkpoint.operator_state_file`
+write as state files (the one way, for the batch writer and the streaming sink alike).
 
-Used by the batch writer and the streaming sink. Keys get their key groups exactly as
-the state engine assigns them; rows are sorted by key group (stably), a file is written
-per subtask range the task touched, with one row group per key group. Within a file a
-scope appears once: for VALUE and MAP state the task's last row for it wins, LIST rows
-are gathered into the list (by ``positionColumn`` when given, else in row order); in a
-streaming batch a LIST scope that a delete row emptied is a delete row, then the list of
-the elements after that delete. A list never takes a null element.
+Option ``opColumn`` (streaming only) marks deletes: a true boolean, or one of
+:data:`DELETE_WORDS` (any case).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flinkstate.checkpoint import (
-    OperatorStateInfo,
-    WrittenFile,
-    from_arrow,
-    keyed_schema,
-    operator_schema,
-    write_row_groups,
-)
+from flinkstate.checkpoint import DELETE, OperatorStateInfo
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keyed.snapshot import StateMetaInfo
-from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
-from flinkstate.state.keygroups.vectorized import assign_key_groups
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.ttl import StateTtlConfig, Time
-from flinkstate.state.types.canonical import canonical_nans, key_token
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, to_type_info
 
 from ..errors import OptionError
@@ -47,7 +32,6 @@ _MODES = {
     "broadcast": OperatorStateMode.BROADCAST,
 }
 DELETE_WORDS = frozenset({"delete", "d", "-", "true", "1"})
-DELETE = 1  # ``op`` of a row that deletes
 
 
 @dataclass(frozen=True)
@@ -130,204 +114,31 @@ def _column(table: pa.Table, columns: tuple[str, ...], t: TypeInformation) -> pa
     return pa.StructArray.from_arrays(arrays, names=list(columns)).cast(t.to_arrow())
 
 
-def _key_column(table: pa.Table, columns: tuple[str, ...], t: TypeInformation) -> pa.Array:
-    """A column of keys (or user keys, namespaces) with every NaN the one NaN, so that equal
-    keys have equal bits (:mod:`flinkstate.state.types.canonical`)."""
-    return canonical_nans(_column(table, columns, t))
-
-
-def encode_keyed(plan: WritePlan, table: pa.Table, streaming: bool = False) -> dict[int, WrittenFile]:
-    """This task's rows as one file per subtask range they fall in."""
-    assert plan.key_type is not None
-    opts, meta = plan.options, plan.meta()
-    key = _key_column(table, plan.key_columns, plan.key_type)
-    cols: dict[str, Any] = {
-        "key_group": assign_key_groups(key, plan.key_type, opts.max_parallelism),
-        "key": key,
-    }
+def state_rows(plan: WritePlan, table: pa.Table, streaming: bool = False) -> pa.Table:
+    """A task's rows (Spark's columns) as the state's rows, for
+    :func:`flinkstate.checkpoint.keyed_state_files` or :func:`~flinkstate.checkpoint.operator_state_file`:
+    ``key`` and ``value`` of the state's types and, as the plan has them, ``namespace``,
+    ``user_key``, ``position`` and (``streaming``) ``op``."""
+    opts = plan.options
+    cols: dict[str, Any] = {}
+    if plan.key_type is not None:
+        cols["key"] = _column(table, plan.key_columns, plan.key_type)
     if plan.namespace_type is not None:
-        cols["namespace"] = canonical_nans(table.column(opts.namespace_column).combine_chunks())
+        cols["namespace"] = table.column(opts.namespace_column).combine_chunks()
     if plan.user_key_type is not None:
         assert plan.user_key_column is not None
-        cols["user_key"] = _key_column(table, (plan.user_key_column,), plan.user_key_type)
+        cols["user_key"] = _column(table, (plan.user_key_column,), plan.user_key_type)
     cols["value"] = _column(table, plan.value_columns, plan.value_type)
-    if opts.position_column:
+    if plan.keyed and opts.position_column:
         cols["position"] = table.column(opts.position_column).combine_chunks()
-    if streaming and opts.op_column:
+    if plan.keyed and streaming and opts.op_column:
         cols["op"] = _ops(table.column(opts.op_column))
-    if meta.kind is StateKind.LIST:
-        refuse_null_elements(plan, cols["value"], cols.get("op"))
-    work = pa.table(cols)
-    work = work.take(pc.sort_indices(work, sort_keys=[("key_group", "ascending")]))
-    if meta.kind is StateKind.LIST or _repeats(work, meta):
-        work = _scoped_rows(work, meta, from_arrow(work.column("key"), plan.key_type, allow_pickle=True))
-    schema = keyed_schema(meta, plan.key_type)
-    if "op" in work.column_names:
-        schema = schema.append(pa.field("op", pa.int8()))
-    now = int(time.time() * 1000)
-    by_subtask: dict[int, list[tuple[int, pa.Table]]] = {}
-    for kg, table_kg in _split_by_key_group(work):
-        index = compute_operator_index_for_key_group(opts.max_parallelism, opts.parallelism, kg)
-        by_subtask.setdefault(index, []).append((kg, _stored_layout(table_kg, meta, schema, now)))
-    return {index: write_row_groups(schema, tables) for index, tables in by_subtask.items()}
-
-
-def _repeats(work: pa.Table, meta: StateMetaInfo) -> bool:
-    """Whether some scope (key, namespace[, user key]) has more than one row."""
-    scope = [c for c in ("key", "namespace") if c in work.column_names]
-    if meta.kind is StateKind.MAP:
-        scope.append("user_key")
-    key = work.column("key")
-    if scope == ["key"] and pa.types.is_integer(key.type) and key.null_count == 0:
-        ordered = np.sort(key.to_numpy())  # integer sorts are fast; repeats end up adjacent
-        return bool((ordered[1:] == ordered[:-1]).any())
-    try:
-        return bool(work.group_by(scope, use_threads=False).aggregate([]).num_rows != work.num_rows)
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-        return True
+    return pa.table(cols)
 
 
 def _ops(column: pa.ChunkedArray) -> pa.Array:
     values = column.combine_chunks()
     if pa.types.is_boolean(values.type):
-        return pc.if_else(pc.fill_null(values, False), 1, 0).cast(pa.int8())
+        return pc.if_else(pc.fill_null(values, False), DELETE, 0).cast(pa.int8())
     words = pc.utf8_lower(values.cast(pa.string()))
-    return pc.if_else(pc.is_in(words, value_set=pa.array(sorted(DELETE_WORDS))), 1, 0).cast(pa.int8())
-
-
-def _scoped_rows(work: pa.Table, meta: StateMetaInfo, keys: list[Any]) -> pa.Table:
-    """Rows sorted by key group with each scope once (last wins / lists gathered)."""
-    n = work.num_rows
-    namespaces = (
-        [key_token(v) for v in work.column("namespace").to_pylist()]
-        if "namespace" in work.column_names
-        else [None] * n
-    )
-    groups = work.column("key_group").to_pylist()
-    frozen_keys = [key_token(k) for k in keys]
-    scopes: list[Any] = list(zip(groups, frozen_keys, namespaces, strict=True))
-    if meta.kind is StateKind.LIST:
-        return _gather_lists(work, scopes)
-    if meta.kind is StateKind.MAP:
-        user_keys = [key_token(u) for u in work.column("user_key").to_pylist()]
-        scopes = [(*s, u) for s, u in zip(scopes, user_keys, strict=True)]
-    last: dict[Any, int] = {}
-    for i, scope in enumerate(scopes):
-        last[scope] = i
-    if len(last) == n:
-        return work
-    keep = sorted(last.values())
-    return work.take(pa.array(keep, pa.int64()))
-
-
-def _gather_lists(work: pa.Table, scopes: list[Any]) -> pa.Table:
-    """One list row per scope, the scope's rows applied in order (by ``position`` when
-    given): a delete row (``op``) empties the list, other rows append their element. A
-    scope a delete emptied starts with a delete row; the elements after it follow."""
-    members: dict[Any, list[int]] = {}
-    for i, scope in enumerate(scopes):
-        members.setdefault(scope, []).append(i)
-    if "position" in work.column_names:
-        positions = work.column("position").to_pylist()
-        for rows in members.values():
-            rows.sort(key=lambda i: (positions[i] is None, positions[i]))
-    ops = work.column("op").to_pylist() if "op" in work.column_names else None
-    heads: list[int] = []  # the row whose key and namespace each output row takes
-    out_ops: list[int] = []
-    elements: list[list[int]] = []
-    for rows in members.values():
-        cut = 0
-        if ops is not None:
-            deletes = [j for j, i in enumerate(rows) if ops[i] == DELETE]
-            if deletes:
-                cut = deletes[-1] + 1
-                heads.append(rows[deletes[-1]])
-                out_ops.append(DELETE)
-                elements.append([])
-        if cut < len(rows):
-            heads.append(rows[cut])
-            out_ops.append(0)
-            elements.append(rows[cut:])
-    flat = pa.array([i for rows in elements for i in rows], pa.int64())
-    offsets = [0]
-    for rows in elements:
-        offsets.append(offsets[-1] + len(rows))
-    deleted = pa.array([op == DELETE for op in out_ops], pa.bool_())
-    values = pa.ListArray.from_arrays(
-        pa.array(offsets, pa.int32()), work.column("value").combine_chunks().take(flat), mask=deleted
-    )
-    take = pa.array(heads, pa.int64())
-    out = {
-        name: work.column(name).take(take) for name in work.column_names if name not in ("value", "position")
-    }
-    out["value"] = values
-    if ops is not None:
-        out["op"] = pa.array(out_ops, pa.int8())
-    return pa.table(out)
-
-
-def _split_by_key_group(rows: pa.Table) -> list[tuple[int, pa.Table]]:
-    """(key group, its rows) of rows sorted by key group."""
-    counts = pc.value_counts(rows.column("key_group")).to_pylist()
-    out = []
-    start = 0
-    for item in counts:
-        out.append((item["values"], rows.slice(start, item["counts"])))
-        start += item["counts"]
-    return out
-
-
-def _stored_layout(table: pa.Table, meta: StateMetaInfo, schema: pa.Schema, now: int) -> pa.Table:
-    cols: dict[str, Any] = {name: table.column(name) for name in schema.names if name in table.column_names}
-    if meta.ttl is not None:
-        n = table.num_rows
-        if meta.kind is StateKind.LIST:
-            lengths = pc.list_value_length(table.column("value")).to_pylist()  # null: a delete row
-            stamps = [None if length is None else [now] * length for length in lengths]
-            cols["ttl_timestamp"] = pa.array(stamps, pa.list_(pa.int64()))
-        else:
-            cols["ttl_timestamp"] = pa.array([now] * n, pa.int64())
-    return pa.table({name: cols[name] for name in schema.names}).cast(schema)
-
-
-def refuse_null_elements(plan: WritePlan, values: pa.Array, ops: pa.Array | None = None) -> None:
-    """A list (keyed or operator) cannot hold None: a null value, but in a delete row, is
-    ``[NULL_ELEMENT]`` naming the column(s), raised before anything is written."""
-    nulls = values.is_null()
-    if ops is not None:
-        nulls = pc.and_(nulls, pc.not_equal(pc.fill_null(ops, 0), DELETE))
-    count = pc.sum(nulls.cast(pa.int64())).as_py() or 0
-    if count:
-        columns = ", ".join(plan.value_columns)
-        raise InvalidArgumentError(
-            f"{count} row(s) hold null in value column {columns}: a list state cannot hold None "
-            "elements; filter them out or fill them",
-            code="NULL_ELEMENT",
-        )
-
-
-def last_per_key(keys: pa.Array) -> pa.Array:
-    """Indexes (ascending) of the last row of each distinct key (Flink's rule: floats by
-    bits, one NaN): later rows win."""
-    last: dict[Any, int] = {}
-    for i, k in enumerate(keys.to_pylist()):
-        last[key_token(k)] = i
-    return pa.array(sorted(last.values()), pa.int64())
-
-
-def encode_operator(plan: WritePlan, table: pa.Table) -> WrittenFile:
-    """This task's rows as one operator state file (a list, or a broadcast map)."""
-    info = plan.operator_info()
-    values = _column(table, plan.value_columns, plan.value_type)
-    if info.mode is OperatorStateMode.BROADCAST:
-        assert plan.key_type is not None
-        keys = _key_column(table, plan.key_columns, plan.key_type)
-        keep = last_per_key(keys)
-        schema = operator_schema(plan.value_type, plan.key_type)
-        out = pa.table({"key": keys.take(keep), "value": values.take(keep)}).cast(schema)
-    else:
-        refuse_null_elements(plan, values)
-        schema = operator_schema(plan.value_type, None)
-        position = pa.array(range(table.num_rows), pa.int64())
-        out = pa.table({"position": position, "value": values}).cast(schema)
-    return write_row_groups(schema, [(0, out)])
+    return pc.if_else(pc.is_in(words, value_set=pa.array(sorted(DELETE_WORDS))), DELETE, 0).cast(pa.int8())

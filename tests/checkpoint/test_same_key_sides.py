@@ -17,8 +17,9 @@ import pytest
 from flinkstate.checkpoint.arrow_codec import from_arrow
 from flinkstate.checkpoint.reading.keys import key_mask, keys_of_type
 from flinkstate.checkpoint.reading.merge import merge_keyed
+from flinkstate.checkpoint.writing.state_files import keyed_state_files, last_per_key
 from flinkstate.connector.options import WriteOptions
-from flinkstate.connector.write.plan import encode_keyed, last_per_key, make_plan
+from flinkstate.connector.write.plan import make_plan, state_rows
 from flinkstate.state import assign_to_key_group
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.keyed.snapshot import StateMetaInfo
@@ -61,7 +62,8 @@ def test_a_spark_task_keeps_the_last_row_of_each_key(kind: str) -> None:
     else:
         table = pa.table({"k": KEYS, "v": list(range(n))})
     plan = make_plan(WriteOptions.parse(options), table.schema)
-    written = encode_keyed(plan, table)
+    assert plan.key_type is not None
+    written = keyed_state_files(state_rows(plan, table), plan.meta(), plan.key_type, 128, 1, "value column v")
     stored = pa.concat_tables(pq.read_table(pa.BufferReader(f.data)) for f in written.values())
     column = "user_key" if kind == "map" else "key"
     model = {bits(KEYS[i]): i for i in last_rows_model(KEYS, bits)}
