@@ -5,12 +5,9 @@ so state code written for PyFlink ports by changing imports.
 """
 
 from .descriptors import (
-    AggregateFunction,
     AggregatingStateDescriptor,
-    Function,
     ListStateDescriptor,
     MapStateDescriptor,
-    ReduceFunction,
     ReducingStateDescriptor,
     StateDescriptor,
     StateKind,
@@ -48,8 +45,10 @@ from .keygroups.assignment import (
 )
 from .operator import BroadcastState, OperatorStateBackend
 from .process import (
+    AggregateFunction,
     Counter,
     Distribution,
+    Function,
     KeyedBroadcastProcessFunction,
     KeyedBroadcastProcessFunctionHarness,
     KeyedCoProcessFunction,
@@ -62,6 +61,7 @@ from .process import (
     MetricGroup,
     OutputTag,
     ReadOnlyBroadcastState,
+    ReduceFunction,
     RuntimeContext,
     TimeDomain,
     TimerService,

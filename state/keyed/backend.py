@@ -38,6 +38,7 @@ from ..interfaces import (
     ValueState,
 )
 from ..keygroups.assignment import KeyGroupRange
+from ..ttl.factory import create_ttl_state
 from ..ttl.time import WatermarkTimeProvider
 from ..types.mapping import TypeInformation
 from .changes import Changed, ChangeLog
@@ -159,8 +160,6 @@ class AbstractKeyedStateBackend(CurrentKey):
     def _create_state(self, desc: StateDescriptor, meta: StateMetaInfo) -> InternalKvState:
         if meta.ttl is None:
             return self._create_internal_state(desc, meta)
-        from ..ttl.factory import create_ttl_state
-
         return create_ttl_state(self, desc, meta)
 
     @abstractmethod

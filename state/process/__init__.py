@@ -2,9 +2,11 @@
 
 from .coharness import KeyedCoProcessFunctionHarness
 from .functions import (
+    AggregateFunction,
     BroadcastContext,
     BroadcastOnTimerContext,
     Context,
+    Function,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
@@ -12,6 +14,7 @@ from .functions import (
     OnTimerContext,
     ReadOnlyBroadcastState,
     ReadOnlyContext,
+    ReduceFunction,
     RuntimeContext,
     TimerService,
 )
@@ -29,11 +32,13 @@ from .timers import TIMER_STATES, TimeDomain, TimerQueue
 
 __all__ = [
     "TIMER_STATES",
+    "AggregateFunction",
     "BroadcastContext",
     "BroadcastOnTimerContext",
     "Counter",
     "Distribution",
     "Context",
+    "Function",
     "HarnessSnapshot",
     "KeyedBroadcastProcessFunction",
     "KeyedBroadcastProcessFunctionHarness",
@@ -50,6 +55,7 @@ __all__ = [
     "OutputTag",
     "ReadOnlyBroadcastState",
     "ReadOnlyContext",
+    "ReduceFunction",
     "RuntimeContext",
     "TimeDomain",
     "TimerQueue",
