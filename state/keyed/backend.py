@@ -41,10 +41,10 @@ from ..keygroups.assignment import KeyGroupRange
 from ..ttl.factory import create_ttl_state
 from ..ttl.time import WatermarkTimeProvider
 from ..types.mapping import TypeInformation
-from .changes import Changed, ChangeLog
+from .changes import ChangeLog
 from .current_key import CurrentKey, NoKey
 from .migration import Migrate, check_registered, restored_migrators
-from .snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from .snapshot import Changed, ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
 
 S = TypeVar("S", bound=InternalKvState)
 
