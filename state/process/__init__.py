@@ -1,4 +1,8 @@
-"""Keyed process functions (PyFlink's API), timers as keyed state, and a test harness."""
+"""Keyed process functions (PyFlink's API), timers as keyed state, and a test harness.
+
+The face of this package: the user functions and their contexts, the harnesses, and what a
+runner drives: :class:`KeyedProcessOperator`, its rows (:func:`element_rows`), side outputs
+(:func:`split_side_outputs`, :func:`tag_id_of`) and the timer states' names."""
 
 from .coharness import KeyedCoProcessFunctionHarness
 from .functions import (
@@ -12,6 +16,7 @@ from .functions import (
     KeyedProcessFunction,
     KeyedStateStore,
     OnTimerContext,
+    ProcessFunction,
     ReadOnlyBroadcastState,
     ReadOnlyContext,
     ReduceFunction,
@@ -27,7 +32,7 @@ from .harness import (
 )
 from .metrics import Counter, Distribution, Meter, Metric, MetricGroup
 from .operator import KeyedProcessOperator, element_rows
-from .side_outputs import OutputTag
+from .side_outputs import OutputTag, split_side_outputs, tag_id_of
 from .timers import TIMER_STATES, TimeDomain, TimerQueue
 
 __all__ = [
@@ -53,6 +58,7 @@ __all__ = [
     "MetricGroup",
     "OnTimerContext",
     "OutputTag",
+    "ProcessFunction",
     "ReadOnlyBroadcastState",
     "ReadOnlyContext",
     "ReduceFunction",
@@ -62,5 +68,7 @@ __all__ = [
     "TimerService",
     "element_rows",
     "restore_backend",
+    "split_side_outputs",
+    "tag_id_of",
     "take_snapshot",
 ]
