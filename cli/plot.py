@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flinkstate.checkpoint import Load
-from flinkstate.state.keygroups.assignment import KeyGroupRange
+from flinkstate.state import KeyGroupRange
 
 from .render import human_bytes
 
