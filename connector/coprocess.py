@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state import TypeInformation
 
 from .coprocess_task import IN1, IN2, INPUT, TIME, SecondInput
 from .errors import ProcessError

@@ -27,15 +27,17 @@ from flinkstate.checkpoint import (
     operator_schema,
     write_row_groups,
 )
-from flinkstate.state.descriptors import StateKind
-from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.keyed.snapshot import StateMetaInfo
-from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
-from flinkstate.state.keygroups.vectorized import assign_key_groups
+from flinkstate.state import (
+    InvalidArgumentError,
+    StateKind,
+    StateMetaInfo,
+    TypeInformation,
+    compute_operator_index_for_key_group,
+)
+from flinkstate.state.keygroups import assign_key_groups
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.ttl import StateTtlConfig, Time
-from flinkstate.state.types.canonical import canonical_nans, key_token
-from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, to_type_info
+from flinkstate.state.types import RowTypeInfo, canonical_nans, key_token, to_type_info
 
 from .errors import OptionError
 from .options import WriteOptions

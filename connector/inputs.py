@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state import TypeInformation
 
 from .process_options import Job
 from .process_task import ROUTE, SEQ

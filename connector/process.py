@@ -37,10 +37,9 @@ from flinkstate.checkpoint import (
     OperatorEntry,
     open_checkpoint,
 )
-from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
-from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
-from flinkstate.state.process.side_outputs import tag_id_of
-from flinkstate.state.ttl.time import LONG_MIN
+from flinkstate.state import FlinkStateError, KeyedBroadcastProcessFunction, ProcessFunctionError
+from flinkstate.state.process import tag_id_of
+from flinkstate.state.ttl import LONG_MIN
 
 from . import placement
 from .errors import ProcessError

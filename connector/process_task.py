@@ -22,13 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint import DEFAULT_CACHE_BYTES, CheckpointTarget, Manifest, Storage, SubtaskResult
-from flinkstate.state.errors import InvalidArgumentError, SerializationError
-from flinkstate.state.factory import BackendOptions
+from flinkstate.state import BackendOptions, InvalidArgumentError, SerializationError, TypeInformation
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
-from flinkstate.state.process import KeyedProcessOperator, element_rows
-from flinkstate.state.process.functions import ProcessFunction
-from flinkstate.state.process.side_outputs import split_side_outputs
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state.process import KeyedProcessOperator, ProcessFunction, element_rows, split_side_outputs
 
 from .errors import ProcessError
 from .executor import ExecutorStore

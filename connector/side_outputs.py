@@ -20,8 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
-from flinkstate.state.process.side_outputs import OutputTag, tag_id_of
-from flinkstate.state.types.mapping import RowTypeInfo
+from flinkstate.state import OutputTag
+from flinkstate.state.process import tag_id_of
+from flinkstate.state.types import RowTypeInfo
 
 from .errors import ProcessError
 from .output import OutputSchema

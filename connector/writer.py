@@ -37,7 +37,7 @@ from flinkstate.checkpoint import (
     store_file,
     write_row_groups,
 )
-from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
+from flinkstate.state import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
 
 from .encode import WritePlan, encode_keyed, encode_operator, last_per_key, make_plan
