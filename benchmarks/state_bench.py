@@ -102,9 +102,9 @@ def p2(quick: bool) -> Iterator[Result]:
         "ms",
         "worst single insert of a growing dict",
         anchor,
-        anchor / ours,
-        "<= 2 ms",
-        ours <= 2.0,
+        ours / anchor,
+        "<= 0.02x",
+        ours / anchor <= 0.02,
     )
 
 

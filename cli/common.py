@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, nested_options, open_checkpoint
-from flinkstate.state.errors import FlinkStateError, InvalidArgumentError
+from flinkstate.state import FlinkStateError, InvalidArgumentError
 
 from .render import plain_lines
 

@@ -19,7 +19,7 @@ from flinkstate.checkpoint.flink import (
     operator_id_hex,
     write_savepoint,
 )
-from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state import InvalidArgumentError
 
 from .common import (
     CheckpointId,

@@ -18,7 +18,7 @@ from flinkstate.checkpoint import (
     plan_checkpoint_edits,
 )
 from flinkstate.checkpoint.flink import FlinkSavepoint, edit_savepoint, plan_savepoint_edits
-from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state import InvalidArgumentError
 
 from .common import (
     CheckpointId,

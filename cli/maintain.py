@@ -18,7 +18,7 @@ from flinkstate.checkpoint import (
     Storage,
     rewrite_max_parallelism,
 )
-from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state import InvalidArgumentError
 
 from .common import (
     CheckpointId,

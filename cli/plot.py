@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flinkstate.checkpoint import Load
+from flinkstate.state import KeyGroupRange
 from flinkstate.state.extras import require
-from flinkstate.state.keygroups.assignment import KeyGroupRange
 
 from .render import human_bytes
 

@@ -25,8 +25,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from flinkstate.state.ttl import StateTtlConfig
-from flinkstate.state.ttl.config import StateVisibility, TtlTimeCharacteristic, UpdateType
+from flinkstate.state.ttl import StateTtlConfig, StateVisibility, TtlTimeCharacteristic, UpdateType
 
 
 def jsonable(value: Any) -> Any:

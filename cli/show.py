@@ -24,9 +24,9 @@ from flinkstate.checkpoint import (
     operator_rows,
     operator_view_schema,
 )
-from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state import InvalidArgumentError, TypeInformation
 from flinkstate.state.operator import OperatorStateMode
-from flinkstate.state.types.typeinfo import BasicTypeInfo, TypeInformation
+from flinkstate.state.types import BasicTypeInfo
 
 from .common import (
     CheckpointId,

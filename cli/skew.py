@@ -17,8 +17,7 @@ from rich.console import Group
 from rich.text import Text
 
 from flinkstate.checkpoint import Load, key_group_loads, subtask_loads
-from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.keygroups.assignment import KeyGroupRange
+from flinkstate.state import InvalidArgumentError, KeyGroupRange
 
 from .common import (
     AllowPickle,

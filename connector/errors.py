@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flinkstate.state.errors import FlinkStateError
+from flinkstate.state import FlinkStateError
 
 
 class ProcessError(FlinkStateError, ValueError):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flinkstate.checkpoint import nested_options, parse_id_set, parse_json_keys
-from flinkstate.state.errors import FlinkStateError
+from flinkstate.state import FlinkStateError
 
 from .errors import OptionError
 

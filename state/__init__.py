@@ -2,15 +2,35 @@
 
 Names follow PyFlink (``pyflink.datastream.state``, ``pyflink.common.typeinfo.Types``),
 so state code written for PyFlink ports by changing imports.
+
+The faces of ``state/``: the only modules of it that the upper layers ``connector/`` and
+``cli/`` import (import contracts in ``pyproject.toml`` hold them to it):
+
+- ``flinkstate.state`` (this module): the user's API. Descriptors and ``Types``, state
+  interfaces, user functions and ``OutputTag``, the heap and RocksDB backends (by class or
+  by name: :func:`make_keyed_backend`, :class:`BackendOptions`), operator state, TTL
+  config, key-group assignment, snapshots' descriptions, and the errors.
+- ``flinkstate.state.types``: the type information classes and the canonical forms of keys
+  and values that checkpoints store.
+- ``flinkstate.state.keygroups``: key-group assignment, per key type and per Arrow column.
+- ``flinkstate.state.process``: process functions and their contexts, the harnesses, and
+  what a runner drives (the operator, its rows, side outputs, timer states).
+- ``flinkstate.state.operator``: operator state, its data and modes, and repartitioning.
+- ``flinkstate.state.ttl``: the TTL config with its enums, and the clocks.
+- ``flinkstate.state.rocksdb``: the RocksDB backend and its options.
+- ``flinkstate.state.extras``: optional dependencies, each missing one a typed error
+  naming the package extra that installs it.
+
+Every other module is internal: backends' parts (``heap/``, ``rocksdb/``, ``keyed/``),
+serializers and TTL's decorators. Below the faces the modules import without a cycle:
+errors and types, then descriptors (which name no runtime), the keyed base with TTL, the
+backends, and the process runtime on top.
 """
 
 from .descriptors import (
-    AggregateFunction,
     AggregatingStateDescriptor,
-    Function,
     ListStateDescriptor,
     MapStateDescriptor,
-    ReduceFunction,
     ReducingStateDescriptor,
     StateDescriptor,
     StateKind,
@@ -27,7 +47,7 @@ from .errors import (
     StateMigrationError,
     StateTypeError,
 )
-from .factory import make_keyed_backend
+from .factory import BackendOptions, backend_options, make_keyed_backend
 from .heap.backend import HeapKeyedStateBackend
 from .interfaces import (
     AggregatingState,
@@ -49,8 +69,10 @@ from .keygroups.assignment import (
 )
 from .operator import BroadcastState, OperatorStateBackend
 from .process import (
+    AggregateFunction,
     Counter,
     Distribution,
+    Function,
     KeyedBroadcastProcessFunction,
     KeyedBroadcastProcessFunctionHarness,
     KeyedCoProcessFunction,
@@ -63,6 +85,7 @@ from .process import (
     MetricGroup,
     OutputTag,
     ReadOnlyBroadcastState,
+    ReduceFunction,
     RuntimeContext,
     TimeDomain,
     TimerService,
@@ -77,6 +100,7 @@ __all__ = [
     "AggregatingState",
     "AggregatingStateDescriptor",
     "AppendingState",
+    "BackendOptions",
     "BroadcastState",
     "Counter",
     "Distribution",
@@ -132,6 +156,7 @@ __all__ = [
     "ValueState",
     "ValueStateDescriptor",
     "assign_to_key_group",
+    "backend_options",
     "compute_key_group_range_for_operator_index",
     "compute_operator_index_for_key_group",
     "make_keyed_backend",

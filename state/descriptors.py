@@ -1,22 +1,24 @@
-"""State descriptors and the functions that reducing/aggregating states apply."""
+"""State descriptors: a state's name, kind, types and time-to-live.
+
+The lowest layer of the state API: descriptors name no runtime. A reducing or aggregating
+descriptor holds any object with the methods it needs (:class:`Reducer`, :class:`Aggregator`);
+PyFlink's ``ReduceFunction`` and ``AggregateFunction`` live with the other user functions
+(:mod:`flinkstate.state.process.functions`)."""
 
 from __future__ import annotations
 
 import enum
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .errors import InvalidArgumentError, StateTypeError
+from .ttl.config import StateTtlConfig
 from .types.mapping import TypeInformation, to_type_info
 
-if TYPE_CHECKING:
-    from .process.functions import RuntimeContext
-    from .ttl.config import StateTtlConfig
-
-IN = TypeVar("IN")
+IN = TypeVar("IN", contravariant=True)
 ACC = TypeVar("ACC")
-OUT = TypeVar("OUT")
+OUT = TypeVar("OUT", covariant=True)
 
 
 class StateKind(str, enum.Enum):
@@ -29,41 +31,23 @@ class StateKind(str, enum.Enum):
     AGGREGATING = "aggregating"
 
 
-class Function(ABC):  # noqa: B024 - PyFlink's Function has no abstract method
-    """The base of user functions (PyFlink's ``Function``): optional ``open``/``close``."""
+@runtime_checkable
+class Reducer(Protocol):
+    """What a reducing state needs of a ``ReduceFunction``: its ``reduce``."""
 
-    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
-        """Called once before the function is first used."""
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Called once after its last use."""
+    def reduce(self, value1: Any, value2: Any, /) -> Any: ...
 
 
-class ReduceFunction(Function):
-    """Combines two values into one (PyFlink's ``ReduceFunction``).
+class Aggregator(Protocol[IN, ACC, OUT]):
+    """What an aggregating state needs of an ``AggregateFunction``: its four methods."""
 
-    The process operator calls ``open`` when a state of it is first created through the
-    runtime context and ``close`` when the operator closes."""
-
-    @abstractmethod
-    def reduce(self, value1: Any, value2: Any) -> Any: ...
-
-
-class AggregateFunction(Function, Generic[IN, ACC, OUT]):
-    """Folds inputs into an accumulator (PyFlink's ``AggregateFunction``); ``open`` and
-    ``close`` are called as for :class:`ReduceFunction`."""
-
-    @abstractmethod
     def create_accumulator(self) -> ACC: ...
 
-    @abstractmethod
-    def add(self, value: IN, accumulator: ACC) -> ACC: ...
+    def add(self, value: IN, accumulator: ACC, /) -> ACC: ...
 
-    @abstractmethod
-    def get_result(self, accumulator: ACC) -> OUT: ...
+    def get_result(self, accumulator: ACC, /) -> OUT: ...
 
-    @abstractmethod
-    def merge(self, acc_a: ACC, acc_b: ACC) -> ACC: ...
+    def merge(self, acc_a: ACC, acc_b: ACC, /) -> ACC: ...
 
 
 class StateDescriptor(ABC):
@@ -85,8 +69,6 @@ class StateDescriptor(ABC):
 
     def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
         """Give the state a time-to-live (a disabled config means none)."""
-        from .ttl.config import StateTtlConfig
-
         if not isinstance(ttl_config, StateTtlConfig):
             raise StateTypeError(f"expected a StateTtlConfig, got {ttl_config!r}", code="INVALID_TTL")
         self.ttl_config = ttl_config if ttl_config.is_enabled() else None
@@ -129,16 +111,17 @@ class MapStateDescriptor(StateDescriptor):
 
 
 class ReducingStateDescriptor(StateDescriptor):
-    """A ReducingState; ``reduce_function`` is a ReduceFunction or a callable."""
+    """A ReducingState; ``reduce_function`` is a callable of two values, or else a
+    ReduceFunction (any :class:`Reducer`)."""
 
     kind = StateKind.REDUCING
 
     def __init__(self, name: str, reduce_function: Any, type_info: Any) -> None:
         super().__init__(name, type_info)
-        if isinstance(reduce_function, ReduceFunction):
-            self.reduce: Callable[[Any, Any], Any] = reduce_function.reduce
-        elif callable(reduce_function):
-            self.reduce = reduce_function
+        if callable(reduce_function):
+            self.reduce: Callable[[Any, Any], Any] = reduce_function
+        elif isinstance(reduce_function, Reducer):
+            self.reduce = reduce_function.reduce
         else:
             raise StateTypeError(f"expected a ReduceFunction or callable, got {reduce_function!r}")
         self.reduce_function = reduce_function
@@ -152,14 +135,12 @@ class AggregatingStateDescriptor(StateDescriptor):
 
     kind = StateKind.AGGREGATING
 
-    def __init__(
-        self, name: str, agg_function: AggregateFunction[Any, Any, Any], state_type_info: Any
-    ) -> None:
+    def __init__(self, name: str, agg_function: Aggregator[Any, Any, Any], state_type_info: Any) -> None:
         super().__init__(name, state_type_info)
         for method in ("create_accumulator", "add", "get_result", "merge"):
             if not callable(getattr(agg_function, method, None)):
                 raise StateTypeError(f"{agg_function!r} is not an AggregateFunction (no {method})")
         self.agg_function = agg_function
 
-    def get_agg_function(self) -> AggregateFunction[Any, Any, Any]:
+    def get_agg_function(self) -> Aggregator[Any, Any, Any]:
         return self.agg_function

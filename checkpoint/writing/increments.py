@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keyed.changes import ChangeSet
 from flinkstate.state.keyed.snapshot import (
     ChangedEntries,
+    ChangeSet,
     KeyedStateSnapshot,
     StateColumns,
     StateMetaInfo,

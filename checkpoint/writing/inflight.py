@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Protocol
 
-from flinkstate.state.keyed.changes import ChangeSet
+from flinkstate.state.keyed.snapshot import ChangeSet
 
 from ..errors import CheckpointError
 from ..manifest import METADATA, Manifest

@@ -18,8 +18,7 @@ from functools import partial
 from typing import Any
 
 from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
-from flinkstate.state.keyed.changes import ChangeSet
-from flinkstate.state.keyed.snapshot import KeyedStateSnapshot
+from flinkstate.state.keyed.snapshot import ChangeSet, KeyedStateSnapshot
 from flinkstate.state.keygroups.assignment import KeyGroupRange
 from flinkstate.state.operator import OperatorStateBackend
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from flinkstate.checkpoint import CompletedCheckpoint
-from flinkstate.state.process.side_outputs import tag_id_of
+from flinkstate.state.process import tag_id_of
 
 from ..errors import ProcessError
 from .committed import committed_frame, side_frame

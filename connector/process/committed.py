@@ -10,7 +10,8 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
-from flinkstate.state.process.side_outputs import OutputTag, tag_id_of
+from flinkstate.state import OutputTag
+from flinkstate.state.process import tag_id_of
 
 from ..errors import ProcessError
 from .names import SIDE_PREFIX, output_uid, side_state

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state import TypeInformation
 
 from ..errors import ProcessError
 from .api import output_frame

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state import TypeInformation
 
 from .job import Job
 from .names import ROUTE, SEQ

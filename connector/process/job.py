@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from flinkstate.checkpoint import DEFAULT_CACHE_BYTES
-from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.factory import BackendOptions, backend_options
-from flinkstate.state.process.functions import (
+from flinkstate.state import (
+    BackendOptions,
+    InvalidArgumentError,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
+    backend_options,
 )
 
 from ..errors import ProcessError

@@ -16,9 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.checkpoint import to_arrow
-from flinkstate.state.errors import SerializationError
-from flinkstate.state.process.side_outputs import OutputTag
-from flinkstate.state.types.mapping import TypeInformation, to_type_info
+from flinkstate.state import OutputTag, SerializationError, TypeInformation
+from flinkstate.state.types import to_type_info
 
 from ..errors import ProcessError
 

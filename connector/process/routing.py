@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flinkstate.state.errors import FlinkStateError
-from flinkstate.state.keygroups.hashing import key_group_assigner
-from flinkstate.state.keygroups.vectorized import assign_key_groups
-from flinkstate.state.types.mapping import TypeInformation, to_type_info
+from flinkstate.state import FlinkStateError, TypeInformation
+from flinkstate.state.keygroups import assign_key_groups, key_group_assigner
+from flinkstate.state.types import to_type_info
 
 from ..errors import ProcessError
 

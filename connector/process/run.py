@@ -41,9 +41,8 @@ from flinkstate.checkpoint import (
     SubtaskResult,
     open_checkpoint,
 )
-from flinkstate.state.errors import FlinkStateError, ProcessFunctionError
-from flinkstate.state.process.functions import KeyedBroadcastProcessFunction
-from flinkstate.state.ttl.time import LONG_MIN
+from flinkstate.state import FlinkStateError, KeyedBroadcastProcessFunction, ProcessFunctionError
+from flinkstate.state.ttl import LONG_MIN
 
 from ..errors import ProcessError
 from ..shared_root import PROCESS_DECLARATION, cluster_master, refuse_unshared

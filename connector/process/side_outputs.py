@@ -16,8 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from flinkstate.state.process.side_outputs import OutputTag, tag_id_of
-from flinkstate.state.types.mapping import RowTypeInfo
+from flinkstate.state import OutputTag
+from flinkstate.state.process import tag_id_of
+from flinkstate.state.types import RowTypeInfo
 
 from ..errors import ProcessError
 from .output import OutputSchema, parse_schema

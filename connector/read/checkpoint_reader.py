@@ -35,9 +35,7 @@ from flinkstate.checkpoint import (
     operator_view_schema,
     read_key_groups,
 )
-from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keyed.snapshot import StateMetaInfo
-from flinkstate.state.keygroups.assignment import assign_to_key_group
+from flinkstate.state import StateKind, StateMetaInfo, assign_to_key_group
 from flinkstate.state.operator import OperatorStateMode
 
 from ..errors import OptionError

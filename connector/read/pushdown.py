@@ -27,7 +27,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from flinkstate.state.types.typeinfo import BasicTypeInfo
+from flinkstate.state.types import BasicTypeInfo
 
 Predicate = Callable[[int], bool]
 _RANGE_FILTERS = (EqualTo, In, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)

@@ -33,9 +33,9 @@ from flinkstate.checkpoint.flink import (
     key_group_of,
     nested_view,
 )
-from flinkstate.state.keygroups.assignment import assign_to_key_group
-from flinkstate.state.keygroups.hashing import java_hashed
-from flinkstate.state.types.canonical import canonical_float
+from flinkstate.state import assign_to_key_group
+from flinkstate.state.keygroups import java_hashed
+from flinkstate.state.types import canonical_float
 
 from ..errors import OptionError
 from ..options import ReadOptions

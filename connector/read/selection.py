@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flinkstate.checkpoint import OperatorEntry, check_ids_below, key_groups_of, keys_of_type
-from flinkstate.state.errors import FlinkStateError
+from flinkstate.state import FlinkStateError
 from flinkstate.state.operator import OperatorStateMode
 
 from ..errors import OptionError

@@ -15,7 +15,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from flinkstate.checkpoint import CompletedCheckpoint, keyed_view_schema, spark_compatible
-from flinkstate.state.process.timers import TIMER_STATES
+from flinkstate.state.process import TIMER_STATES
 
 from ..options import ReadOptions
 from .checkpoint_reader import FlinkStateReader, is_stand_in

@@ -38,7 +38,7 @@ from flinkstate.checkpoint import (
     refuse_native,
     store_file,
 )
-from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
+from flinkstate.state import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
 
 from ..errors import OptionError

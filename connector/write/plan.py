@@ -16,11 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint import DELETE, OperatorStateInfo
-from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keyed.snapshot import StateMetaInfo
+from flinkstate.state import StateKind, StateMetaInfo, TypeInformation
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.ttl import StateTtlConfig, Time
-from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, to_type_info
+from flinkstate.state.types import RowTypeInfo, to_type_info
 
 from ..errors import OptionError
 from ..options import WriteOptions

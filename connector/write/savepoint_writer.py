@@ -36,7 +36,7 @@ from flinkstate.checkpoint.flink import (
     with_operator,
     write_operators,
 )
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state import TypeInformation
 
 from ..errors import OptionError
 from ..options import WriteOptions

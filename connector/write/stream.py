@@ -38,7 +38,7 @@ from flinkstate.checkpoint import (
     merged_key_group,
     write_row_groups,
 )
-from flinkstate.state.keygroups.assignment import KeyGroupRange
+from flinkstate.state import KeyGroupRange
 
 from ..errors import OptionError
 from ..options import WriteOptions

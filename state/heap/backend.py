@@ -14,9 +14,8 @@ from ..descriptors import (
 )
 from ..interfaces import InternalKvState, StateIncrementalVisitor
 from ..keyed.backend import AbstractKeyedStateBackend
-from ..keyed.changes import Changed
 from ..keyed.migration import Migrate
-from ..keyed.snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from ..keyed.snapshot import Changed, ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
 from ..keygroups.assignment import KeyGroupRange
 from ..serializers.lookup import serializer_for
 from ..ttl.factory import clock as ttl_clock

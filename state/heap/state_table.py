@@ -9,8 +9,8 @@ from typing import Any, overload
 
 from ..errors import StateAccessError, StateTypeError
 from ..interfaces import StateIncrementalVisitor
-from ..keyed.changes import Changed
 from ..keyed.snapshot import (
+    Changed,
     ChangedEntries,
     ColumnTransform,
     Int64Columns,

@@ -38,12 +38,13 @@ from ..interfaces import (
     ValueState,
 )
 from ..keygroups.assignment import KeyGroupRange
+from ..ttl.factory import create_ttl_state
 from ..ttl.time import WatermarkTimeProvider
 from ..types.mapping import TypeInformation
-from .changes import Changed, ChangeLog
+from .changes import ChangeLog
 from .current_key import CurrentKey, NoKey
 from .migration import Migrate, check_registered, restored_migrators
-from .snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from .snapshot import Changed, ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
 
 S = TypeVar("S", bound=InternalKvState)
 
@@ -159,8 +160,6 @@ class AbstractKeyedStateBackend(CurrentKey):
     def _create_state(self, desc: StateDescriptor, meta: StateMetaInfo) -> InternalKvState:
         if meta.ttl is None:
             return self._create_internal_state(desc, meta)
-        from ..ttl.factory import create_ttl_state
-
         return create_ttl_state(self, desc, meta)
 
     @abstractmethod

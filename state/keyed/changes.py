@@ -25,62 +25,15 @@ state next time (:meth:`ChangeSet.request_full`) where it must write a state in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Collection, Hashable, Mapping
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from .snapshot import KeyedStateSnapshot, StateMetaInfo, StateSnapshot
+from .snapshot import Changed, ChangeSet, KeyedStateSnapshot, StateMetaInfo, StateSnapshot
 
-    TakeIncrement = Callable[
-        [Mapping[str, StateMetaInfo] | None, Collection[str]],
-        tuple[KeyedStateSnapshot, Mapping[str, "Changed"]] | None,
-    ]
-
-Changed = Sequence[Collection[Any]]
-"""One state's changed entry ids, one collection per key-group index of the backend's range
-(a heap backend's are dicts: id -> the state its last write left, ``None``: removed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeSet:
-    """What an incremental checkpoint writes: everything changed since checkpoint ``base``.
-
-    ``base`` is ``None`` when there is nothing to build on (recording just began, the
-    backend was restored since, the base went elsewhere, or the checkpoint is written in
-    full). ``requested``: states asked for in full (:meth:`request_full`) when it was
-    taken; they are frozen, and the writer writes them in full.
-    """
-
-    base: int | None
-    epoch: int
-    epochs: tuple[Mapping[str, Changed], ...]
-    requested: frozenset[str]
-    log: ChangeLog = field(repr=False, compare=False)
-
-    def changed(self, state: str, kgi: int) -> Collection[Any]:
-        """The ids of ``state``'s entries in key-group index ``kgi`` that changed since the
-        base (a dict when every epoch's is: the later epoch's states win)."""
-        parts = [e[state][kgi] for e in self.epochs if state in e]
-        if len(parts) == 1:
-            return parts[0]
-        if parts and all(type(p) is dict for p in parts):
-            merged: dict[Any, Any] = {}
-            for part in parts:
-                merged.update(part)
-            return merged
-        return set().union(*parts)
-
-    def confirm(self, checkpoint_id: int) -> None:
-        """The checkpoint written from this change set has committed as ``checkpoint_id``."""
-        self.log.complete(self.epoch, checkpoint_id)
-
-    def request_full(self, state: str) -> None:
-        """Later takes must freeze ``state`` and write it in full (until a checkpoint that
-        did commits): its chain is due for compaction, or could not be built on its base."""
-        self.log.full_next.add(state)
-
-
+TakeIncrement = Callable[
+    [Mapping[str, StateMetaInfo] | None, Collection[str]],
+    tuple[KeyedStateSnapshot, Mapping[str, Changed]] | None,
+]
 _NONE: frozenset[str] = frozenset()
 
 

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ..descriptors import StateKind
 from ..errors import StateAccessError
 from ..keygroups.assignment import KeyGroupRange
+from ..ttl.config import StateTtlConfig
 from ..types.mapping import TypeInformation
-
-if TYPE_CHECKING:
-    from ..ttl.config import StateTtlConfig
-    from .changes import ChangeSet
 
 
 @dataclass(frozen=True)
@@ -159,7 +156,7 @@ class StateSnapshot(ABC):
         return self.columns(key_group).entries()
 
     def changed_entries(self, key_group: int, ids: Collection[Any]) -> ChangedEntries:
-        """The entries of ``key_group`` whose ids (from a :class:`~.changes.ChangeSet`) are
+        """The entries of ``key_group`` whose ids (from a :class:`ChangeSet`) are
         ``ids``, as of the snapshot. Only backends that record changes are asked."""
         raise StateAccessError(
             f"state {self.meta.name!r}: this backend does not record changes", code="CHANGES_UNSUPPORTED"
@@ -167,6 +164,58 @@ class StateSnapshot(ABC):
 
     @abstractmethod
     def release(self) -> None: ...
+
+
+class EpochLog(Protocol):
+    """What a change set needs of the log it came from (a :class:`~.changes.ChangeLog`)."""
+
+    full_next: set[str]
+
+    def complete(self, epoch: int, checkpoint_id: int) -> None: ...
+
+
+Changed = Sequence[Collection[Any]]
+"""One state's changed entry ids, one collection per key-group index of the backend's range
+(a heap backend's are dicts: id -> the state its last write left, ``None``: removed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """What an incremental checkpoint writes: everything changed since checkpoint ``base``.
+
+    ``base`` is ``None`` when there is nothing to build on (recording just began, the
+    backend was restored since, the base went elsewhere, or the checkpoint is written in
+    full). ``requested``: states asked for in full (:meth:`request_full`) when it was
+    taken; they are frozen, and the writer writes them in full.
+    """
+
+    base: int | None
+    epoch: int
+    epochs: tuple[Mapping[str, Changed], ...]
+    requested: frozenset[str]
+    log: EpochLog = field(repr=False, compare=False)
+
+    def changed(self, state: str, kgi: int) -> Collection[Any]:
+        """The ids of ``state``'s entries in key-group index ``kgi`` that changed since the
+        base (a dict when every epoch's is: the later epoch's states win)."""
+        parts = [e[state][kgi] for e in self.epochs if state in e]
+        if len(parts) == 1:
+            return parts[0]
+        if parts and all(type(p) is dict for p in parts):
+            merged: dict[Any, Any] = {}
+            for part in parts:
+                merged.update(part)
+            return merged
+        return set().union(*parts)
+
+    def confirm(self, checkpoint_id: int) -> None:
+        """The checkpoint written from this change set has committed as ``checkpoint_id``."""
+        self.log.complete(self.epoch, checkpoint_id)
+
+    def request_full(self, state: str) -> None:
+        """Later takes must freeze ``state`` and write it in full (until a checkpoint that
+        did commits): its chain is due for compaction, or could not be built on its base."""
+        self.log.full_next.add(state)
 
 
 @dataclass(slots=True)

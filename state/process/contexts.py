@@ -1,11 +1,12 @@
-"""The contexts a process function is called with, over one :class:`KeyedProcessOperator`:
-the runtime context of ``open``, the element/timer context, the broadcast context, the
-timer service and the read-only view of a broadcast state."""
+"""The contexts a process function is called with, over one operator (what they read of
+it is :class:`Host`, which ``KeyedProcessOperator`` is): the runtime context of ``open``,
+the element/timer context, the broadcast context, the timer service and the read-only view
+of a broadcast state."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, cast
 
 from ..descriptors import (
     AggregatingStateDescriptor,
@@ -17,7 +18,9 @@ from ..descriptors import (
 )
 from ..errors import InvalidArgumentError
 from ..interfaces import AggregatingState, ListState, MapState, ReducingState, ValueState
-from ..operator import BroadcastState
+from ..keyed.backend import AbstractKeyedStateBackend
+from ..operator import BroadcastState, OperatorStateBackend
+from ..ttl.time import TtlTimeProvider
 from .functions import (
     BroadcastContext,
     BroadcastOnTimerContext,
@@ -26,10 +29,25 @@ from .functions import (
     TimerService,
 )
 from .metrics import MetricGroup
-from .timers import TimeDomain
+from .timers import TimeDomain, TimerQueue
 
-if TYPE_CHECKING:
-    from .operator import KeyedProcessOperator
+
+class Host(Protocol):
+    """What the contexts read of the operator they run in."""
+
+    backend: AbstractKeyedStateBackend
+    operator_state: OperatorStateBackend
+    clock: TtlTimeProvider
+    event_timers: TimerQueue
+    processing_timers: TimerQueue
+    subtask: int
+    parallelism: int
+    task_name: str
+    attempt_number: int
+    job_parameters: Mapping[str, str]
+    metrics: MetricGroup
+
+    def open_function(self, function: object, runtime_context: RuntimeContext) -> None: ...
 
 
 class Timers:
@@ -42,7 +60,7 @@ class Timers:
     delete_processing_time_timer: Callable[[int], None]
     delete_event_time_timer: Callable[[int], None]
 
-    def __init__(self, op: KeyedProcessOperator) -> None:
+    def __init__(self, op: Host) -> None:
         self._op = op
         self.register_processing_time_timer = op.processing_timers.register
         self.register_event_time_timer = op.event_timers.register
@@ -60,7 +78,7 @@ TimerService.register(Timers)
 
 
 class Runtime(RuntimeContext):
-    def __init__(self, op: KeyedProcessOperator) -> None:
+    def __init__(self, op: Host) -> None:
         self._op = op
 
     def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState[Any]:
@@ -134,7 +152,7 @@ class ReadOnlyBroadcastView(ReadOnlyBroadcastState):
 class ElementContext(BroadcastOnTimerContext):
     """The one context of keyed elements and timers (its fields change per call)."""
 
-    def __init__(self, op: KeyedProcessOperator) -> None:
+    def __init__(self, op: Host) -> None:
         self._op = op
         self._key = op.backend.key_context
         self._timers = Timers(op)
@@ -164,7 +182,7 @@ class ElementContext(BroadcastOnTimerContext):
 
 
 class BroadcastElementContext(BroadcastContext):
-    def __init__(self, op: KeyedProcessOperator) -> None:
+    def __init__(self, op: Host) -> None:
         self._op = op
         self.ts: int | None = None
 

@@ -1,6 +1,6 @@
-"""The user-facing function API, with PyFlink's names: ``KeyedProcessFunction``,
-``KeyedBroadcastProcessFunction``, ``KeyedCoProcessFunction`` and the contexts they are
-called with.
+"""The user-facing function API, with PyFlink's names: ``Function`` and the reduce and
+aggregate functions states apply, ``KeyedProcessFunction``, ``KeyedBroadcastProcessFunction``,
+``KeyedCoProcessFunction`` and the contexts they are called with.
 
 ``process_element`` (``process_element1``/``2``), ``process_broadcast_element`` and
 ``on_timer`` are generators of
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from ..descriptors import (
     AggregatingStateDescriptor,
-    Function,
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
@@ -24,6 +23,10 @@ from ..descriptors import (
 from ..interfaces import AggregatingState, ListState, MapState, ReducingState, ValueState
 from .metrics import MetricGroup
 from .timers import TimeDomain
+
+IN = TypeVar("IN")
+ACC = TypeVar("ACC")
+OUT = TypeVar("OUT")
 
 
 class TimerService(ABC):
@@ -100,6 +103,43 @@ class RuntimeContext(KeyedStateStore):
     @abstractmethod
     def get_metrics_group(self) -> MetricGroup:
         """The subtask's metric group (recorded locally, never reported)."""
+
+
+class Function(ABC):  # noqa: B024 - PyFlink's Function has no abstract method
+    """The base of user functions (PyFlink's ``Function``): optional ``open``/``close``."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
+        """Called once before the function is first used."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Called once after its last use."""
+
+
+class ReduceFunction(Function):
+    """Combines two values into one (PyFlink's ``ReduceFunction``).
+
+    The process operator calls ``open`` when a state of it is first created through the
+    runtime context and ``close`` when the operator closes."""
+
+    @abstractmethod
+    def reduce(self, value1: Any, value2: Any) -> Any: ...
+
+
+class AggregateFunction(Function, Generic[IN, ACC, OUT]):
+    """Folds inputs into an accumulator (PyFlink's ``AggregateFunction``); ``open`` and
+    ``close`` are called as for :class:`ReduceFunction`."""
+
+    @abstractmethod
+    def create_accumulator(self) -> ACC: ...
+
+    @abstractmethod
+    def add(self, value: IN, accumulator: ACC) -> ACC: ...
+
+    @abstractmethod
+    def get_result(self, accumulator: ACC) -> OUT: ...
+
+    @abstractmethod
+    def merge(self, acc_a: ACC, acc_b: ACC) -> ACC: ...
 
 
 class Context(ABC):

@@ -18,15 +18,13 @@ from itertools import repeat
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
-from ..descriptors import (
-    Function,
-)
 from ..errors import InvalidArgumentError, ProcessFunctionError
 from ..keyed.backend import AbstractKeyedStateBackend
 from ..operator import OperatorStateBackend
 from ..ttl.time import LONG_MIN, TtlTimeProvider, WallClockTimeProvider
 from .contexts import BroadcastElementContext, ElementContext, Runtime
 from .functions import (
+    Function,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     ProcessFunction,

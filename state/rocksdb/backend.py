@@ -15,9 +15,8 @@ from ..extras import require
 from ..heap.restore import stored_migration, stored_states
 from ..interfaces import InternalKvState, StateIncrementalVisitor
 from ..keyed.backend import AbstractKeyedStateBackend
-from ..keyed.changes import Changed
 from ..keyed.migration import Migrate
-from ..keyed.snapshot import ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
+from ..keyed.snapshot import Changed, ColumnTransform, KeyedStateSnapshot, StateColumns, StateMetaInfo
 from ..keygroups.assignment import KeyGroupRange, check_max_parallelism
 from ..ttl.factory import clock as ttl_clock
 from ..ttl.factory import snapshot_transform

@@ -16,7 +16,8 @@ from typing import Any
 
 from ..interfaces import StateIncrementalVisitor
 from .codec import timestamp_of
-from .column import Entries, StateColumn
+from .column import StateColumn
+from .layout import Entries
 
 
 class RocksDBIncrementalVisitor(StateIncrementalVisitor):

@@ -22,7 +22,7 @@ from ..keyed.snapshot import ColumnTransform, StateMetaInfo, plain_columns
 from . import bulk
 from .changes import FOLD_AT, ColumnChanges, fold, range_scopes
 from .codec import KeyCodec, NamespaceCodec, ValueCodec, value_dumps
-from .layout import Layout, layout_for
+from .layout import Entries, Layout, layout_for
 
 if TYPE_CHECKING:
     import rocksdict
@@ -31,7 +31,6 @@ _SEQ = struct.Struct(">Q")
 _WRITE_BATCH = 4096
 LOAD_CHUNK = 1 << 17
 """Entries a migration or a copy without files holds at a time for :meth:`StateColumn.load`."""
-Entries = list[tuple[bytes, bytes]]
 
 
 class WriteBuffer:

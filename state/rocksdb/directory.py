@@ -132,8 +132,6 @@ class DbDirectory:
         """Make the DB files in ``source`` (a directory on this filesystem: a restore's
         downloads) this directory's DB, and open it with its column families. The DB open
         now must have no column family or iterator open."""
-        from .native import open_existing
-
         db_path = os.path.join(self.path, DB)
         self.db.close()
         shutil.rmtree(db_path, ignore_errors=True)
@@ -155,3 +153,16 @@ class DbDirectory:
         finally:
             self._release()
             trim_heap()
+
+
+def open_existing(path: str, db_options: Any, cf_options: Any) -> Any:
+    """The DB in ``path`` (restored files) with every column family it has."""
+    import rocksdict
+
+    names = [n for n in rocksdict.Rdict.list_cf(path) if n != "default"]
+    try:
+        return rocksdict.Rdict(path, db_options, column_families={n: cf_options for n in names})
+    except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+        raise StateAccessError(
+            f"cannot open restored RocksDB in {path}: {exc}", code="DB_OPEN_FAILED"
+        ) from exc

@@ -184,16 +184,3 @@ def _files(
         last = int.from_bytes(info["end_key"][:width], "big")
         out.append(LocalFile(name, size, True, cfs, (first, last), int(info["num_entries"])))
     return tuple(out), unknown
-
-
-def open_existing(path: str, db_options: Any, cf_options: Any) -> Any:
-    """The DB in ``path`` (restored files) with every column family it has."""
-    import rocksdict
-
-    names = [n for n in rocksdict.Rdict.list_cf(path) if n != "default"]
-    try:
-        return rocksdict.Rdict(path, db_options, column_families={n: cf_options for n in names})
-    except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
-        raise StateAccessError(
-            f"cannot open restored RocksDB in {path}: {exc}", code="DB_OPEN_FAILED"
-        ) from exc

@@ -19,7 +19,8 @@ from ..errors import StateAccessError
 from ..keyed.snapshot import ChangedEntries, ColumnTransform, StateColumns, StateSnapshot
 from ..keygroups.assignment import KeyGroupRange
 from .changes import resolve
-from .column import Entries, StateColumn
+from .column import StateColumn
+from .layout import Entries
 
 CHUNK = 131_072
 """Entries :meth:`RocksDBStateSnapshot.column_chunks` reads at a time (a scope is never cut):

@@ -1,4 +1,7 @@
-"""State time-to-live: the config, clocks, and the decorator applied once at state creation."""
+"""State time-to-live: the config, clocks, and the decorator applied once at state creation.
+
+The face of this package: the config with its enums, the clocks, and ``LONG_MIN`` (Flink's
+``Long.MIN_VALUE``: the watermark before any)."""
 
 from .config import (
     CleanupStrategies,
@@ -10,9 +13,16 @@ from .config import (
     TtlTimeCharacteristic,
     UpdateType,
 )
-from .time import ManualTimeProvider, TtlTimeProvider, WallClockTimeProvider, WatermarkTimeProvider
+from .time import (
+    LONG_MIN,
+    ManualTimeProvider,
+    TtlTimeProvider,
+    WallClockTimeProvider,
+    WatermarkTimeProvider,
+)
 
 __all__ = [
+    "LONG_MIN",
     "CleanupStrategies",
     "IncrementalCleanupStrategy",
     "ManualTimeProvider",

@@ -9,7 +9,7 @@ incremental visitor for background cleanup.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..descriptors import (
     AggregatingStateDescriptor,
@@ -20,6 +20,7 @@ from ..descriptors import (
     StateKind,
     ValueStateDescriptor,
 )
+from ..interfaces import InternalKvState, StateIncrementalVisitor
 from ..keyed.snapshot import ColumnTransform, StateColumns, StateMetaInfo
 from ..types.mapping import BasicTypeInfo, RowTypeInfo, TypeInformation
 from .base import AbstractTtlState, TtlContext
@@ -33,10 +34,29 @@ from .states import (
     TtlReducingState,
     TtlValueState,
 )
-from .time import WallClockTimeProvider
+from .time import TtlTimeProvider, WallClockTimeProvider, WatermarkTimeProvider
 
-if TYPE_CHECKING:
-    from ..keyed.backend import AbstractKeyedStateBackend
+
+class TtlBackend(Protocol):
+    """What TTL uses of the keyed backend that creates a state: its clocks, its one hook,
+    its entry walk and its key-selection listeners."""
+
+    @property
+    def time_provider(self) -> TtlTimeProvider | None: ...
+
+    @property
+    def watermark_provider(self) -> WatermarkTimeProvider: ...
+
+    def _create_internal_state(
+        self,
+        desc: StateDescriptor,
+        meta: StateMetaInfo,
+        transform: Callable[[], ColumnTransform] | None = None,
+    ) -> InternalKvState: ...
+
+    def _incremental_visitor(self, state_name: str) -> StateIncrementalVisitor | None: ...
+
+    def register_key_selection_listener(self, listener: Callable[[], None]) -> None: ...
 
 
 _DECORATORS: dict[StateKind, type[AbstractTtlState]] = {
@@ -53,7 +73,7 @@ def ttl_value_type(value_type: TypeInformation) -> TypeInformation:
     return RowTypeInfo((BasicTypeInfo("LONG"), value_type), ("ts", "value"), "TUPLE")
 
 
-def clock(backend: AbstractKeyedStateBackend, config: StateTtlConfig) -> Callable[[], int]:
+def clock(backend: TtlBackend, config: StateTtlConfig) -> Callable[[], int]:
     """The function giving "now": the backend's time provider, or its watermark."""
     if config.time_characteristic is TtlTimeCharacteristic.EventTime:
         return backend.watermark_provider.current_timestamp
@@ -122,9 +142,7 @@ def snapshot_transform(
     return factory
 
 
-def create_ttl_state(
-    backend: AbstractKeyedStateBackend, desc: StateDescriptor, meta: StateMetaInfo
-) -> AbstractTtlState:
+def create_ttl_state(backend: TtlBackend, desc: StateDescriptor, meta: StateMetaInfo) -> AbstractTtlState:
     """The TTL decorator over a new backend state for ``desc`` (``meta.ttl`` is set)."""
     config = meta.ttl
     assert config is not None

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..descriptors import AggregateFunction
 from .base import TtlContext, TtlValue
 
 
@@ -30,7 +29,7 @@ class TtlReduceFunction:
         return None
 
 
-class TtlAggregateFunction(AggregateFunction[Any, Any, Any]):
+class TtlAggregateFunction:
     def __init__(self, agg: Any, ttl: TtlContext) -> None:
         self._agg = agg
         self._ttl = ttl

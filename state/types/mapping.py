@@ -40,7 +40,6 @@ __all__ = [
     "infer_type",
     "to_type_info",
     "type_from_json",
-    "type_to_string",
 ]
 
 
@@ -230,30 +229,6 @@ def type_from_json(data: dict[str, Any]) -> TypeInformation:
     except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
         raise InvalidArgumentError(f"malformed type description {data!r}", code="UNSUPPORTED_TYPE") from exc
     raise InvalidArgumentError(f"unknown type {kind!r}", code="UNSUPPORTED_TYPE")
-
-
-def type_to_string(t: TypeInformation) -> str:
-    """A compact, readable rendering such as ``MAP<STRING, LIST<LONG>>``."""
-    if isinstance(t, BasicTypeInfo):
-        return t.name
-    if isinstance(t, PickledBytesTypeInfo):
-        return "PICKLED_BYTE_ARRAY"
-    if isinstance(t, ListTypeInfo):
-        return f"{t.kind}<{type_to_string(t.element)}>"
-    if isinstance(t, MapTypeInfo):
-        return f"MAP<{type_to_string(t.key)}, {type_to_string(t.value)}>"
-    if isinstance(t, RowTypeInfo):
-        inner = ", ".join(
-            f"{n} {type_to_string(f)}" for n, f in zip(t.field_names, t.field_types, strict=False)
-        )
-        if isinstance(t, PojoTypeInfo):
-            return f"POJO {t.java_class}<{inner}>"
-        return f"{t.kind}<{inner}>"
-    if isinstance(t, ArrowTypeInfo):
-        return f"ARROW<{t.arrow_type}>"
-    if type(t).__str__ is not TypeInformation.__str__:
-        return str(t)  # a type that names itself (e.g. a Flink SQL logical type)
-    return type(t).__name__
 
 
 def infer_type(value: Any) -> TypeInformation:

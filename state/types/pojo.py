@@ -33,6 +33,9 @@ class PojoTypeInfo(RowTypeInfo):
     java_class: str = ""
     hash_fields: tuple[str, ...] | None = None
 
+    def __str__(self) -> str:
+        return f"POJO {self.java_class}<{self.fields_text()}>"
+
     def __post_init__(self) -> None:
         RowTypeInfo.__post_init__(self)  # slots dataclasses cannot use super() here
         if not isinstance(self.java_class, str) or not self.java_class.strip():

@@ -89,9 +89,9 @@ class TypeInformation(ABC):
         return False
 
     def __str__(self) -> str:
-        from .mapping import type_to_string
-
-        return type_to_string(self)
+        """A compact, readable rendering such as ``MAP<STRING, LIST<LONG>>`` (each kind
+        renders itself; a kind that does not is shown by its class name)."""
+        return type(self).__name__
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +103,9 @@ class BasicTypeInfo(TypeInformation):
     def __post_init__(self) -> None:
         if self.name not in _ATOMIC_ARROW:
             raise InvalidArgumentError(f"unknown basic type {self.name!r}", code="UNSUPPORTED_TYPE")
+
+    def __str__(self) -> str:
+        return self.name
 
     def to_arrow(self) -> pa.DataType:
         return _ATOMIC_ARROW[self.name]
@@ -118,6 +121,9 @@ class BasicTypeInfo(TypeInformation):
 @dataclass(frozen=True, slots=True)
 class PickledBytesTypeInfo(TypeInformation):
     """Any Python object, stored as a pickle (PyFlink's PICKLED_BYTE_ARRAY)."""
+
+    def __str__(self) -> str:
+        return "PICKLED_BYTE_ARRAY"
 
     def to_arrow(self) -> pa.DataType:
         return pa.binary()
@@ -162,6 +168,9 @@ class ListTypeInfo(TypeInformation):
     def is_bytes(self) -> bool:
         return self.kind == "PRIMITIVE_ARRAY" and self.element == BasicTypeInfo("BYTE")
 
+    def __str__(self) -> str:
+        return f"{self.kind}<{self.element}>"
+
     def to_arrow(self) -> pa.DataType:
         return pa.binary() if self.is_bytes else pa.list_(self.element.to_arrow())
 
@@ -189,6 +198,9 @@ class MapTypeInfo(TypeInformation):
         _check_component(self.value, "the value type of MAP")
         if isinstance(self.key, ArrowTypeInfo) and pa.types.is_null(self.key.arrow_type):
             raise InvalidArgumentError("a MAP key type cannot be the null type", code="UNSUPPORTED_TYPE")
+
+    def __str__(self) -> str:
+        return f"MAP<{self.key}, {self.value}>"
 
     def to_arrow(self) -> pa.DataType:
         return pa.map_(self.key.to_arrow(), self.value.to_arrow())
@@ -236,6 +248,13 @@ class RowTypeInfo(TypeInformation):
         if self.kind not in ("ROW", "TUPLE"):
             raise InvalidArgumentError(f"unknown row kind {self.kind!r}", code="UNSUPPORTED_TYPE")
 
+    def __str__(self) -> str:
+        return f"{self.kind}<{self.fields_text()}>"
+
+    def fields_text(self) -> str:
+        """The fields as ``name TYPE, ...``."""
+        return ", ".join(f"{n} {t}" for n, t in zip(self.field_names, self.field_types, strict=False))
+
     def to_arrow(self) -> pa.DataType:
         return pa.struct(
             [pa.field(n, t.to_arrow()) for n, t in zip(self.field_names, self.field_types, strict=False)]
@@ -267,6 +286,9 @@ class ArrowTypeInfo(TypeInformation):
             raise StateTypeError(
                 f"expected a pyarrow.DataType, got {self.arrow_type!r}", code="UNSUPPORTED_TYPE"
             )
+
+    def __str__(self) -> str:
+        return f"ARROW<{self.arrow_type}>"
 
     def to_arrow(self) -> pa.DataType:
         return self.arrow_type

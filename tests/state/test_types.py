@@ -31,7 +31,6 @@ from flinkstate.state.types.mapping import (
     infer_type,
     to_type_info,
     type_from_json,
-    type_to_string,
 )
 
 ATOMIC: dict[str, tuple[pa.DataType, type]] = {
@@ -90,7 +89,7 @@ def test_atomic_factories(name: str) -> None:
     assert hash(t) == hash(atomic(name))
     assert (t.to_arrow(), t.python_type) == ATOMIC[name]
     assert not t.is_pickled
-    assert type_to_string(t) == str(t) == name
+    assert str(t) == name
 
 
 def test_composite_factories() -> None:
@@ -244,7 +243,7 @@ def test_json_round_trip(t: TypeInformation) -> None:
     assert back == t
     assert type(back) is type(t)
     assert back.to_arrow() == t.to_arrow()
-    assert type_to_string(back) == type_to_string(t) == str(t)
+    assert str(back) == str(t)
 
 
 @given(_types())
@@ -279,10 +278,10 @@ def test_malformed_json_is_a_typed_error(data: Any) -> None:
     assert_code(info.value, "UNSUPPORTED_TYPE")
 
 
-def test_type_to_string() -> None:
-    assert type_to_string(Types.MAP(Types.STRING(), Types.LIST(Types.LONG()))) == ("MAP<STRING, LIST<LONG>>")
+def test_str() -> None:
+    assert str(Types.MAP(Types.STRING(), Types.LIST(Types.LONG()))) == ("MAP<STRING, LIST<LONG>>")
     row = Types.ROW_NAMED(["a", "b"], [Types.LONG(), Types.PRIMITIVE_ARRAY(Types.BYTE())])
-    assert type_to_string(row) == "ROW<a LONG, b PRIMITIVE_ARRAY<BYTE>>"
+    assert str(row) == "ROW<a LONG, b PRIMITIVE_ARRAY<BYTE>>"
     assert str(Types.TUPLE([Types.INT(), Types.STRING()])) == "TUPLE<f0 INT, f1 STRING>"
     assert str(Types.BASIC_ARRAY(Types.CHAR())) == "BASIC_ARRAY<CHAR>"
     assert str(Types.PICKLED_BYTE_ARRAY()) == "PICKLED_BYTE_ARRAY"

@@ -17,7 +17,6 @@ from flinkstate.state import (
 from flinkstate.state.types.mapping import (
     ArrowTypeInfo,
     to_type_info,
-    type_to_string,
 )
 
 # -- pyarrow types accepted wherever a type is -----------------------------------------
@@ -55,7 +54,7 @@ def test_unmapped_arrow_types_become_arrow_type_info(arrow: pa.DataType) -> None
     assert t == ArrowTypeInfo(arrow)
     assert t.to_arrow() == arrow
     assert t.python_type is object
-    assert type_to_string(t) == f"ARROW<{arrow}>"
+    assert str(t) == f"ARROW<{arrow}>"
 
 
 def test_unmapped_arrow_types_nested_inside_mapped_ones() -> None:

@@ -26,13 +26,15 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from flinkstate.checkpoint import CachedStorage, CheckpointCorruptError, CompletedCheckpoint
-from flinkstate.state.errors import FlinkStateError
-from flinkstate.state.factory import BackendOptions
-from flinkstate.state.keygroups.assignment import compute_key_group_range_for_operator_index
+from flinkstate.state import (
+    BackendOptions,
+    FlinkStateError,
+    RocksDBKeyedStateBackend,
+    compute_key_group_range_for_operator_index,
+)
 from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.process import KeyedProcessOperator
-from flinkstate.state.rocksdb.backend import RocksDBKeyedStateBackend
-from flinkstate.state.ttl.time import LONG_MIN
+from flinkstate.state.ttl import LONG_MIN
 
 from .executor import ExecutorStore, Slot
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.process import KeyedProcessOperator
-from flinkstate.state.process.side_outputs import split_side_outputs
+from flinkstate.state import InvalidArgumentError
+from flinkstate.state.process import KeyedProcessOperator, split_side_outputs
 
 from ...errors import ProcessError
 from ..side_outputs import SideOutput

@@ -10,10 +10,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from flinkstate.checkpoint import DEFAULT_CACHE_BYTES, CheckpointTarget, Manifest, Storage
-from flinkstate.state.factory import BackendOptions
-from flinkstate.state.process import KeyedProcessOperator
-from flinkstate.state.process.functions import ProcessFunction
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state import BackendOptions, TypeInformation
+from flinkstate.state.process import KeyedProcessOperator, ProcessFunction
 
 from ..output import OutputSchema
 from ..side_outputs import SideOutput

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint import SubtaskResult
-from flinkstate.state.errors import SerializationError
+from flinkstate.state import SerializationError
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.process import KeyedProcessOperator, element_rows
 

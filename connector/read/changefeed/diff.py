@@ -24,10 +24,8 @@ from flinkstate.checkpoint import (
     only_key_groups,
     stored_key_group,
 )
-from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keyed.snapshot import StateMetaInfo
-from flinkstate.state.types.canonical import key_token
-from flinkstate.state.types.mapping import TypeInformation
+from flinkstate.state import StateKind, StateMetaInfo, TypeInformation
+from flinkstate.state.types import key_token
 
 from ...errors import ChangeFeedError
 

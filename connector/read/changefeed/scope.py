@@ -17,9 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinkstate.checkpoint import DELETE
-from flinkstate.state.descriptors import StateKind
-from flinkstate.state.keyed.snapshot import StateMetaInfo
-from flinkstate.state.types.canonical import key_token
+from flinkstate.state import StateKind, StateMetaInfo
+from flinkstate.state.types import key_token
 
 _SCOPE_COLUMNS = ("key_group", "key", "namespace")
 
