@@ -1,4 +1,4 @@
-"""Side outputs of a ``process`` / ``foreach_batch`` run, and reading committed output back.
+"""The side outputs a ``process`` / ``foreach_batch`` run declares, parsed once.
 
 A run declares its side outputs (``side_outputs=``): a list of ``OutputTag``s, each with
 the schema of its ``type_info`` (a row type gives its fields; any other type one column
