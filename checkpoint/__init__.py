@@ -26,6 +26,7 @@ from .errors import (
 from .format import keyed_schema, operator_schema, storage_table
 from .local_cache import DEFAULT_CACHE_BYTES, CachedStorage, CacheUse, FileCache
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from .opening import open_checkpoint
 from .parquet_files import WrittenFile, read_row_group, write_row_groups
 from .reading.keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
 from .reading.keys import (
@@ -52,7 +53,7 @@ from .views.schemas import (
 )
 from .views.stats import Load, key_group_loads, state_entries, subtask_loads
 from .writing.append import DATA_DIR, VersionAppend, begin_append
-from .writing.checkpoints import CheckpointStorage, begin_savepoint, load_directory, open_checkpoint
+from .writing.checkpoints import CheckpointStorage, begin_savepoint, load_directory
 from .writing.committer import publish_manifest
 from .writing.edit import edit_checkpoint, plan_checkpoint_edits
 from .writing.increments import ChainPolicy
