@@ -27,11 +27,11 @@ from flinkstate.state.errors import SerializationError
 from flinkstate.state.serializers.base import TypeSerializer
 
 from . import fast
-from .binary import Cursor
 from .errors import FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
 from .metadata import KeyedHandle
-from .operator import snappy_block
+from .wire.data_read import Cursor
+from .wire.snappy_read import snappy_block
 
 _END_OF_GROUP = 0xFFFF
 _LIST_DELIMITER = 0x2C

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .binary import Cursor
 from .errors import FlinkFormatError, FlinkHeaderConflictError
 from .metadata import StreamHandle
 from .snapshots import FlinkType, read_top_level
+from .wire.data_read import Cursor
 
 SUPPORTED_VERSIONS = (5, 6)
 _BACKEND_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE")

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import cramjam
-
 from flinkstate.state.errors import SerializationError
 
-from .binary import Cursor
 from .errors import FlinkFormatError
 from .header import StateInfo, read_meta_info
 from .metadata import OperatorHandle
-
-_SNAPPY_STREAM = b"\xff\x06\x00\x00sNaPpY"
+from .wire.data_read import Cursor
+from .wire.snappy_read import snappy_block
 
 
 def read_operator_header(buf: bytes, where: str) -> tuple[bool, dict[str, StateInfo]]:
@@ -36,17 +33,6 @@ def read_operator_header(buf: bytes, where: str) -> tuple[bool, dict[str, StateI
             info = read_meta_info(c, len(states))
             states[info.name] = info
     return compressed, states
-
-
-def snappy_block(buf: bytes, start: int, end: int, where: str) -> bytes:
-    """The decompressed bytes of the snappy frames in ``buf[start:end]``."""
-    frames = buf[start:end]
-    if not frames.startswith(_SNAPPY_STREAM):
-        frames = _SNAPPY_STREAM + frames
-    try:
-        return bytes(cramjam.snappy.decompress(frames))
-    except cramjam.DecompressionError as exc:
-        raise FlinkFormatError(f"{where}: corrupt snappy block at byte offset {start}: {exc}") from exc
 
 
 def read_operator_state(

@@ -30,10 +30,10 @@ from .body import KeyGroupDecoder, StateRows
 from .errors import FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
 from .metadata import OperatorHandle, OperatorMeta, SubtaskState
-from .operator import snappy_block
 from .rowdata import ROWDATA
 from .savepoint import FlinkSavepoint
 from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType
+from .wire.snappy_read import snappy_block
 from .write_keyed import KeyedStateSpec
 from .write_operator import VERBATIM
 from .write_snapshots import Snapshot

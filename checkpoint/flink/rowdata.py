@@ -24,10 +24,10 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
 
-from .binary import Cursor
 from .errors import UnsupportedSerializerError
-from .javaser import JavaStreamReader
 from .values import RawSerializer, _ReadOnly
+from .wire.data_read import Cursor
+from .wire.objects_read import JavaStreamReader
 
 ROWDATA = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
 _TABLE = "org.apache.flink.table.runtime.typeutils."

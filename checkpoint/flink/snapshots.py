@@ -17,10 +17,10 @@ from flinkstate.state.serializers.base import TypeSerializer
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import PojoTypeInfo, RowTypeInfo, TypeInformation, Types
 
-from .binary import Cursor
 from .errors import UnsupportedSerializerError
 from .rowdata import ROWDATA, read_rowdata_snapshot
 from .values import GlobalWindowSerializer, RawSerializer, TtlValueSerializer
+from .wire.data_read import Cursor
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
 _COMPOSITE_MAGIC = 911108

@@ -31,7 +31,7 @@ from flinkstate.state.types.mapping import TypeInformation
 
 from .body import _END_OF_GROUP, _LIST_DELIMITER
 from .header import _BACKEND_TYPES, SUPPORTED_VERSIONS
-from .output import Output
+from .wire.data_write import Output
 from .write_namespaces import Namespace, timer_bytes, timer_snapshot
 from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .metadata import MAGIC, OPERATOR_MODES
-from .output import Output
+from .wire.data_write import Output
 from .write_operator import OperatorStateEntryOut
 
 VERSION = 3

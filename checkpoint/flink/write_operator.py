@@ -25,7 +25,7 @@ from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import TypeInformation
 
 from .header import _BACKEND_TYPES
-from .output import Output
+from .wire.data_write import Output
 from .write_keyed import HEADER_VERSION
 from .write_snapshots import key_snapshot, snapshot_of
 

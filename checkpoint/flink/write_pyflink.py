@@ -42,15 +42,15 @@ from flinkstate.state.types.mapping import (
 
 from ..manifest import OperatorEntry
 from ..reading.restore import CompletedCheckpoint
-from .binary import Cursor
 from .body import _END_OF_GROUP
 from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo, read_header
 from .metadata import OperatorMeta
-from .operator import snappy_block
 from .pyflink import encoder
 from .savepoint import PYTHON_PREFIX, FlinkSavepoint
 from .snapshots import _BYTES, _ROW, FlinkType
+from .wire.data_read import Cursor
+from .wire.snappy_read import snappy_block
 from .write_flink_source import FlinkOperator
 from .write_keyed import KeyedStateSpec
 from .write_snapshots import Snapshot, atomic_name, key_snapshot, map_of, ttl

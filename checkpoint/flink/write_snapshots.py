@@ -25,7 +25,6 @@ from flinkstate.state.types.mapping import (
 )
 
 from .errors import UnsupportedFlinkWriteError
-from .output import Output
 from .snapshots import (
     _ATOMIC,
     _BYTES,
@@ -41,6 +40,7 @@ from .snapshots import (
     _TUPLE,
     _VOID,
 )
+from .wire.data_write import Output
 
 #: The top-level snapshot framing (``TypeSerializerSnapshotSerializationUtil``'s version).
 TOP_LEVEL_VERSION = 2

@@ -15,10 +15,10 @@ from rowdata_model import encode, flink_hash
 from sql_model import IDS, SQL, SQL_DIR, accumulators, last_row, text
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
-from flinkstate.checkpoint.flink.binary import Cursor
 from flinkstate.checkpoint.flink.errors import FlinkFormatError
-from flinkstate.checkpoint.flink.javaser import JavaStreamReader
 from flinkstate.checkpoint.flink.rowdata import RowDataReader, SqlTypeInfo, _binary_row, key_group_of
+from flinkstate.checkpoint.flink.wire.data_read import Cursor
+from flinkstate.checkpoint.flink.wire.objects_read import JavaStreamReader
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.keygroups.assignment import compute_key_group_for_key_hash
 

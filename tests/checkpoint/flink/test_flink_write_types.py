@@ -26,7 +26,7 @@ from flinkstate.checkpoint.flink import (
 from flinkstate.checkpoint.flink.declared import parse_type
 from flinkstate.checkpoint.flink.errors import DeclaredTypeError
 from flinkstate.checkpoint.flink.key_hash import java_hash_code
-from flinkstate.checkpoint.flink.output import Output
+from flinkstate.checkpoint.flink.wire.data_write import Output
 from flinkstate.checkpoint.flink.write_snapshots import key_snapshot, snapshot_of
 from flinkstate.state import Types
 from flinkstate.state.errors import FlinkStateError, InvalidArgumentError, SerializationError

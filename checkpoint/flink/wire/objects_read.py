@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from .binary import Cursor
+from .data_read import Cursor
 
 _MAGIC = 0xACED0005
 _NULL, _REFERENCE, _CLASSDESC, _OBJECT, _STRING, _ARRAY = 0x70, 0x71, 0x72, 0x73, 0x74, 0x75

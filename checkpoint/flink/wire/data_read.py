@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from .errors import FlinkFormatError
+from ..errors import FlinkFormatError
 
 _I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")

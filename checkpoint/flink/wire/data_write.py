@@ -1,4 +1,4 @@
-"""A big-endian writer of Java ``DataOutputStream`` bytes: the inverse of :class:`.binary.Cursor`.
+"""A big-endian writer of Java ``DataOutputStream`` bytes: the inverse of :class:`.data_read.Cursor`.
 
 Every value is range-checked; one that Java's stream could not write (an int out of
 range, a ``writeUTF`` string over 65,535 encoded bytes) raises
