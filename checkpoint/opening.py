@@ -45,7 +45,7 @@ def open_checkpoint(
         except (CheckpointNotFoundError, IsADirectoryError, NotADirectoryError):
             data = None
         if data is not None:
-            from .flink.metadata import is_flink_metadata
+            from .flink.metadata.metadata_read import is_flink_metadata
             from .flink.savepoint import read_savepoint
 
             if is_flink_metadata(data[:4]):

@@ -17,9 +17,9 @@ from .errors import (
     UnsupportedSerializerError,
 )
 from .importing import import_savepoint
-from .metadata import is_flink_metadata
+from .metadata.metadata_read import is_flink_metadata
+from .metadata.operator_id import operator_id_hex
 from .nested import nested_view
-from .operator_id import operator_id_hex
 from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
 from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
 from .savepoint_writer import write_operators, write_savepoint

@@ -29,7 +29,7 @@ from flinkstate.state.serializers.base import TypeSerializer
 from . import fast
 from .errors import FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
-from .metadata import KeyedHandle
+from .metadata.metadata_read import KeyedHandle
 from .wire.data_read import Cursor
 from .wire.snappy_read import snappy_block
 

@@ -27,7 +27,7 @@ from flinkstate.state.ttl import StateTtlConfig
 from ..edits import EditPlan, KeyedRows, OperatorLayout, OperatorPlan, SavepointEdits, plan_edits
 from ..errors import CheckpointError
 from .errors import UnsupportedFlinkWriteError
-from .operator_id import operator_id, operator_id_hex
+from .metadata.operator_id import operator_id, operator_id_hex
 from .savepoint import FlinkSavepoint
 from .savepoint_writer import DEFAULT_INLINE_THRESHOLD, write_operators
 from .write_arrow import ArrowOperator, ArrowState, MergedOperator

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import FlinkFormatError, FlinkHeaderConflictError
-from .metadata import StreamHandle
+from .metadata.metadata_read import StreamHandle
 from .snapshots import FlinkType, read_top_level
 from .wire.data_read import Cursor
 

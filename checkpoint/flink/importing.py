@@ -17,7 +17,7 @@ from flinkstate.state.operator import OperatorStateBackend
 from ..reading.restore import CompletedCheckpoint
 from ..writing.checkpoints import begin_savepoint
 from .errors import UnsupportedFlinkWriteError
-from .operator_id import operator_id_hex
+from .metadata.operator_id import operator_id_hex
 from .restore import operator_states
 from .savepoint import FlinkSavepoint
 

@@ -23,7 +23,7 @@ from . import fast
 from .body import KeyGroupDecoder
 from .errors import FlinkFormatError, UnsupportedFlinkFeatureError
 from .manifest import Manifest, parse_manifest
-from .metadata import KeyedHandle
+from .metadata.metadata_read import KeyedHandle
 from .sst import (
     DELETION,
     MERGE,

@@ -15,7 +15,7 @@ from flinkstate.state.errors import SerializationError
 
 from .errors import FlinkFormatError
 from .header import StateInfo, read_meta_info
-from .metadata import OperatorHandle
+from .metadata.metadata_read import OperatorHandle
 from .wire.data_read import Cursor
 from .wire.snappy_read import snappy_block
 

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from ..arrow_codec import from_arrow
 from ..errors import CheckpointNotFoundError
 from .header import StateInfo, union_states
-from .metadata import OperatorMeta
+from .metadata.metadata_read import OperatorMeta
 from .operator import read_operator_header, read_operator_state
 from .tables import broadcast_table, operator_table
 

@@ -29,7 +29,7 @@ from flinkstate.state.types.mapping import TypeInformation, Types
 from .body import KeyGroupDecoder, StateRows
 from .errors import FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
-from .metadata import OperatorHandle, OperatorMeta, SubtaskState
+from .metadata.metadata_read import OperatorHandle, OperatorMeta, SubtaskState
 from .rowdata import ROWDATA
 from .savepoint import FlinkSavepoint
 from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType

@@ -25,9 +25,15 @@ from .body import KeyGroupDecoder, StateRows, decode_groups
 from .declared import StateDeclaration, apply_declarations, declarations
 from .errors import DeclaredTypeError
 from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
-from .metadata import CheckpointMeta, KeyedHandle, OperatorMeta, is_flink_metadata, parse_metadata
+from .metadata.metadata_read import (
+    CheckpointMeta,
+    KeyedHandle,
+    OperatorMeta,
+    is_flink_metadata,
+    parse_metadata,
+)
+from .metadata.operator_id import operator_id_hex
 from .native import read_native
-from .operator_id import operator_id_hex
 from .operator_states import empty_operator_table, operator_infos, operator_state, subtask_values
 from .tables import keyed_schema, keyed_table
 

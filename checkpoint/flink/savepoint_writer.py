@@ -36,10 +36,17 @@ from ..progress import progress_steps
 from ..reading.restore import CompletedCheckpoint
 from ..storage import Storage
 from .errors import UnsupportedFlinkWriteError
+from .metadata.metadata_write import (
+    KeyedOut,
+    OperatorOut,
+    OperatorStateOut,
+    StreamOut,
+    SubtaskOut,
+    metadata_bytes,
+)
 from .savepoint import FlinkSavepoint, read_savepoint
 from .write_flink_source import FlinkOperator
 from .write_keyed import keyed_stream
-from .write_metadata import KeyedOut, OperatorOut, OperatorStateOut, StreamOut, SubtaskOut, metadata_bytes
 from .write_operator import operator_stream, subtask_states
 from .write_pyflink import pyflink_operator
 from .write_sources import CheckpointOperator, OperatorSource

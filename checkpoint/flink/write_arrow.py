@@ -33,7 +33,7 @@ from flinkstate.state.types.mapping import TypeInformation
 from ..arrow_codec import from_arrow
 from ..state_rows import fit, fit_keyed, fit_keys, key_group_columns, refuse_null_elements
 from .errors import UnsupportedFlinkWriteError
-from .operator_id import operator_id
+from .metadata.operator_id import operator_id
 from .savepoint import FlinkSavepoint
 from .savepoint_writer import operators_of
 from .write_keyed import KeyedStateSpec

@@ -16,7 +16,7 @@ from flinkstate.state.types.mapping import TypeInformation
 from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
 from .kryo_write import kryo_spec
-from .metadata import OperatorMeta
+from .metadata.metadata_read import OperatorMeta
 from .operator import read_operator_header
 from .passthrough import BYTES as _BYTES
 from .passthrough import (

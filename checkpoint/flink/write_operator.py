@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from flinkstate.state.errors import SerializationError
@@ -25,6 +24,7 @@ from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import TypeInformation
 
 from .header import _BACKEND_TYPES
+from .metadata.metadata_write import OperatorStateEntryOut
 from .wire.data_write import Output
 from .write_keyed import HEADER_VERSION
 from .write_snapshots import key_snapshot, snapshot_of
@@ -32,15 +32,6 @@ from .write_snapshots import key_snapshot, snapshot_of
 _MODE_OPTION = "OPERATOR_STATE_DISTRIBUTION_MODE"
 #: The key of :attr:`OperatorStateData.meta` holding a verbatim state's meta info bytes.
 VERBATIM = "flink_meta_info"
-
-
-@dataclass(frozen=True)
-class OperatorStateEntryOut:
-    """One state's entry in the operator state handle: its mode and offsets."""
-
-    name: str
-    mode: str  # SPLIT_DISTRIBUTE | UNION | BROADCAST
-    offsets: tuple[int, ...]
 
 
 def check_types(what: str, value: TypeInformation, user_key: TypeInformation | None, broadcast: bool) -> None:

@@ -45,7 +45,7 @@ from ..reading.restore import CompletedCheckpoint
 from .body import _END_OF_GROUP
 from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo, read_header
-from .metadata import OperatorMeta
+from .metadata.metadata_read import OperatorMeta
 from .pyflink import encoder
 from .savepoint import PYTHON_PREFIX, FlinkSavepoint
 from .snapshots import _BYTES, _ROW, FlinkType

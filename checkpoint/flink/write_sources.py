@@ -28,7 +28,7 @@ from ..reading.merge import merge_keyed
 from ..reading.restore import CompletedCheckpoint
 from .errors import UnsupportedFlinkWriteError
 from .key_hash import check_key_type, flink_key_group_assigner
-from .operator_id import operator_id
+from .metadata.operator_id import operator_id
 from .write_keyed import KeyedStateSpec
 from .write_namespaces import namespace_of
 from .write_operator import check_types

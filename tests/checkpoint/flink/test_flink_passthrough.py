@@ -29,7 +29,7 @@ from flinkstate.checkpoint.flink import (
     write_savepoint,
 )
 from flinkstate.checkpoint.flink.key_hash import flink_key_group_assigner
-from flinkstate.checkpoint.flink.operator_id import operator_id
+from flinkstate.checkpoint.flink.metadata.operator_id import operator_id
 from flinkstate.checkpoint.flink.passthrough import operator_elements
 from flinkstate.checkpoint.flink.savepoint_writer import operators_of
 from flinkstate.checkpoint.flink.wire.data_write import Output

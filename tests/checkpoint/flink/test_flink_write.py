@@ -29,7 +29,7 @@ from flinkstate.checkpoint.flink import (
 )
 from flinkstate.checkpoint.flink.errors import FlinkFormatError
 from flinkstate.checkpoint.flink.header import read_meta_info
-from flinkstate.checkpoint.flink.operator_id import murmur3_128
+from flinkstate.checkpoint.flink.metadata.operator_id import murmur3_128
 from flinkstate.checkpoint.flink.snapshots import read_top_level
 from flinkstate.checkpoint.flink.wire.data_read import Cursor
 from flinkstate.checkpoint.flink.wire.data_write import Output, modified_utf8

@@ -15,8 +15,8 @@ from typing import Any
 
 import fsspec
 
-from .errors import FlinkFormatError
-from .wire.data_read import Cursor
+from ..errors import FlinkFormatError
+from ..wire.data_read import Cursor
 
 MAGIC = 0x4960672D
 _MASTER_MAGIC = 0xC96B1696 - (1 << 32)

@@ -1,4 +1,4 @@
-"""Flink's ``_metadata`` of version 3: the inverse of :mod:`.metadata` for what the savepoint
+"""Flink's ``_metadata`` of version 3: the inverse of :mod:`.metadata_read` for what the savepoint
 writer produces.
 
 Version 3 (``MetadataV3Serializer``, which Flink 2.3 still restores) has no operator names
@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .metadata import MAGIC, OPERATOR_MODES
-from .wire.data_write import Output
-from .write_operator import OperatorStateEntryOut
+from ..wire.data_write import Output
+from .metadata_read import MAGIC, OPERATOR_MODES
 
 VERSION = 3
 _NULL = 0
@@ -28,6 +27,15 @@ _BYTE_STREAM = 1
 _OPERATOR_STATE = 4
 _RELATIVE_FILE = 6
 _SAVEPOINT_KEY_GROUPS = 7
+
+
+@dataclass(frozen=True)
+class OperatorStateEntryOut:
+    """One state's entry in the operator state handle: its mode and offsets."""
+
+    name: str
+    mode: str  # SPLIT_DISTRIBUTE | UNION | BROADCAST
+    offsets: tuple[int, ...]
 
 
 @dataclass(frozen=True)
