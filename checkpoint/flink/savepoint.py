@@ -33,8 +33,8 @@ from .metadata.metadata_read import (
     parse_metadata,
 )
 from .metadata.operator_id import operator_id_hex
-from .native import read_native
 from .operator_states import empty_operator_table, operator_infos, operator_state, subtask_values
+from .rocksdb.native_read import read_native
 from .tables import keyed_schema, keyed_table
 
 PYTHON_PREFIX = "python-state-"

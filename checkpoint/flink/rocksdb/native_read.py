@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
-from . import fast
-from .body import KeyGroupDecoder
-from .errors import FlinkFormatError, UnsupportedFlinkFeatureError
-from .manifest import Manifest, parse_manifest
-from .metadata.metadata_read import KeyedHandle
-from .sst import (
+from .. import fast
+from ..body import KeyGroupDecoder
+from ..errors import FlinkFormatError, UnsupportedFlinkFeatureError
+from ..metadata.metadata_read import KeyedHandle
+from .manifest_read import Manifest, parse_manifest
+from .sst_read import (
     DELETION,
     MERGE,
     SINGLE_DELETION,

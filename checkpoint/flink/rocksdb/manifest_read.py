@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import FlinkFormatError, UnsupportedFlinkFeatureError
 from .checksums import masked_crc32c
-from .errors import FlinkFormatError, UnsupportedFlinkFeatureError
-from .sst import varint
+from .sst_read import varint
 
 _BLOCK = 32768
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4

@@ -20,8 +20,8 @@ from itertools import chain
 
 import cramjam
 
+from ..errors import FlinkFormatError, UnsupportedFlinkFeatureError
 from .checksums import block_checksum
-from .errors import FlinkFormatError, UnsupportedFlinkFeatureError
 
 MAGIC = 0x88E241B785F4CFF7
 _FOOTER = 53
