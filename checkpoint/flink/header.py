@@ -16,7 +16,8 @@ from typing import Any
 
 from .errors import FlinkFormatError, FlinkHeaderConflictError
 from .metadata.metadata_read import StreamHandle
-from .snapshots import FlinkType, read_top_level
+from .types.flink_type import FlinkType
+from .types.snapshots_read import read_top_level
 from .wire.data_read import Cursor
 
 SUPPORTED_VERSIONS = (5, 6)

@@ -30,13 +30,14 @@ from .body import KeyGroupDecoder, StateRows
 from .errors import FlinkFormatError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
 from .metadata.metadata_read import OperatorHandle, OperatorMeta, SubtaskState
-from .rowdata import ROWDATA
 from .savepoint import FlinkSavepoint
-from .snapshots import _KRYO, _POJO, _TUPLE, FlinkType
+from .types import classes
+from .types.classes import ROWDATA
+from .types.flink_type import FlinkType
+from .types.snapshots_write import Snapshot
 from .wire.snappy_read import snappy_block
 from .write_keyed import KeyedStateSpec
 from .write_operator import VERBATIM
-from .write_snapshots import Snapshot
 
 #: The type a verbatim state's values are given where our type is unknown: bytes.
 BYTES: TypeInformation = Types.PRIMITIVE_ARRAY(Types.BYTE())
@@ -44,7 +45,7 @@ BYTES: TypeInformation = Types.PRIMITIVE_ARRAY(Types.BYTE())
 
 def serializer_classes(t: FlinkType) -> tuple[Any, ...]:
     """The serializer snapshot classes of a Flink type, nested (and a Tuple's or POJO's class)."""
-    java_class = t.java_class if t.snapshot_class in (_TUPLE, _POJO) else ""
+    java_class = t.java_class if t.snapshot_class in (classes.TUPLE, classes.POJO) else ""
     return (t.snapshot_class, java_class, tuple(serializer_classes(c) for c in t.children))
 
 
@@ -56,7 +57,7 @@ def snapshot_classes(s: Snapshot) -> tuple[Any, ...]:
 def unwritable(t: FlinkType) -> str | None:
     """Why Flink's serializer ``t`` (or one nested in it) cannot be written (None: it can)."""
     inner = t.inner if t.inner is not None else t
-    if inner.snapshot_class == _KRYO:
+    if inner.snapshot_class == classes.KRYO:
         return (
             f"the Kryo-serialized class {inner.java_class} cannot be written (Flink's Kryo bytes and "
             "registrations are not produced)"

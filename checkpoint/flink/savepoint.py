@@ -22,9 +22,9 @@ from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import CheckpointNotFoundError
 from .body import KeyGroupDecoder, StateRows, decode_groups
-from .declared import StateDeclaration, apply_declarations, declarations
 from .errors import DeclaredTypeError
 from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
+from .kryo_declared import apply_declarations
 from .metadata.metadata_read import (
     CheckpointMeta,
     KeyedHandle,
@@ -36,6 +36,7 @@ from .metadata.operator_id import operator_id_hex
 from .operator_states import empty_operator_table, operator_infos, operator_state, subtask_values
 from .rocksdb.native_read import read_native
 from .tables import keyed_schema, keyed_table
+from .types.declared_read import StateDeclaration, declarations
 
 PYTHON_PREFIX = "python-state-"
 
@@ -299,7 +300,7 @@ class FlinkSavepoint:
     ) -> pa.Table:
         """PyFlink Python state ``name`` (``kind`` value, list or map) decoded with the declared types
         (as ``read_savepoint(types={name: StateDeclaration(...)})`` does)."""
-        from .pyflink import declared_table
+        from .types.pyflink_read import declared_table
 
         found = self.keyed_info(operator, f"{PYTHON_PREFIX}{name}")
         if found is None:
@@ -310,7 +311,7 @@ class FlinkSavepoint:
         return declared_table(raw, found[1].kind, declared, allow_pickle, where)
 
     def _python_table(self, operator: str, state: str, raw: pa.Table, info: StateInfo) -> pa.Table:
-        from .pyflink import declared_table
+        from .types.pyflink_read import declared_table
 
         where = f"{self.directory}: operator {operator}, Python state {state}"
         return declared_table(raw, info.kind, self.types[state], self.allow_pickle, where)

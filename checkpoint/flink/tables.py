@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from ..arrow_codec import to_arrow
 from .body import StateRows
-from .snapshots import FlinkType
+from .types.flink_type import FlinkType
 
 TTL_TYPE = pa.timestamp("ms", tz="UTC")
 

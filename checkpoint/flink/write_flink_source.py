@@ -5,7 +5,8 @@ states."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from flinkstate.state.keyed.snapshot import StateColumns
@@ -15,7 +16,6 @@ from flinkstate.state.types.mapping import TypeInformation
 
 from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo
-from .kryo_write import kryo_spec
 from .metadata.metadata_read import OperatorMeta
 from .operator import read_operator_header
 from .passthrough import BYTES as _BYTES
@@ -29,10 +29,13 @@ from .passthrough import (
     verbatim_spec,
 )
 from .savepoint import FlinkSavepoint
-from .snapshots import FlinkType
+from .types import classes
+from .types.flink_type import FlinkType
+from .types.kryo_read import KryoReader
+from .types.kryo_write import KryoWriter, state_class_header
+from .types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
 from .write_keyed import KeyedStateSpec
 from .write_namespaces import flink_namespace
-from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot
 from .write_sources import TIMESTAMP, OperatorSource
 
 
@@ -235,3 +238,27 @@ class FlinkOperator(OperatorSource):
                     OperatorStateData(entry.name, mode, info.value.type_info, values, user_key)
                 )
         return out
+
+
+def kryo_spec(
+    source: FlinkSavepoint,
+    operator_id: str,
+    info: StateInfo,
+    what: str,
+    check_key: Callable[[FlinkType], object],
+) -> KeyedStateSpec | None:
+    """How keyed state ``info`` of a Flink savepoint, a declared Kryo class, is set from rows:
+    its meta info written as read (the Kryo serializer snapshot and its registrations with it),
+    its values encoded by a :class:`KryoWriter` with the class header its values carry
+    (``check_key`` refuses a map key the writer cannot encode). None: not a declared Kryo state."""
+    value = info.value.inner if info.value.inner is not None else info.value
+    if info.is_timer or value.snapshot_class != classes.KRYO or not isinstance(value.serializer, KryoReader):
+        return None
+    if info.user_key is not None:
+        check_key(info.user_key)
+    namespace = flink_namespace(info.namespace, what)
+    raw = (v for rows in source.raw_keyed(operator_id, info.name) for v in rows.value)
+    header = state_class_header(raw, info.kind, info.ttl, value.java_class, what)
+    assert value.type_info is not None
+    writer = KryoWriter(value.type_info.to_arrow(), value.java_class, header, what)
+    return replace(verbatim_spec(info), namespace=namespace, encoder=writer)

@@ -31,9 +31,9 @@ from flinkstate.state.types.mapping import TypeInformation
 
 from .body import _END_OF_GROUP, _LIST_DELIMITER
 from .header import _BACKEND_TYPES, SUPPORTED_VERSIONS
+from .types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
 from .wire.data_write import Output
 from .write_namespaces import Namespace, timer_bytes, timer_snapshot
-from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
 
 HEADER_VERSION = max(SUPPORTED_VERSIONS)
 _KEY_VALUE = _BACKEND_TYPES.index("KEY_VALUE")

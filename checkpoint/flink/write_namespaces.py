@@ -27,9 +27,10 @@ from flinkstate.state.errors import SerializationError
 from flinkstate.state.types.mapping import BasicTypeInfo, RowTypeInfo, TypeInformation
 
 from .errors import UnsupportedFlinkWriteError
-from .snapshots import _GLOBAL_WINDOW, _TIMER, _VOID, _WINDOW, FlinkType
-from .values import GLOBAL_WINDOW
-from .write_snapshots import Snapshot
+from .types import classes
+from .types.flink_type import FlinkType
+from .types.snapshots_write import Snapshot
+from .types.values_read import GLOBAL_WINDOW
 
 _WINDOW_BOUNDS = struct.Struct(">qq")
 _SIGN = 1 << 63
@@ -40,9 +41,9 @@ _STRING = BasicTypeInfo("STRING")
 class Namespace(enum.Enum):
     """A namespace Flink's savepoints can hold, by its serializer snapshot class."""
 
-    VOID = _VOID
-    TIME_WINDOW = _WINDOW
-    GLOBAL_WINDOW = _GLOBAL_WINDOW
+    VOID = classes.VOID
+    TIME_WINDOW = classes.WINDOW
+    GLOBAL_WINDOW = classes.GLOBAL_WINDOW
 
     @property
     def snapshot(self) -> Snapshot:
@@ -98,7 +99,7 @@ def flink_namespace(t: FlinkType | None, what: str) -> Namespace:
 
 def timer_snapshot(key: Snapshot, namespace: Namespace) -> Snapshot:
     """The VALUE_SERIALIZER snapshot of a timer queue: Flink's TimerSerializer of key and namespace."""
-    return Snapshot(_TIMER, (key, namespace.snapshot))
+    return Snapshot(classes.TIMER, (key, namespace.snapshot))
 
 
 def timer_bytes(timestamp: int, key: bytes, namespace: bytes) -> bytes:

@@ -25,9 +25,9 @@ from flinkstate.state.types.mapping import TypeInformation
 
 from .header import _BACKEND_TYPES
 from .metadata.metadata_write import OperatorStateEntryOut
+from .types.snapshots_write import key_snapshot, snapshot_of
 from .wire.data_write import Output
 from .write_keyed import HEADER_VERSION
-from .write_snapshots import key_snapshot, snapshot_of
 
 _MODE_OPTION = "OPERATOR_STATE_DISTRIBUTION_MODE"
 #: The key of :attr:`OperatorStateData.meta` holding a verbatim state's meta info bytes.

@@ -46,22 +46,20 @@ from .body import _END_OF_GROUP
 from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from .header import KeyedHeader, StateInfo, read_header
 from .metadata.metadata_read import OperatorMeta
-from .pyflink import encoder
 from .savepoint import PYTHON_PREFIX, FlinkSavepoint
-from .snapshots import _BYTES, _ROW, FlinkType
+from .types import classes
+from .types.flink_type import FlinkType
+from .types.pyflink_write import encoder
+from .types.snapshots_write import Snapshot, atomic_name, key_snapshot, map_of, ttl
 from .wire.data_read import Cursor
 from .wire.snappy_read import snappy_block
 from .write_flink_source import FlinkOperator
 from .write_keyed import KeyedStateSpec
-from .write_snapshots import Snapshot, atomic_name, key_snapshot, map_of, ttl
 from .write_sources import CheckpointOperator, OperatorSource
 
 PYFLINK_MODES = ("process", "thread")
 #: Appended to a mode: keys are pickled (``key_by`` without ``key_type``).
 PICKLED_KEY = "+pickled-key"
-_WRAPPER = (
-    "org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer$ByteArrayWrapperSerializerSnapshot"
-)
 _BYTE_ARRAY = Types.PRIMITIVE_ARRAY(Types.BYTE())
 _THREAD_ATOMIC = {
     "BYTE": "LONG",
@@ -113,7 +111,9 @@ def _row_key_field(t: TypeInformation) -> TypeInformation | None:
 
 def _key_snapshot(field: TypeInformation, what: str) -> Snapshot:
     """The snapshot of Flink's serializer of PyFlink's key (a Row of ``field``)."""
-    return Snapshot(_ROW, (Snapshot(_BYTES) if field == _BYTE_ARRAY else key_snapshot(field, what),))
+    return Snapshot(
+        classes.ROW, (Snapshot(classes.BYTES) if field == _BYTE_ARRAY else key_snapshot(field, what),)
+    )
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,8 @@ class PythonStateSpec(KeyedStateSpec):
     def value_snapshot(self, what: str = "") -> Snapshot:
         if self.kind != "MAP":
             return super().value_snapshot(what)
-        value = Snapshot(_BYTES)
-        return map_of(Snapshot(_WRAPPER), ttl(value) if self.ttl else value)
+        value = Snapshot(classes.BYTES)
+        return map_of(Snapshot(classes.BYTE_WRAPPER), ttl(value) if self.ttl else value)
 
 
 def _thread_type(t: TypeInformation | None, what: str) -> tuple[TypeInformation, Convert]:
@@ -298,19 +298,19 @@ class PyFlinkSavepointOperator(FlinkOperator):
 
     def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
         field = _row_key_field(t.type_info) if key and t.type_info is not None else None
-        if field is not None and t.snapshot_class == _ROW and len(t.children) == 1:
+        if field is not None and t.snapshot_class == classes.ROW and len(t.children) == 1:
             child = t.children[0]
             self.python_key = (
-                _BYTE_ARRAY if child.snapshot_class == _BYTES else super()._same(child, what, True)
+                _BYTE_ARRAY if child.snapshot_class == classes.BYTES else super()._same(child, what, True)
             )
             return row_key(self.python_key)
-        if key and t.snapshot_class == _WRAPPER:
+        if key and t.snapshot_class == classes.BYTE_WRAPPER:
             return _BYTE_ARRAY
         return super()._same(t, what, key)
 
     def _spec(self, info: StateInfo) -> KeyedStateSpec:
         spec = super()._spec(info)
-        if info.user_key is not None and info.user_key.snapshot_class == _WRAPPER:
+        if info.user_key is not None and info.user_key.snapshot_class == classes.BYTE_WRAPPER:
             return PythonStateSpec(**{f.name: getattr(spec, f.name) for f in fields(spec)})
         return spec
 

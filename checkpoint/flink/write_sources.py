@@ -27,12 +27,12 @@ from ..manifest import OperatorEntry
 from ..reading.merge import merge_keyed
 from ..reading.restore import CompletedCheckpoint
 from .errors import UnsupportedFlinkWriteError
-from .key_hash import check_key_type, flink_key_group_assigner
 from .metadata.operator_id import operator_id
+from .types.key_hash import check_key_type, flink_key_group_assigner
+from .types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
 from .write_keyed import KeyedStateSpec
 from .write_namespaces import namespace_of
 from .write_operator import check_types
-from .write_snapshots import Snapshot, VerbatimSnapshot, key_snapshot
 
 _TIMER_QUEUES = ("_timer_state/event_", "_timer_state/processing_")
 TIMESTAMP = BasicTypeInfo("LONG")

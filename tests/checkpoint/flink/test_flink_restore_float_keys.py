@@ -14,7 +14,7 @@ import pytest
 from flinkstate.checkpoint.flink.body import StateRows
 from flinkstate.checkpoint.flink.header import KeyedHeader, StateInfo
 from flinkstate.checkpoint.flink.restore import keyed_backend
-from flinkstate.checkpoint.flink.snapshots import FlinkType
+from flinkstate.checkpoint.flink.types.flink_type import FlinkType
 from flinkstate.state import MapStateDescriptor, Types, assign_to_key_group
 
 MAX_P = 2  # 0.0 and -0.0 share a key group

@@ -11,7 +11,7 @@ import pytest
 
 from flinkstate.checkpoint.flink.header import StateInfo
 from flinkstate.checkpoint.flink.restore import operator_backend
-from flinkstate.checkpoint.flink.snapshots import FlinkType
+from flinkstate.checkpoint.flink.types.flink_type import FlinkType
 from flinkstate.state import ListStateDescriptor, Types
 
 OFFSETS = ListStateDescriptor("offsets", Types.LONG())

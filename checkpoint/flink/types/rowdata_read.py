@@ -24,19 +24,19 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
 
-from .errors import UnsupportedSerializerError
-from .values import RawSerializer, _ReadOnly
-from .wire.data_read import Cursor
-from .wire.objects_read import JavaStreamReader
+from ..errors import UnsupportedSerializerError
+from ..wire.data_read import Cursor
+from ..wire.objects_read import JavaStreamReader
+from . import classes
+from .flink_type import FlinkType
+from .values_read import RawSerializer, _ReadOnly
 
-ROWDATA = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
 _TABLE = "org.apache.flink.table.runtime.typeutils."
 _TABLE_SNAPSHOTS = {
     f"{_TABLE}StringDataSerializer$StringDataSerializerSnapshot": 0,
     f"{_TABLE}DecimalDataSerializer$DecimalSerializerSnapshot": 2,
     f"{_TABLE}TimestampDataSerializer$TimestampDataSerializerSnapshot": 1,
 }
-_NESTED_MAGIC = 1333245
 _EPOCH = datetime.date(1970, 1, 1)
 _ARROW: dict[str, pa.DataType] = {
     "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INTEGER": pa.int32(),
@@ -97,12 +97,12 @@ def _logical(obj: Any, what: str) -> SqlTypeInfo:
     raise UnsupportedSerializerError(f"{what}: RowData field of SQL type {root} is not decoded")
 
 
-def read_rowdata_snapshot(c: Cursor, what: str, read_snapshot: Callable[[Cursor, str], Any]) -> Any:
+def read_rowdata_snapshot(
+    c: Cursor, what: str, read_snapshot: Callable[[Cursor, str], FlinkType]
+) -> FlinkType:
     """The FlinkType of a ``RowDataSerializer`` snapshot (``c`` after its class and version)."""
-    from .snapshots import FlinkType
-
     objects = [JavaStreamReader(c, f"{what} field {i} type").read() for i in range(c.count(f"{what} arity"))]
-    c.expect_int(_NESTED_MAGIC, f"{what} nested snapshots magic")
+    c.expect_int(classes.NESTED_MAGIC, f"{what} nested snapshots magic")
     c.i32(f"{what} nested snapshots version")
     for i in range(c.count(f"{what} nested count", 6)):
         at = c.pos
@@ -118,9 +118,9 @@ def read_rowdata_snapshot(c: Cursor, what: str, read_snapshot: Callable[[Cursor,
         fields = tuple(_logical(o, f"{what} field {i}") for i, o in enumerate(objects))
     except UnsupportedSerializerError as exc:
         raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
-        return FlinkType(ROWDATA, raw, RawSerializer(), False, java_class=f"RowData ({exc.detail})")
+        return FlinkType(classes.ROWDATA, raw, RawSerializer(), False, java_class=f"RowData ({exc.detail})")
     t = RowTypeInfo(fields, tuple(f"f{i}" for i in range(len(fields))), "ROW")
-    return FlinkType(ROWDATA, t, RowDataReader(fields))
+    return FlinkType(classes.ROWDATA, t, RowDataReader(fields))
 
 
 class RowDataReader(_ReadOnly):

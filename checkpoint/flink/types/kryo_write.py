@@ -1,24 +1,23 @@
-"""Kryo-serialized values encoded from a declared struct: the inverse of :mod:`.kryo`.
+"""Kryo-serialized values encoded from a declared struct: the inverse of :mod:`.kryo_read`.
 
 :class:`KryoWriter` writes what Flink 2.3's ``KryoSerializer`` writes for one class: the class
 header (the registration id, or the class name, as the state's own values carry it: Kryo's
 registrations live in the serializer snapshot, which the writer carries as read), the
 reference marker of a new object, then the declared fields sorted by name, each as
-:mod:`.kryo` reads it. Strings are Kryo 5's ``Output.writeString``: an ASCII run for 2 to 32
+:mod:`.kryo_read` reads it. Strings are Kryo 5's ``Output.writeString``: an ASCII run for 2 to 32
 ASCII chars, else a flagged varint of char count + 1 and the UTF-16 code units in Kryo's
 UTF-8 (one byte up to 0x7F, two up to 0x7FF, else three; astral chars as two surrogates).
 
 :func:`class_header` takes the class header from a value's bytes; :func:`state_class_header`
 the one header all values of a state share (a state holding none, or values of several
-classes, has no header the writer can know: ``[FLINK_UNSUPPORTED]``); :func:`kryo_spec` how
-a Kryo state of a Flink savepoint read with its declaration is set from rows.
+classes, has no header the writer can know: ``[FLINK_UNSUPPORTED]``). How a Kryo state of a
+Flink savepoint read with its declaration is set from rows: ``writer.flink_source.kryo_spec``.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -26,23 +25,11 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.serializers.base import TypeSerializer
 
-from .errors import UnsupportedFlinkWriteError
-from .header import StateInfo
-from .kryo import KryoReader, kryo_string, varint
-from .passthrough import verbatim_spec
-from .savepoint import FlinkSavepoint
-from .snapshots import _KRYO, FlinkType
-from .write_keyed import KeyedStateSpec
-from .write_namespaces import flink_namespace
+from ..errors import UnsupportedFlinkWriteError
+from .kryo_read import FIXED, KryoReader, encoding, java_order, kryo_string, varint
 
 Write = Callable[[Any, bytearray], None]
 _NEW_OBJECT = b"\x01"  # Kryo's reference marker of an object not seen before
-_FIXED = {
-    "int16": struct.Struct("<h"),
-    "int8": struct.Struct("<b"),
-    "float": struct.Struct("<f"),
-    "double": struct.Struct("<d"),
-}
 _ASCII_RUN = range(2, 33)  # Kryo writes 2 to 32 ASCII chars as an ASCII run
 
 
@@ -95,7 +82,7 @@ def write_string(s: str, out: bytearray) -> None:
 
 
 def _fixed(name: str) -> Write:
-    s = _FIXED[name]
+    s = FIXED[name]
     kinds = (int, float) if name in ("float", "double") else (int,)
 
     def write(v: Any, out: bytearray) -> None:
@@ -115,28 +102,22 @@ def _boolean(v: Any, out: bytearray) -> None:
     out.append(1 if v else 0)
 
 
-def _primitive(t: pa.DataType) -> Write:
-    if pa.types.is_int64(t):
-        return _zigzag(64)
-    if pa.types.is_int32(t):
-        return _zigzag(32)
-    if pa.types.is_int16(t):
-        return _fixed("int16")
-    if pa.types.is_int8(t):
-        return _fixed("int8")
-    if pa.types.is_boolean(t):
-        return _boolean
-    if pa.types.is_float32(t):
-        return _fixed("float")
-    if pa.types.is_float64(t):
-        return _fixed("double")
-    if pa.types.is_string(t):
-        return write_string
-    raise SerializationError(f"type {t} has no Kryo field encoding")  # the reader refused it first
+_WRITE: dict[str, Write] = {
+    "long": _zigzag(64),
+    "int": _zigzag(32),
+    "boolean": _boolean,
+    "string": write_string,
+    **{name: _fixed(name) for name in FIXED},
+}
 
 
 def _field_writer(field: pa.Field) -> Write:
-    inner = _primitive(field.type)
+    name = encoding(field.type)
+    if name is None:
+        raise SerializationError(
+            f"type {field.type} has no Kryo field encoding"
+        )  # the reader refused it first
+    inner = _WRITE[name]
     if pa.types.is_string(field.type) or field.nullable:
 
         def nullable(v: Any, out: bytearray) -> None:
@@ -162,10 +143,8 @@ class KryoWriter(TypeSerializer):
 
     def __init__(self, declared: pa.DataType, java_class: str, header: bytes, what: str) -> None:
         self.reader = KryoReader(declared, java_class, what)  # checks the declaration
-        ordered = sorted(
-            (declared.field(i) for i in range(declared.num_fields)), key=lambda f: f.name.encode("utf-16-be")
-        )
-        self.fields = [(f.name, _field_writer(f)) for f in ordered]
+        fields = [declared.field(i) for i in range(declared.num_fields)]
+        self.fields = [(f.name, _field_writer(f)) for f in java_order(fields)]
         self.header = header + _NEW_OBJECT
         self.java_class = java_class
 
@@ -226,27 +205,3 @@ def state_class_header(values: Iterable[bytes], kind: str, ttl: bool, java_class
             "cannot be written"
         )
     return found.pop()
-
-
-def kryo_spec(
-    source: FlinkSavepoint,
-    operator_id: str,
-    info: StateInfo,
-    what: str,
-    check_key: Callable[[FlinkType], object],
-) -> KeyedStateSpec | None:
-    """How keyed state ``info`` of a Flink savepoint, a declared Kryo class, is set from rows:
-    its meta info written as read (the Kryo serializer snapshot and its registrations with it),
-    its values encoded by a :class:`KryoWriter` with the class header its values carry
-    (``check_key`` refuses a map key the writer cannot encode). None: not a declared Kryo state."""
-    value = info.value.inner if info.value.inner is not None else info.value
-    if info.is_timer or value.snapshot_class != _KRYO or not isinstance(value.serializer, KryoReader):
-        return None
-    if info.user_key is not None:
-        check_key(info.user_key)
-    namespace = flink_namespace(info.namespace, what)
-    raw = (v for rows in source.raw_keyed(operator_id, info.name) for v in rows.value)
-    header = state_class_header(raw, info.kind, info.ttl, value.java_class, what)
-    assert value.type_info is not None
-    writer = KryoWriter(value.type_info.to_arrow(), value.java_class, header, what)
-    return replace(verbatim_spec(info), namespace=namespace, encoder=writer)

@@ -4,13 +4,12 @@ bytes (Kryo and unknown serializers). They only read."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.serializers.base import TypeSerializer
 
-if TYPE_CHECKING:
-    from .snapshots import FlinkType
+from .flink_type import FlinkType
 
 _LONG = struct.Struct(">q")
 GLOBAL_WINDOW = "GlobalWindow"

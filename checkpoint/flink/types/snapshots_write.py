@@ -24,23 +24,9 @@ from flinkstate.state.types.mapping import (
     TypeInformation,
 )
 
-from .errors import UnsupportedFlinkWriteError
-from .snapshots import (
-    _ATOMIC,
-    _BYTES,
-    _COMPOSITE_MAGIC,
-    _LIST,
-    _MAP,
-    _NESTED_MAGIC,
-    _OPTIONAL_MAP_HEADER,
-    _POJO,
-    _ROW,
-    _TIMER,
-    _TTL,
-    _TUPLE,
-    _VOID,
-)
-from .wire.data_write import Output
+from ..errors import UnsupportedFlinkWriteError
+from ..wire.data_write import Output
+from . import classes
 
 #: The top-level snapshot framing (``TypeSerializerSnapshotSerializationUtil``'s version).
 TOP_LEVEL_VERSION = 2
@@ -48,12 +34,19 @@ SIMPLE_VERSION = 3  # SimpleTypeSerializerSnapshot
 COMPOSITE_VERSION = 3  # CompositeTypeSerializerSnapshot
 NESTED_VERSION = 1
 POJO_VERSION = 2
-_OUTER_VERSIONS = {_LIST: 1, _MAP: 1, _TTL: 2, _TUPLE: 2, _ROW: 4, _TIMER: 2}
+_OUTER_VERSIONS = {
+    classes.LIST: 1,
+    classes.MAP: 1,
+    classes.TTL: 2,
+    classes.TUPLE: 2,
+    classes.ROW: 4,
+    classes.TIMER: 2,
+}
 _TUPLE_CLASS = "org.apache.flink.api.java.tuple.Tuple{}"
 _MAX_TUPLE_ARITY = 25
 #: Our atomic type name -> Flink's snapshot class (the reader also accepts ``IntegerSerializer``,
 #: which Flink does not have).
-ATOMIC_CLASSES = {t: name for name, t in _ATOMIC.items() if "IntegerSerializer" not in name}
+ATOMIC_CLASSES = {t: name for name, t in classes.ATOMIC.items() if "IntegerSerializer" not in name}
 
 
 @dataclass(frozen=True)
@@ -74,20 +67,20 @@ class Snapshot:
 
     def write(self, out: Output) -> None:
         out.utf(self.class_name, "snapshot class")
-        if self.class_name == _POJO:
+        if self.class_name == classes.POJO:
             self._write_pojo(out)
             return
         if not self.composite:
             out.i32(SIMPLE_VERSION, "snapshot version")
             return
         out.i32(COMPOSITE_VERSION, "snapshot version")
-        out.i32(_COMPOSITE_MAGIC, "composite magic")
+        out.i32(classes.COMPOSITE_MAGIC, "composite magic")
         out.i32(_OUTER_VERSIONS[self.class_name], "outer version")
-        if self.class_name == _TUPLE:
+        if self.class_name == classes.TUPLE:
             out.utf(self.tuple_class, "tuple class")
-        elif self.class_name == _ROW:
+        elif self.class_name == classes.ROW:
             out.boolean(True)  # Flink's Row serializer writes the row kind
-        out.i32(_NESTED_MAGIC, "nested magic")
+        out.i32(classes.NESTED_MAGIC, "nested magic")
         out.i32(NESTED_VERSION, "nested version")
         out.i32(len(self.nested), "nested count")
         for n in self.nested:
@@ -96,7 +89,7 @@ class Snapshot:
     def _write_pojo(self, out: Output) -> None:
         out.i32(POJO_VERSION, "snapshot version")
         out.utf(self.pojo_class, "POJO class")
-        out.i64(_OPTIONAL_MAP_HEADER, "optional map header")
+        out.i64(classes.OPTIONAL_MAP_HEADER, "optional map header")
         out.i32(len(self.nested), "POJO field count")
         for name, field in zip(self.field_names, self.nested, strict=True):
             out.utf(name, "POJO field")
@@ -109,7 +102,7 @@ class Snapshot:
                 out.boolean(True)
                 out.sized(bytes(part.buf), "POJO field part")
         for _ in range(2):  # no registered and no other subclasses
-            out.i64(_OPTIONAL_MAP_HEADER, "optional map header")
+            out.i64(classes.OPTIONAL_MAP_HEADER, "optional map header")
             out.i32(0, "subclass count")
 
     def write_top_level(self, out: Output) -> None:
@@ -128,7 +121,7 @@ class VerbatimSnapshot:
         out.raw(self.data)
 
 
-VOID = Snapshot(_VOID)
+VOID = Snapshot(classes.VOID)
 LONG = Snapshot(ATOMIC_CLASSES["LONG"])
 
 
@@ -157,7 +150,7 @@ def _snapshot(t: TypeInformation, what: str, key: bool) -> Snapshot:
     if name is not None:
         return Snapshot(ATOMIC_CLASSES[name])
     if isinstance(t, ListTypeInfo) and t.is_bytes and not key:
-        return Snapshot(_BYTES)
+        return Snapshot(classes.BYTES)
     if isinstance(t, ListTypeInfo) and t.kind == "LIST" and not key:
         return list_of(_snapshot(t.element, what, key))
     if isinstance(t, MapTypeInfo) and not key:
@@ -165,15 +158,15 @@ def _snapshot(t: TypeInformation, what: str, key: bool) -> Snapshot:
     if isinstance(t, PojoTypeInfo):
         named = zip(t.field_names, t.field_types, strict=True)
         fields = tuple(_snapshot(f, f"{what}, field {n}", key) for n, f in named)
-        return Snapshot(_POJO, fields, pojo_class=t.java_class, field_names=t.field_names)
+        return Snapshot(classes.POJO, fields, pojo_class=t.java_class, field_names=t.field_names)
     if isinstance(t, RowTypeInfo) and t.kind in ("TUPLE", "ROW"):
         named = zip(t.field_names, t.field_types, strict=True)
         fields = tuple(_snapshot(f, f"{what}, field {n}", key) for n, f in named)
         if t.kind == "ROW":
-            return Snapshot(_ROW, fields)
+            return Snapshot(classes.ROW, fields)
         if not 1 <= len(fields) <= _MAX_TUPLE_ARITY:
             raise UnsupportedFlinkWriteError(f"{what}: Flink has no Tuple of {len(fields)} fields")
-        return Snapshot(_TUPLE, fields, _TUPLE_CLASS.format(len(fields)))
+        return Snapshot(classes.TUPLE, fields, _TUPLE_CLASS.format(len(fields)))
     atomic = ", ".join(sorted(ATOMIC_CLASSES))
     supported = (
         f"{atomic}, and Tuple, Row and POJO of them"
@@ -188,12 +181,12 @@ def _snapshot(t: TypeInformation, what: str, key: bool) -> Snapshot:
 
 def ttl(value: Snapshot) -> Snapshot:
     """Flink's TTL wrapper around ``value``: the last-access timestamp (a Long), then the value."""
-    return Snapshot(_TTL, (LONG, value))
+    return Snapshot(classes.TTL, (LONG, value))
 
 
 def list_of(element: Snapshot) -> Snapshot:
-    return Snapshot(_LIST, (element,))
+    return Snapshot(classes.LIST, (element,))
 
 
 def map_of(key: Snapshot, value: Snapshot) -> Snapshot:
-    return Snapshot(_MAP, (key, value))
+    return Snapshot(classes.MAP, (key, value))

@@ -27,16 +27,41 @@ import pyarrow as pa
 
 from flinkstate.state.errors import SerializationError
 
-from .errors import DeclaredTypeError
-from .values import _ReadOnly
+from ..errors import DeclaredTypeError
+from .values_read import _ReadOnly
 
 Read = Callable[[bytes, int], tuple[Any, int]]
-_LE = {
-    "int16": struct.Struct("<h"),
-    "int8": struct.Struct("<b"),
+#: The one table of Kryo field encodings, which the reader and the writer (:mod:`.kryo_write`)
+#: both go by: a declared Arrow type's encoding (the first whose test it passes).
+ENCODINGS: tuple[tuple[str, Callable[[pa.DataType], bool]], ...] = (
+    ("long", pa.types.is_int64),
+    ("int", pa.types.is_int32),
+    ("short", pa.types.is_int16),
+    ("byte", pa.types.is_int8),
+    ("boolean", pa.types.is_boolean),
+    ("float", pa.types.is_float32),
+    ("double", pa.types.is_float64),
+    ("string", pa.types.is_string),
+)
+#: The fixed-width encodings: little-endian.
+FIXED = {
+    "short": struct.Struct("<h"),
+    "byte": struct.Struct("<b"),
     "float": struct.Struct("<f"),
     "double": struct.Struct("<d"),
 }
+#: Declared in Spark DDL (for messages).
+_DECLARED = "BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE (NOT NULL: a primitive) and STRING"
+
+
+def encoding(t: pa.DataType) -> str | None:
+    """The Kryo encoding of a declared field type (None: Kryo fields of it are not decoded)."""
+    return next((name for name, test in ENCODINGS if test(t)), None)
+
+
+def java_order(fields: list[pa.Field]) -> list[pa.Field]:
+    """``fields`` in the order Kryo writes them: by name, as Java compares strings (UTF-16 units)."""
+    return sorted(fields, key=lambda f: f.name.encode("utf-16-be"))
 
 
 def varint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
@@ -100,7 +125,7 @@ def kryo_string(buf: bytes, pos: int) -> tuple[str | None, int]:
 
 
 def _fixed(name: str) -> Read:
-    s = _LE[name]
+    s = FIXED[name]
     return lambda buf, pos: (s.unpack_from(buf, pos)[0], pos + s.size)
 
 
@@ -110,22 +135,13 @@ def _boolean(buf: bytes, pos: int) -> tuple[bool, int]:
     return buf[pos] == 1, pos + 1
 
 
-def _primitive(t: pa.DataType) -> Read | None:
-    if pa.types.is_int64(t):
-        return _zigzag(64)
-    if pa.types.is_int32(t):
-        return _zigzag(32)
-    if pa.types.is_int16(t):
-        return _fixed("int16")
-    if pa.types.is_int8(t):
-        return _fixed("int8")
-    if pa.types.is_boolean(t):
-        return _boolean
-    if pa.types.is_float32(t):
-        return _fixed("float")
-    if pa.types.is_float64(t):
-        return _fixed("double")
-    return None
+_READ: dict[str, Read] = {
+    "long": _zigzag(64),
+    "int": _zigzag(32),
+    "boolean": _boolean,
+    "string": kryo_string,
+    **{name: _fixed(name) for name in FIXED},
+}
 
 
 def _nullable(inner: Read) -> Read:
@@ -141,17 +157,14 @@ def _nullable(inner: Read) -> Read:
 
 
 def _field_reader(field: pa.Field, what: str) -> Read:
-    t = field.type
-    if pa.types.is_string(t):
-        return _nullable(kryo_string)
-    primitive = _primitive(t)
-    if primitive is None:
+    name = encoding(field.type)
+    if name is None:
         raise DeclaredTypeError(
-            f"{what}: field {field.name} of type {t} cannot be read from Kryo bytes; declared Kryo "
-            "fields are BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE (NOT NULL: a primitive) "
-            "and STRING"
+            f"{what}: field {field.name} of type {field.type} cannot be read from Kryo bytes; declared "
+            f"Kryo fields are {_DECLARED}"
         )
-    return primitive if not field.nullable else _nullable(primitive)
+    read = _READ[name]
+    return read if name != "string" and not field.nullable else _nullable(read)
 
 
 class KryoReader(_ReadOnly):
@@ -166,9 +179,7 @@ class KryoReader(_ReadOnly):
         names = [f.name for f in fields]
         if len(set(names)) != len(names):
             raise DeclaredTypeError(f"{what}: duplicate field names in {declared}")
-        # Kryo writes fields sorted by name (Java String order: UTF-16 code units).
-        ordered = sorted(fields, key=lambda f: f.name.encode("utf-16-be"))
-        self.fields = [(f.name, _field_reader(f, what)) for f in ordered]
+        self.fields = [(f.name, _field_reader(f, what)) for f in java_order(fields)]
         self.java_class = java_class
         self.order = names
         self.what = what

@@ -10,100 +10,16 @@ never guessed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.serializers.base import TypeSerializer
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import PojoTypeInfo, RowTypeInfo, TypeInformation, Types
 
-from .errors import UnsupportedSerializerError
-from .rowdata import ROWDATA, read_rowdata_snapshot
-from .values import GlobalWindowSerializer, RawSerializer, TtlValueSerializer
-from .wire.data_read import Cursor
-
-_BASE = "org.apache.flink.api.common.typeutils.base."
-_COMPOSITE_MAGIC = 911108
-_NESTED_MAGIC = 1333245
-_OPTIONAL_MAP_HEADER = 0x4F2C69A3D70
-
-_ATOMIC = {
-    f"{_BASE}{n}Serializer${n}SerializerSnapshot": t
-    for n, t in {
-        "Long": "LONG",
-        "Integer": "INT",
-        "Int": "INT",
-        "Short": "SHORT",
-        "Byte": "BYTE",
-        "Boolean": "BOOLEAN",
-        "Double": "DOUBLE",
-        "Float": "FLOAT",
-        "Char": "CHAR",
-        "String": "STRING",
-    }.items()
-}
-_BYTES = f"{_BASE}array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot"
-# PyFlink's Python state: bytes its coders wrote (int length, then the bytes).
-_BYTE_WRAPPER = (
-    "org.apache.flink.streaming.api.utils.ByteArrayWrapperSerializer$ByteArrayWrapperSerializerSnapshot"
-)
-_VOID = "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot"
-_WINDOW = (
-    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
-)
-_GLOBAL_WINDOW = (
-    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot"
-)
-_LIST = f"{_BASE}ListSerializerSnapshot"
-_MAP = f"{_BASE}MapSerializerSnapshot"
-_TUPLE = "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot"
-_ROW = "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot"
-_TTL = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
-_TIMER = "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot"
-_POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
-_KRYO = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
-_COMPOSITES = {_LIST, _MAP, _TUPLE, _ROW, _TTL, _TIMER}
-_FIXED_WIDTH = {"LONG", "INT", "SHORT", "BYTE", "BOOLEAN", "DOUBLE", "FLOAT", "CHAR"}
-
-
-@dataclass(frozen=True)
-class FlinkType:
-    """A serializer found in a savepoint: its snapshot class, our type and a decoder.
-
-    ``type_info`` is None for the void namespace and for serializers read as raw bytes;
-    ``ttl`` marks Flink's TTL wrapper (long timestamp, then ``inner``).
-    """
-
-    snapshot_class: str
-    type_info: TypeInformation | None
-    serializer: TypeSerializer | None
-    decodable: bool = True
-    fixed_width: bool = False
-    inner: FlinkType | None = None
-    java_class: str = ""
-    children: tuple[FlinkType, ...] = ()
-
-    @property
-    def ttl(self) -> bool:
-        return self.snapshot_class == _TTL
-
-    @property
-    def void(self) -> bool:
-        return self.snapshot_class == _VOID
-
-    @property
-    def timer(self) -> bool:
-        return self.snapshot_class == _TIMER
-
-    def describe(self) -> str:
-        """A readable name: our type, or the Java class for raw-bytes serializers."""
-        if self.inner is not None:
-            return f"TTL<{self.inner.describe()}>"
-        if self.void:
-            return "VoidNamespace"
-        if not self.decodable:
-            return f"RAW({self.java_class or self.snapshot_class})"
-        return str(self.type_info)
+from ..errors import UnsupportedSerializerError
+from ..wire.data_read import Cursor
+from . import classes
+from .flink_type import FlinkType
+from .rowdata_read import read_rowdata_snapshot
+from .values_read import GlobalWindowSerializer, RawSerializer, TtlValueSerializer
 
 
 def read_top_level(c: Cursor, what: str) -> FlinkType:
@@ -116,27 +32,26 @@ def read_snapshot(c: Cursor, what: str) -> FlinkType:
     at = c.pos
     name = c.utf(f"{what} snapshot class")
     c.i32(f"{what} snapshot version")
-    if name in _ATOMIC:
-        t = _basic(_ATOMIC[name])
-        return FlinkType(name, t, serializer_for(t), fixed_width=_ATOMIC[name] in _FIXED_WIDTH)
-    if name in (_BYTES, _BYTE_WRAPPER):
+    if name in classes.ATOMIC:
+        t = _basic(classes.ATOMIC[name])
+        return FlinkType(name, t, serializer_for(t), fixed_width=classes.ATOMIC[name] in classes.FIXED_WIDTH)
+    if name in (classes.BYTES, classes.BYTE_WRAPPER):
         t = Types.PRIMITIVE_ARRAY(Types.BYTE())
         return FlinkType(name, t, serializer_for(t))
-    if name == _VOID:
+    if name == classes.VOID:
         return FlinkType(name, None, None, fixed_width=True)
-    if name == _WINDOW:
+    if name == classes.WINDOW:
         t = RowTypeInfo((_basic("LONG"), _basic("LONG")), ("start", "end"), "TUPLE")
         return FlinkType(name, t, serializer_for(t), fixed_width=True)
-    if name == _GLOBAL_WINDOW:  # the one global window, as the string "GlobalWindow"
+    if name == classes.GLOBAL_WINDOW:  # the one global window, as the string "GlobalWindow"
         return FlinkType(name, _basic("STRING"), GlobalWindowSerializer(), fixed_width=True)
-    if name in _COMPOSITES:
+    if name in classes.COMPOSITES:
         return _composite(c, name, what)
-    if name == _POJO:
+    if name == classes.POJO:
         return _pojo(c, what)
-    if name == ROWDATA:
-        found: FlinkType = read_rowdata_snapshot(c, what, read_snapshot)
-        return found
-    if name == _KRYO:
+    if name == classes.ROWDATA:
+        return read_rowdata_snapshot(c, what, read_snapshot)
+    if name == classes.KRYO:
         java_class = c.utf(f"{what} Kryo type class")
         for _ in range(3):
             _optional_map(c, what)
@@ -155,24 +70,24 @@ def _basic(name: str) -> TypeInformation:
 
 
 def _nested(c: Cursor, what: str) -> list[FlinkType]:
-    c.expect_int(_NESTED_MAGIC, f"{what} nested snapshots magic")
+    c.expect_int(classes.NESTED_MAGIC, f"{what} nested snapshots magic")
     c.i32(f"{what} nested snapshots version")
     return [read_snapshot(c, f"{what} field {i}") for i in range(c.count(f"{what} nested count", 6))]
 
 
 def _composite(c: Cursor, name: str, what: str) -> FlinkType:
-    c.expect_int(_COMPOSITE_MAGIC, f"{what} composite snapshot magic")
+    c.expect_int(classes.COMPOSITE_MAGIC, f"{what} composite snapshot magic")
     outer = c.i32(f"{what} outer version")
     java_class = ""
-    if name == _TUPLE:
+    if name == classes.TUPLE:
         java_class = c.utf(f"{what} tuple class")
-    elif name == _ROW and outer >= 4:
+    elif name == classes.ROW and outer >= 4:
         c.boolean(f"{what} row kind flag")
     nested = _nested(c, what)
-    if name == _TTL:
+    if name == classes.TTL:
         value = nested[1]
         return FlinkType(name, value.type_info, TtlValueSerializer(value), value.decodable, inner=value)
-    if name == _TIMER:
+    if name == classes.TIMER:
         return FlinkType(name, None, None, False, children=tuple(nested))
     for n in nested:
         if not n.decodable or n.type_info is None:
@@ -182,19 +97,19 @@ def _composite(c: Cursor, name: str, what: str) -> FlinkType:
                 name, Types.PRIMITIVE_ARRAY(Types.BYTE()), raw, False, java_class=name, children=tuple(nested)
             )
     types = [n.type_info for n in nested if n.type_info is not None]
-    if name == _LIST:
+    if name == classes.LIST:
         t = Types.LIST(types[0])
-    elif name == _MAP:
+    elif name == classes.MAP:
         t = Types.MAP(types[0], types[1])
     else:
         names = tuple(f"f{i}" for i in range(len(types)))
-        t = RowTypeInfo(tuple(types), names, "TUPLE" if name == _TUPLE else "ROW")
+        t = RowTypeInfo(tuple(types), names, "TUPLE" if name == classes.TUPLE else "ROW")
     return FlinkType(name, t, serializer_for(t), java_class=java_class, children=tuple(nested))
 
 
 def _optional_map(c: Cursor, what: str) -> list[tuple[str, bytes | None, bytes | None]]:
     at = c.pos
-    if c.i64(f"{what} optional map header") != _OPTIONAL_MAP_HEADER:
+    if c.i64(f"{what} optional map header") != classes.OPTIONAL_MAP_HEADER:
         raise c.fail(f"{what}: bad optional map header", at)
     entries = []
     for _ in range(c.count(f"{what} optional map size", 4)):
@@ -217,11 +132,15 @@ def _pojo(c: Cursor, what: str) -> FlinkType:
     for _ in range(2):
         if _optional_map(c, what):
             return FlinkType(
-                _POJO, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
+                classes.POJO,
+                Types.PRIMITIVE_ARRAY(Types.BYTE()),
+                RawSerializer(),
+                False,
+                java_class=java_class,
             )
     if any(not f.decodable or f.type_info is None for _, f in fields):
         return FlinkType(
-            _POJO, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
+            classes.POJO, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
         )
     types = [f.type_info for _, f in fields if f.type_info is not None]
     try:
@@ -231,4 +150,4 @@ def _pojo(c: Cursor, what: str) -> FlinkType:
     if isinstance(t, PojoTypeInfo) and t.field_names != tuple(n for n, _ in fields):
         raise c.fail(f"{what}: the fields of POJO {java_class} are not in Flink's order")
     children = tuple(f for _, f in fields)
-    return FlinkType(_POJO, t, serializer_for(t), java_class=java_class, children=children)
+    return FlinkType(classes.POJO, t, serializer_for(t), java_class=java_class, children=children)

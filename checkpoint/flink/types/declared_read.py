@@ -22,13 +22,8 @@ import pyarrow as pa
 
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.types.mapping import PickledBytesTypeInfo, TypeInformation, Types, to_type_info
-from flinkstate.state.types.typeinfo import ArrowTypeInfo
 
-from .errors import DeclaredTypeError
-from .header import KeyedHeader, StateInfo
-from .kryo import KryoReader
-from .snapshots import _KRYO, FlinkType
-from .values import TtlValueSerializer
+from ..errors import DeclaredTypeError
 
 Declared: TypeAlias = "pa.DataType | TypeInformation"
 _TOKEN = re.compile(r"\s*([A-Za-z_$][A-Za-z0-9_$.]*|\d+|[<>(),:])")
@@ -237,45 +232,3 @@ def declarations(types: Mapping[str, Any]) -> dict[str, StateDeclaration]:
 def python_type(value: Declared) -> TypeInformation:
     """The type information a PyFlink coder decodes for a declaration."""
     return value if isinstance(value, TypeInformation) else to_type_info(value)
-
-
-def _kryo(t: FlinkType, declared: Declared | None, where: str) -> FlinkType:
-    """``t`` decoded with ``declared`` when ``t`` is a Kryo type (or a TTL wrapper of one)."""
-    if declared is None:
-        return t
-    inner = t.inner if t.inner is not None else t
-    if inner.snapshot_class != _KRYO:
-        raise DeclaredTypeError(
-            f"{where}: its type {t.describe()} comes from the savepoint; types are declared only for "
-            "Kryo values and PyFlink Python state"
-        )
-    if not isinstance(declared, pa.DataType):
-        raise DeclaredTypeError(
-            f"{where}: declare the Kryo class {inner.java_class} as a STRUCT (a DDL string or pyarrow "
-            "struct), whose NOT NULL fields are Java primitives"
-        )
-    reader = KryoReader(declared, inner.java_class, where)
-    decoded = FlinkType(_KRYO, ArrowTypeInfo(declared), reader, java_class=inner.java_class)
-    if t.inner is None:
-        return decoded
-    return FlinkType(t.snapshot_class, decoded.type_info, TtlValueSerializer(decoded), inner=decoded)
-
-
-def apply_declarations(
-    header: KeyedHeader, declared: Mapping[str, StateDeclaration], where: str
-) -> KeyedHeader:
-    """``header`` with the Kryo types of declared states replaced by their declared readers."""
-    states: list[StateInfo] = []
-    for s in header.states:
-        d = declared.get(s.name)
-        if d is None or s.is_timer:
-            states.append(s)
-            continue
-        at = f"{where}: declared type of state {s.name}"
-        user_key = s.user_key
-        if s.kind == "MAP" and user_key is not None:
-            user_key = _kryo(user_key, d.user_key, f"{at} (map key)")
-        elif d.user_key is not None:
-            raise DeclaredTypeError(f"{at}: a map key type is declared but {s.name} is a {s.kind} state")
-        states.append(replace(s, value=_kryo(s.value, d.value, at), user_key=user_key))
-    return replace(header, states=tuple(states))

@@ -6,31 +6,30 @@ The bytes are PyFlink coder encodings, which the savepoint does not describe: LO
 bytes, INT 4, SHORT 2, BYTE 1, BOOLEAN 1, DOUBLE 8, FLOAT 4 (big-endian), STRING an int32
 length and UTF-8, ROW a null mask then its non-null fields, PICKLED_BYTE_ARRAY an int32
 length and a pickle (loaded only with ``allow_pickle``: a pickle runs code). One stored
-element may hold several values. :func:`encoder` writes the same bytes (the savepoint writer's
-process mode).
+element may hold several values. :mod:`.pyflink_write` writes the same bytes (the savepoint
+writer's process mode).
 """
 
 from __future__ import annotations
 
 import pickle
 import struct
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
 from flinkstate.state.types.mapping import BasicTypeInfo, PickledBytesTypeInfo, RowTypeInfo, TypeInformation
 
-from ..arrow_codec import to_arrow
-from .declared import StateDeclaration, python_type
-from .errors import (
+from ...arrow_codec import to_arrow
+from ..errors import (
     DeclaredTypeError,
     FlinkFormatError,
-    UnsupportedFlinkWriteError,
     UnsupportedSerializerError,
 )
+from .declared_read import StateDeclaration, python_type
 
-_FIXED = {
+#: PyFlink's coders of fixed width (big-endian ``struct`` formats); both sides go by it.
+FIXED = {
     "LONG": ">q",
     "INT": ">i",
     "SHORT": ">h",
@@ -39,17 +38,17 @@ _FIXED = {
     "FLOAT": ">f",
     "BOOLEAN": ">?",
 }
-_LEN = struct.Struct(">i")
+LENGTH = struct.Struct(">i")
 
 
 def _reader(t: TypeInformation, allow_pickle: bool, where: str) -> Any:
-    if isinstance(t, BasicTypeInfo) and t.name in _FIXED:
-        s = struct.Struct(_FIXED[t.name])
+    if isinstance(t, BasicTypeInfo) and t.name in FIXED:
+        s = struct.Struct(FIXED[t.name])
         return lambda buf, pos: (s.unpack_from(buf, pos)[0], pos + s.size)
     if isinstance(t, BasicTypeInfo) and t.name == "STRING":
 
         def text(buf: bytes, pos: int) -> tuple[Any, int]:
-            (n,) = _LEN.unpack_from(buf, pos)
+            (n,) = LENGTH.unpack_from(buf, pos)
             return buf[pos + 4 : pos + 4 + n].decode("utf-8"), pos + 4 + n
 
         return text
@@ -64,7 +63,7 @@ def _reader(t: TypeInformation, allow_pickle: bool, where: str) -> Any:
             )
 
         def pickled(buf: bytes, pos: int) -> tuple[Any, int]:
-            (n,) = _LEN.unpack_from(buf, pos)
+            (n,) = LENGTH.unpack_from(buf, pos)
             return pickle.loads(buf[pos + 4 : pos + 4 + n]), pos + 4 + n
 
         return pickled
@@ -72,47 +71,6 @@ def _reader(t: TypeInformation, allow_pickle: bool, where: str) -> Any:
         f"{where}: PyFlink values of type {t} are not decoded (declare BIGINT, INT, SMALLINT, TINYINT, "
         "BOOLEAN, DOUBLE, FLOAT, STRING, a STRUCT of those (Types.ROW) or PICKLED)"
     )
-
-
-def encoder(t: TypeInformation, where: str) -> Callable[[Any], bytes]:
-    """PyFlink's process-mode coder of ``t`` (the types :func:`_reader` decodes): a value to its
-    bytes; a value that does not fit is a ``TypeError``, ``ValueError`` or ``struct.error``."""
-    if isinstance(t, BasicTypeInfo) and t.name in _FIXED:
-        pack = struct.Struct(_FIXED[t.name]).pack
-        if t.name == "BOOLEAN":
-            return lambda v: pack(v) if isinstance(v, bool) else _refuse(v, "a bool")
-        return pack
-    if isinstance(t, BasicTypeInfo) and t.name == "STRING":
-        return lambda v: _sized(v.encode("utf-8")) if isinstance(v, str) else _refuse(v, "a str")
-    if isinstance(t, PickledBytesTypeInfo):
-        return lambda v: _sized(pickle.dumps(v))
-    if isinstance(t, RowTypeInfo) and t.kind == "ROW":
-        fields = [encoder(f, where) for f in t.field_types]
-        mask_bytes = (len(fields) + 2 + 7) // 8
-
-        def row(v: Any) -> bytes:
-            values = list(v.values()) if isinstance(v, dict) else list(v)
-            if len(values) != len(fields):
-                raise ValueError(f"a row of {len(fields)} fields, got {len(values)}")
-            mask = bytearray(mask_bytes)  # row kind INSERT: both kind bits 0
-            for i, value in enumerate(values):
-                if value is None:
-                    mask[(i + 2) >> 3] |= 0x80 >> ((i + 2) & 7)
-            return bytes(mask) + b"".join(f(x) for f, x in zip(fields, values, strict=True) if x is not None)
-
-        return row
-    raise UnsupportedFlinkWriteError(
-        f"{where}: type {t} cannot be written as PyFlink Python state (supported: LONG, INT, SHORT, "
-        "BYTE, BOOLEAN, DOUBLE, FLOAT, STRING, PICKLED_BYTE_ARRAY and ROW of them)"
-    )
-
-
-def _sized(data: bytes) -> bytes:
-    return _LEN.pack(len(data)) + data
-
-
-def _refuse(value: Any, wanted: str) -> bytes:
-    raise TypeError(f"{value!r} is not {wanted}")
 
 
 def _row(fields: list[Any]) -> Any:

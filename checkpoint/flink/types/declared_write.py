@@ -20,8 +20,8 @@ from flinkstate.state.types.mapping import (
     to_type_info,
 )
 
-from .declared import parse_type
-from .errors import DeclaredTypeError
+from ..errors import DeclaredTypeError
+from .declared_read import parse_type
 
 _JAVA: dict[str, str] = {
     "Long": "LONG", "long": "LONG", "Integer": "INT", "int": "INT", "Short": "SHORT", "short": "SHORT",

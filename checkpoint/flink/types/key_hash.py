@@ -29,7 +29,7 @@ from flinkstate.state.types.mapping import (
     TypeInformation,
 )
 
-from .errors import UnsupportedFlinkWriteError
+from ..errors import UnsupportedFlinkWriteError
 
 _M32 = 0xFFFFFFFF
 _ROW_KIND_INSERT = 0
