@@ -30,10 +30,10 @@ from .errors import UnsupportedFlinkWriteError
 from .metadata.operator_id import operator_id, operator_id_hex
 from .savepoint import FlinkSavepoint
 from .savepoint_writer import DEFAULT_INLINE_THRESHOLD, write_operators
+from .streams.header_write import KeyedStateSpec
 from .types.snapshots_write import Snapshot, VerbatimSnapshot
 from .write_arrow import ArrowOperator, ArrowState, MergedOperator
 from .write_flink_source import FlinkOperator
-from .write_keyed import KeyedStateSpec
 from .write_sources import OperatorSource
 
 FLINK_TTL = StateTtlConfig.new_builder(timedelta(days=1)).build()

@@ -11,7 +11,7 @@ import pyarrow as pa
 from flinkstate.state.types.typeinfo import ArrowTypeInfo
 
 from .errors import DeclaredTypeError
-from .header import KeyedHeader, StateInfo
+from .streams.header_read import KeyedHeader, StateInfo
 from .types import classes
 from .types.declared_read import Declared, StateDeclaration
 from .types.flink_type import FlinkType

@@ -12,9 +12,9 @@ import pyarrow.compute as pc
 
 from ..arrow_codec import from_arrow
 from ..errors import CheckpointNotFoundError
-from .header import StateInfo, union_states
 from .metadata.metadata_read import OperatorMeta
-from .operator import read_operator_header, read_operator_state
+from .streams.header_read import StateInfo, union_states
+from .streams.operator_read import read_operator_header, read_operator_state
 from .tables import broadcast_table, operator_table
 
 

@@ -26,18 +26,17 @@ from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.types.mapping import TypeInformation, Types
 
-from .body import KeyGroupDecoder, StateRows
 from .errors import FlinkFormatError, UnsupportedSerializerError
-from .header import KeyedHeader, StateInfo
 from .metadata.metadata_read import OperatorHandle, OperatorMeta, SubtaskState
 from .savepoint import FlinkSavepoint
+from .streams.header_read import KeyedHeader, StateInfo
+from .streams.header_write import VERBATIM, KeyedStateSpec
+from .streams.keyed_read import KeyGroupDecoder, StateRows
 from .types import classes
 from .types.classes import ROWDATA
 from .types.flink_type import FlinkType
 from .types.snapshots_write import Snapshot
 from .wire.snappy_read import snappy_block
-from .write_keyed import KeyedStateSpec
-from .write_operator import VERBATIM
 
 #: The type a verbatim state's values are given where our type is unknown: bytes.
 BYTES: TypeInformation = Types.PRIMITIVE_ARRAY(Types.BYTE())
@@ -84,7 +83,7 @@ class RawEntries(KeyGroupDecoder):
         self.where = where
         self.prefix = 1 if max_parallelism <= 128 else 2
         self.rows = {s.state_id: StateRows(s) for s in header.states if s.name in wanted}
-        self.fast = None
+        self.columnar = None
 
     def entry(self, rows: StateRows, kg: int, key_raw: bytes, value_raw: bytes, at: str) -> None:
         try:

@@ -25,9 +25,9 @@ from flinkstate.state.types.canonical import canonicalizer
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import StateMigrationError
-from .body import KeyGroupDecoder, StateRows
 from .errors import UnsupportedSerializerError
-from .header import StateInfo
+from .streams.header_read import StateInfo
+from .streams.keyed_read import KeyGroupDecoder, StateRows
 
 if TYPE_CHECKING:
     from .savepoint import FlinkSavepoint

@@ -21,9 +21,7 @@ from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import CheckpointNotFoundError
-from .body import KeyGroupDecoder, StateRows, decode_groups
 from .errors import DeclaredTypeError
-from .header import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
 from .kryo_declared import apply_declarations
 from .metadata.metadata_read import (
     CheckpointMeta,
@@ -35,6 +33,8 @@ from .metadata.metadata_read import (
 from .metadata.operator_id import operator_id_hex
 from .operator_states import empty_operator_table, operator_infos, operator_state, subtask_values
 from .rocksdb.native_read import read_native
+from .streams.header_read import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
+from .streams.keyed_read import KeyGroupDecoder, StateRows, decode_groups
 from .tables import keyed_schema, keyed_table
 from .types.declared_read import StateDeclaration, declarations
 

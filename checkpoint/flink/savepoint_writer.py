@@ -45,9 +45,9 @@ from .metadata.metadata_write import (
     metadata_bytes,
 )
 from .savepoint import FlinkSavepoint, read_savepoint
+from .streams.keyed_write import keyed_stream
+from .streams.operator_write import operator_stream, subtask_states
 from .write_flink_source import FlinkOperator
-from .write_keyed import keyed_stream
-from .write_operator import operator_stream, subtask_states
 from .write_pyflink import pyflink_operator
 from .write_sources import CheckpointOperator, OperatorSource
 

@@ -36,9 +36,9 @@ from .errors import UnsupportedFlinkWriteError
 from .metadata.operator_id import operator_id
 from .savepoint import FlinkSavepoint
 from .savepoint_writer import operators_of
+from .streams.header_write import KeyedStateSpec
+from .streams.operator_write import check_types
 from .types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
-from .write_keyed import KeyedStateSpec
-from .write_operator import check_types
 from .write_sources import OperatorSource
 
 KEYED_KINDS = tuple(k.name for k in StateKind)

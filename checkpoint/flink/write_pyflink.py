@@ -42,11 +42,12 @@ from flinkstate.state.types.mapping import (
 
 from ..manifest import OperatorEntry
 from ..reading.restore import CompletedCheckpoint
-from .body import _END_OF_GROUP
 from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
-from .header import KeyedHeader, StateInfo, read_header
 from .metadata.metadata_read import OperatorMeta
 from .savepoint import PYTHON_PREFIX, FlinkSavepoint
+from .streams.header_read import KeyedHeader, StateInfo, read_header
+from .streams.header_write import KeyedStateSpec
+from .streams.keyed_read import END_OF_GROUP
 from .types import classes
 from .types.flink_type import FlinkType
 from .types.pyflink_write import encoder
@@ -54,7 +55,6 @@ from .types.snapshots_write import Snapshot, atomic_name, key_snapshot, map_of, 
 from .wire.data_read import Cursor
 from .wire.snappy_read import snappy_block
 from .write_flink_source import FlinkOperator
-from .write_keyed import KeyedStateSpec
 from .write_sources import CheckpointOperator, OperatorSource
 
 PYFLINK_MODES = ("process", "thread")
@@ -277,7 +277,7 @@ def _held_states(source: FlinkSavepoint, op: OperatorMeta) -> set[str] | None:
             block = snappy_block(data, offset, end, where) if header.compressed else data[offset:end]
             c = Cursor(block, where, 0)
             state_id = c.u16("state id")
-            while state_id != _END_OF_GROUP:
+            while state_id != END_OF_GROUP:
                 held.add(header.states[state_id].name)
                 while True:
                     key = c.take(c.count("key length"), "key")

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
-from .. import fast
-from ..body import KeyGroupDecoder
 from ..errors import FlinkFormatError, UnsupportedFlinkFeatureError
 from ..metadata.metadata_read import KeyedHandle
+from ..streams.keyed_columns_read import entry_columns
+from ..streams.keyed_read import KeyGroupDecoder
 from .manifest_read import Manifest, parse_manifest
 from .sst_read import (
     DELETION,
@@ -66,9 +66,9 @@ def read_native(
             if kg not in handle.key_groups or (wanted is not None and kg not in wanted):
                 continue
             found = None
-            if rows is decoder.fast:
+            if rows is decoder.columnar:
                 value = str(rows.info.value.type_info)
-                found = fast.arrays(keys, values, kg, decoder.prefix, decoder.key_name, value)
+                found = entry_columns(keys, values, kg, decoder.prefix, decoder.key_name, value)
             if found is not None:
                 rows.chunks.append((kg, found[0], found[1]))
                 continue

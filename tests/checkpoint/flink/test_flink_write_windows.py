@@ -33,9 +33,9 @@ from flinkstate.checkpoint.flink import (
     read_savepoint,
     write_savepoint,
 )
+from flinkstate.checkpoint.flink.streams.namespaces_write import Namespace, flink_namespace, timer_bytes
 from flinkstate.checkpoint.flink.types import classes
 from flinkstate.checkpoint.flink.types.flink_type import FlinkType
-from flinkstate.checkpoint.flink.write_namespaces import Namespace, flink_namespace, timer_bytes
 from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor, assign_to_key_group
 from flinkstate.state.errors import SerializationError
 

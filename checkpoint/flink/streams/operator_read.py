@@ -13,11 +13,11 @@ from typing import Any
 
 from flinkstate.state.errors import SerializationError
 
-from .errors import FlinkFormatError
-from .header import StateInfo, read_meta_info
-from .metadata.metadata_read import OperatorHandle
-from .wire.data_read import Cursor
-from .wire.snappy_read import snappy_block
+from ..errors import FlinkFormatError
+from ..metadata.metadata_read import OperatorHandle
+from ..wire.data_read import Cursor
+from ..wire.snappy_read import snappy_block
+from .header_read import StateInfo, read_meta_info
 
 
 def read_operator_header(buf: bytes, where: str) -> tuple[bool, dict[str, StateInfo]]:

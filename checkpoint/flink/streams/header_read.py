@@ -14,14 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import FlinkFormatError, FlinkHeaderConflictError
-from .metadata.metadata_read import StreamHandle
-from .types.flink_type import FlinkType
-from .types.snapshots_read import read_top_level
-from .wire.data_read import Cursor
+from ..errors import FlinkFormatError, FlinkHeaderConflictError
+from ..metadata.metadata_read import StreamHandle
+from ..types.flink_type import FlinkType
+from ..types.snapshots_read import read_top_level
+from ..wire.data_read import Cursor
 
 SUPPORTED_VERSIONS = (5, 6)
-_BACKEND_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE")
+BACKEND_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE")
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def _meta_info(c: Cursor, state_id: int) -> StateInfo:
     name = c.utf("state name")
     at = c.pos
     backend_type = c.i32("backend state type")
-    if not 0 <= backend_type < len(_BACKEND_TYPES):
+    if not 0 <= backend_type < len(BACKEND_TYPES):
         raise c.fail(f"state {name}: unknown backend state type {backend_type}", at)
     options = {c.utf("option key"): c.utf("option value") for _ in range(c.count("option count", 4))}
     serializers = {}
@@ -79,7 +79,7 @@ def _meta_info(c: Cursor, state_id: int) -> StateInfo:
     value = serializers.get("VALUE_SERIALIZER")
     if value is None:
         raise c.fail(f"state {name} has no value serializer")
-    backend = _BACKEND_TYPES[backend_type]
+    backend = BACKEND_TYPES[backend_type]
     if backend == "PRIORITY_QUEUE":
         return StateInfo(state_id, name, "PRIORITY_QUEUE", None, value, None, value)
     if backend == "OPERATOR":

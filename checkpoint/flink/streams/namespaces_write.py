@@ -26,11 +26,11 @@ from typing import Any
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.types.mapping import BasicTypeInfo, RowTypeInfo, TypeInformation
 
-from .errors import UnsupportedFlinkWriteError
-from .types import classes
-from .types.flink_type import FlinkType
-from .types.snapshots_write import Snapshot
-from .types.values_read import GLOBAL_WINDOW
+from ..errors import UnsupportedFlinkWriteError
+from ..types import classes
+from ..types.flink_type import FlinkType
+from ..types.snapshots_write import Snapshot
+from ..types.values_read import GLOBAL_WINDOW
 
 _WINDOW_BOUNDS = struct.Struct(">qq")
 _SIGN = 1 << 63

@@ -26,15 +26,15 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.serializers.base import TypeSerializer
 
-from . import fast
-from .errors import FlinkFormatError, UnsupportedSerializerError
-from .header import KeyedHeader, StateInfo
-from .metadata.metadata_read import KeyedHandle
-from .wire.data_read import Cursor
-from .wire.snappy_read import snappy_block
+from ..errors import FlinkFormatError, UnsupportedSerializerError
+from ..metadata.metadata_read import KeyedHandle
+from ..wire.data_read import Cursor
+from ..wire.snappy_read import snappy_block
+from .header_read import KeyedHeader, StateInfo
+from .keyed_columns_read import block_columns, eligible
 
-_END_OF_GROUP = 0xFFFF
-_LIST_DELIMITER = 0x2C
+END_OF_GROUP = 0xFFFF
+LIST_DELIMITER = 0x2C
 _SIGN = 1 << 63
 
 
@@ -89,7 +89,7 @@ class KeyGroupDecoder:
         self.key_fixed = key.fixed_width
         self.key_name = str(key.type_info)
         only = list(self.rows.values())
-        self.fast = only[0] if len(only) == 1 and fast.eligible(only[0].info, self.key_name) else None
+        self.columnar = only[0] if len(only) == 1 and eligible(only[0].info, self.key_name) else None
 
     def _state(self, c: Cursor, state_id: int, at: int) -> StateRows | None:
         if not 0 <= state_id < len(self.header.states):
@@ -172,7 +172,7 @@ class KeyGroupDecoder:
         pos, position = 0, 0
         while pos < len(value_raw):
             if position:
-                if value_raw[pos] != _LIST_DELIMITER:
+                if value_raw[pos] != LIST_DELIMITER:
                     raise SerializationError(f"missing list delimiter at value byte {pos}")
                 pos += 1
             element, pos = serializer.read(value_raw, pos)
@@ -190,10 +190,10 @@ class KeyGroupDecoder:
 
     def canonical(self, buf: bytes, pos: int, kg: int) -> None:
         """Decode the canonical key-group block starting at ``buf[pos]``."""
-        if self.fast is not None:
-            only = self.fast
+        if self.columnar is not None:
+            only = self.columnar
             value_name = str(only.info.value.type_info)
-            found = fast.scan(buf, pos, kg, only.info.state_id, self.prefix, self.key_name, value_name)
+            found = block_columns(buf, pos, kg, only.info.state_id, self.prefix, self.key_name, value_name)
             if found is not None:
                 only.chunks.append((kg, found[0], found[1]))
                 return
@@ -212,7 +212,7 @@ class KeyGroupDecoder:
             if flagged:
                 at = c.pos
                 state_id = c.u16("state id")
-                if state_id == _END_OF_GROUP:
+                if state_id == END_OF_GROUP:
                     return
                 rows = self._state(c, state_id, at)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from flinkstate.state.errors import SerializationError
@@ -29,89 +28,20 @@ from flinkstate.state.serializers.batch import batch_kind, encode_block
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import TypeInformation
 
-from .body import _END_OF_GROUP, _LIST_DELIMITER
-from .header import _BACKEND_TYPES, SUPPORTED_VERSIONS
-from .types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot, list_of, map_of, snapshot_of, ttl
-from .wire.data_write import Output
-from .write_namespaces import Namespace, timer_bytes, timer_snapshot
+from ..types.snapshots_write import (
+    Snapshot,
+    VerbatimSnapshot,
+    key_snapshot,
+)
+from ..wire.data_write import Output
+from .header_write import KeyedStateSpec, write_header
+from .keyed_read import END_OF_GROUP, LIST_DELIMITER
+from .namespaces_write import Namespace, timer_bytes
 
-HEADER_VERSION = max(SUPPORTED_VERSIONS)
-_KEY_VALUE = _BACKEND_TYPES.index("KEY_VALUE")
-_PRIORITY_QUEUE = _BACKEND_TYPES.index("PRIORITY_QUEUE")
 _META_FLAG = 0x80
 _VOID_NAMESPACE = Namespace.VOID.encode(None)
 _LONG = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-
-
-@dataclass(frozen=True)
-class KeyedStateSpec:
-    """A keyed state to write: ``value`` is the value (also of reducing state), list element,
-    map value or accumulator type; a timer queue (kind PRIORITY_QUEUE) holds timestamps.
-    ``verbatim``: the state's meta info as read from a Flink savepoint, written as it is; its
-    entries are then bytes (:mod:`.passthrough`): each key's bytes after the key-group prefix
-    and its value bytes, unless ``encoder`` encodes its values (a declared Kryo class set from
-    rows: :mod:`.kryo_write`)."""
-
-    name: str
-    kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING | PRIORITY_QUEUE
-    value: TypeInformation
-    user_key: TypeInformation | None = None
-    ttl: bool = False
-    namespace: Namespace = Namespace.VOID
-    verbatim: bytes | None = field(default=None, repr=False)
-    encoder: TypeSerializer | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def carried(self) -> bool:
-        """Whether the entries are bytes carried as read (see the class docstring)."""
-        return self.verbatim is not None and self.encoder is None
-
-    @property
-    def is_timer(self) -> bool:
-        return self.kind == "PRIORITY_QUEUE"
-
-    def value_snapshot(self, what: str = "") -> Snapshot:
-        """The VALUE_SERIALIZER snapshot Flink registers for this state (``what`` names it in errors)."""
-        what = what or f"state {self.name}"
-        value = snapshot_of(self.value, what)
-        if self.ttl:
-            value = ttl(value)
-        if self.kind == "LIST":
-            return list_of(value)
-        if self.kind == "MAP":
-            assert self.user_key is not None
-            return map_of(key_snapshot(self.user_key, f"{what} (map key)"), value)
-        return value
-
-
-def write_header(out: Output, key: Snapshot | VerbatimSnapshot, states: Sequence[KeyedStateSpec]) -> None:
-    out.i32(HEADER_VERSION, "keyed state format version")
-    out.boolean(False)  # not compressed
-    key.write_top_level(out)
-    out.i16(len(states), "state count")
-    for s in states:
-        if s.verbatim is not None:
-            out.raw(s.verbatim)
-            continue
-        out.utf(s.name, "state name")
-        if s.is_timer:
-            assert isinstance(key, Snapshot)  # a verbatim key's states are all verbatim
-            out.i32(_PRIORITY_QUEUE, "backend state type")
-            out.i32(0, "option count")
-            out.i32(1, "serializer count")
-            out.utf("VALUE_SERIALIZER", "serializer key")
-            timer_snapshot(key, s.namespace).write_top_level(out)
-            continue
-        out.i32(_KEY_VALUE, "backend state type")
-        out.i32(1, "option count")
-        out.utf("KEYED_STATE_TYPE", "option key")
-        out.utf(s.kind, "option value")
-        out.i32(2, "serializer count")
-        out.utf("VALUE_SERIALIZER", "serializer key")
-        s.value_snapshot().write_top_level(out)
-        out.utf("NAMESPACE_SERIALIZER", "serializer key")
-        s.namespace.snapshot.write_top_level(out)
 
 
 class EntryEncoder:
@@ -153,7 +83,7 @@ class EntryEncoder:
             stamps = ts if self.spec.ttl else [None] * len(value)
             parts = [self._value(v, t) for v, t in zip(value, stamps, strict=True)]
             if parts:
-                yield base, bytes((_LIST_DELIMITER,)).join(parts)
+                yield base, bytes((LIST_DELIMITER,)).join(parts)
         elif kind == "MAP":
             assert self.user_key is not None
             for user_key, v in value.items():
@@ -223,7 +153,7 @@ def write_key_group(out: Output, entries: Sequence[tuple[int, bytes]]) -> None:
         if i == 0:
             out.u16(state_id, "state id")
         out.raw(block)
-        following = entries[i + 1][0] if i + 1 < len(entries) else _END_OF_GROUP
+        following = entries[i + 1][0] if i + 1 < len(entries) else END_OF_GROUP
         out.u16(following, "state id")
 
 

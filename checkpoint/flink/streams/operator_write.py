@@ -23,15 +23,10 @@ from flinkstate.state.operator.repartition import hash_map_order, repartition
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import TypeInformation
 
-from .header import _BACKEND_TYPES
-from .metadata.metadata_write import OperatorStateEntryOut
-from .types.snapshots_write import key_snapshot, snapshot_of
-from .wire.data_write import Output
-from .write_keyed import HEADER_VERSION
-
-_MODE_OPTION = "OPERATOR_STATE_DISTRIBUTION_MODE"
-#: The key of :attr:`OperatorStateData.meta` holding a verbatim state's meta info bytes.
-VERBATIM = "flink_meta_info"
+from ..metadata.metadata_write import OperatorStateEntryOut
+from ..types.snapshots_write import key_snapshot, snapshot_of
+from ..wire.data_write import Output
+from .header_write import HEADER_VERSION, VERBATIM, write_operator_meta
 
 
 def check_types(what: str, value: TypeInformation, user_key: TypeInformation | None, broadcast: bool) -> None:
@@ -40,25 +35,6 @@ def check_types(what: str, value: TypeInformation, user_key: TypeInformation | N
     if broadcast:
         assert user_key is not None
         key_snapshot(user_key, f"{what} (map key)")
-
-
-def _meta(out: Output, s: OperatorStateData) -> None:
-    if VERBATIM in s.meta:
-        out.raw(s.meta[VERBATIM])
-        return
-    broadcast = s.mode is OperatorStateMode.BROADCAST
-    out.utf(s.name, "state name")
-    out.i32(_BACKEND_TYPES.index("BROADCAST" if broadcast else "OPERATOR"), "backend state type")
-    out.i32(1, "option count")
-    out.utf(_MODE_OPTION, "option key")
-    out.utf(s.mode.name, "option value")
-    out.i32(2 if broadcast else 1, "serializer count")
-    out.utf("VALUE_SERIALIZER", "serializer key")
-    snapshot_of(s.value_type, s.name).write_top_level(out)
-    if broadcast:
-        assert s.user_key_type is not None
-        out.utf("KEY_SERIALIZER", "serializer key")
-        key_snapshot(s.user_key_type, s.name).write_top_level(out)
 
 
 def _ordered(states: Sequence[OperatorStateData], broadcast: bool) -> list[OperatorStateData]:
@@ -103,7 +79,7 @@ def operator_stream(
     for group in (lists, maps):
         out.i16(len(group), "state count")
         for s in group:
-            _meta(out, s)
+            write_operator_meta(out, s)
     entries = []
     for s in lists + maps:
         try:

@@ -1,8 +1,8 @@
-"""A vectorized path for the commonest keyed state: a VALUE of Long/Int keys in the void
-namespace holding ASCII strings or fixed-width numbers, without TTL.
+"""Whole key groups decoded as columns for the commonest keyed state: a VALUE of Long/Int
+keys in the void namespace holding ASCII strings or fixed-width numbers, without TTL.
 
 One Python pass finds where each entry's key and value start (two int reads per entry);
-NumPy then gathers the keys and values at once. A block the fast path cannot take
+NumPy then gathers the keys and values at once. A block this cannot take
 (another layout, non-ASCII text) returns None and is decoded by the general path.
 """
 
@@ -13,7 +13,7 @@ import struct
 import numpy as np
 import pyarrow as pa
 
-from .header import StateInfo
+from .header_read import StateInfo
 
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">H")
@@ -40,10 +40,10 @@ def eligible(info: StateInfo, key_name: str | None) -> bool:
     )
 
 
-def scan(
+def block_columns(
     buf: bytes, pos: int, kg: int, state_id: int, prefix: int, key_name: str, value_name: str
 ) -> tuple[np.ndarray, pa.Array] | None:
-    """(keys, values) of state ``state_id`` in the key group block at ``pos``; None: not fast."""
+    """(keys, values) of state ``state_id`` in the key group block at ``pos``; None: not taken."""
     unpack_int, unpack_short = _INT.unpack_from, _SHORT.unpack_from
     key_len = prefix + (8 if key_name == "LONG" else 4) + 1
     key_starts: list[int] = []
@@ -118,10 +118,10 @@ def _values(data: np.ndarray, vstarts: np.ndarray, name: str) -> pa.Array | None
     ).cast(pa.string())
 
 
-def arrays(
+def entry_columns(
     keys: list[bytes], values: list[bytes], kg: int, prefix: int, key_name: str, value_name: str
 ) -> tuple[np.ndarray, pa.Array] | None:
-    """(keys, values) of one key group's RocksDB entries (key bytes, value bytes); None: not fast."""
+    """(keys, values) of one key group's RocksDB entries (key bytes, value bytes); None: not taken."""
     kwidth = 8 if key_name == "LONG" else 4
     n, key_len = len(keys), prefix + kwidth + 1
     joined = b"".join(keys)
