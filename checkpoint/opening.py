@@ -17,7 +17,7 @@ from .storage import Storage
 from .writing.checkpoints import CheckpointStorage, load_directory
 
 if TYPE_CHECKING:  # the reader is imported lazily (see the module docstring); no cycle either way
-    from .flink.savepoint import FlinkSavepoint
+    from .flink.reader.savepoint import FlinkSavepoint
 
 
 def open_checkpoint(
@@ -46,7 +46,7 @@ def open_checkpoint(
             data = None
         if data is not None:
             from .flink.metadata.metadata_read import is_flink_metadata
-            from .flink.savepoint import read_savepoint
+            from .flink.reader.savepoint import read_savepoint
 
             if is_flink_metadata(data[:4]):
                 return read_savepoint(directory, storage_options, types, allow_pickle, data)

@@ -8,9 +8,9 @@ import pytest
 from flink_model import CANONICAL, FIXTURES
 
 from flinkstate.checkpoint.flink import read_savepoint
+from flinkstate.checkpoint.flink.reader.tables import keyed_table
 from flinkstate.checkpoint.flink.streams.keyed_columns_read import block_columns
 from flinkstate.checkpoint.flink.streams.keyed_read import KeyGroupDecoder, decode_groups
-from flinkstate.checkpoint.flink.tables import keyed_table
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import Types
 

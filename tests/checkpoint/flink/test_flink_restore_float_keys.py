@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from flinkstate.checkpoint.flink.restore import keyed_backend
+from flinkstate.checkpoint.flink.reader.restore import keyed_backend
 from flinkstate.checkpoint.flink.streams.header_read import KeyedHeader, StateInfo
 from flinkstate.checkpoint.flink.streams.keyed_read import StateRows
 from flinkstate.checkpoint.flink.types.flink_type import FlinkType

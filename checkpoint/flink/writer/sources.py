@@ -23,16 +23,16 @@ from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.ttl.config import TtlTimeCharacteristic
 from flinkstate.state.types.mapping import BasicTypeInfo, TypeInformation
 
-from ..manifest import OperatorEntry
-from ..reading.merge import merge_keyed
-from ..reading.restore import CompletedCheckpoint
-from .errors import UnsupportedFlinkWriteError
-from .metadata.operator_id import operator_id
-from .streams.header_write import KeyedStateSpec
-from .streams.namespaces_write import namespace_of
-from .streams.operator_write import check_types
-from .types.key_hash import check_key_type, flink_key_group_assigner
-from .types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
+from ...manifest import OperatorEntry
+from ...reading.merge import merge_keyed
+from ...reading.restore import CompletedCheckpoint
+from ..errors import UnsupportedFlinkWriteError
+from ..metadata.operator_id import operator_id
+from ..streams.header_write import KeyedStateSpec
+from ..streams.namespaces_write import namespace_of
+from ..streams.operator_write import check_types
+from ..types.key_hash import check_key_type, flink_key_group_assigner
+from ..types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
 
 _TIMER_QUEUES = ("_timer_state/event_", "_timer_state/processing_")
 TIMESTAMP = BasicTypeInfo("LONG")

@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrow_codec import from_arrow
-from ..errors import CheckpointNotFoundError
-from .metadata.metadata_read import OperatorMeta
-from .streams.header_read import StateInfo, union_states
-from .streams.operator_read import read_operator_header, read_operator_state
+from ...arrow_codec import from_arrow
+from ...errors import CheckpointNotFoundError
+from ..metadata.metadata_read import OperatorMeta
+from ..streams.header_read import StateInfo, union_states
+from ..streams.operator_read import read_operator_header, read_operator_state
 from .tables import broadcast_table, operator_table
 
 

@@ -40,22 +40,22 @@ from flinkstate.state.types.mapping import (
     Types,
 )
 
-from ..manifest import OperatorEntry
-from ..reading.restore import CompletedCheckpoint
-from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
-from .metadata.metadata_read import OperatorMeta
-from .savepoint import PYTHON_PREFIX, FlinkSavepoint
-from .streams.header_read import KeyedHeader, StateInfo, read_header
-from .streams.header_write import KeyedStateSpec
-from .streams.keyed_read import END_OF_GROUP
-from .types import classes
-from .types.flink_type import FlinkType
-from .types.pyflink_write import encoder
-from .types.snapshots_write import Snapshot, atomic_name, key_snapshot, map_of, ttl
-from .wire.data_read import Cursor
-from .wire.snappy_read import snappy_block
-from .write_flink_source import FlinkOperator
-from .write_sources import CheckpointOperator, OperatorSource
+from ...manifest import OperatorEntry
+from ...reading.restore import CompletedCheckpoint
+from ..errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
+from ..metadata.metadata_read import OperatorMeta
+from ..reader.savepoint import PYTHON_PREFIX, FlinkSavepoint
+from ..streams.header_read import KeyedHeader, StateInfo, read_header
+from ..streams.header_write import KeyedStateSpec
+from ..streams.keyed_read import END_OF_GROUP
+from ..types import classes
+from ..types.flink_type import FlinkType
+from ..types.pyflink_write import encoder
+from ..types.snapshots_write import Snapshot, atomic_name, key_snapshot, map_of, ttl
+from ..wire.data_read import Cursor
+from ..wire.snappy_read import snappy_block
+from .flink_source import FlinkOperator
+from .sources import CheckpointOperator, OperatorSource
 
 PYFLINK_MODES = ("process", "thread")
 #: Appended to a mode: keys are pickled (``key_by`` without ``key_type``).

@@ -6,9 +6,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..arrow_codec import to_arrow
-from .streams.keyed_read import StateRows
-from .types.flink_type import FlinkType
+from ...arrow_codec import to_arrow
+from ..streams.keyed_read import StateRows
+from ..types.flink_type import FlinkType
 
 TTL_TYPE = pa.timestamp("ms", tz="UTC")
 

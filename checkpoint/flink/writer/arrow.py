@@ -30,16 +30,16 @@ from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.types.canonical import canonical_values, key_token
 from flinkstate.state.types.mapping import TypeInformation
 
-from ..arrow_codec import from_arrow
-from ..state_rows import fit, fit_keyed, fit_keys, key_group_columns, refuse_null_elements
-from .errors import UnsupportedFlinkWriteError
-from .metadata.operator_id import operator_id
-from .savepoint import FlinkSavepoint
-from .savepoint_writer import operators_of
-from .streams.header_write import KeyedStateSpec
-from .streams.operator_write import check_types
-from .types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
-from .write_sources import OperatorSource
+from ...arrow_codec import from_arrow
+from ...state_rows import fit, fit_keyed, fit_keys, key_group_columns, refuse_null_elements
+from ..errors import UnsupportedFlinkWriteError
+from ..metadata.operator_id import operator_id
+from ..reader.savepoint import FlinkSavepoint
+from ..streams.header_write import KeyedStateSpec
+from ..streams.operator_write import check_types
+from ..types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
+from .savepoint import operators_of
+from .sources import OperatorSource
 
 KEYED_KINDS = tuple(k.name for k in StateKind)
 OPERATOR_KINDS = {m.name: m for m in OperatorStateMode}

@@ -30,13 +30,13 @@ from flinkstate.state.keygroups.assignment import (
     compute_key_group_range_for_operator_index,
 )
 
-from ..errors import CheckpointError
-from ..manifest import METADATA
-from ..progress import progress_steps
-from ..reading.restore import CompletedCheckpoint
-from ..storage import Storage
-from .errors import UnsupportedFlinkWriteError
-from .metadata.metadata_write import (
+from ...errors import CheckpointError
+from ...manifest import METADATA
+from ...progress import progress_steps
+from ...reading.restore import CompletedCheckpoint
+from ...storage import Storage
+from ..errors import UnsupportedFlinkWriteError
+from ..metadata.metadata_write import (
     KeyedOut,
     OperatorOut,
     OperatorStateOut,
@@ -44,12 +44,12 @@ from .metadata.metadata_write import (
     SubtaskOut,
     metadata_bytes,
 )
-from .savepoint import FlinkSavepoint, read_savepoint
-from .streams.keyed_write import keyed_stream
-from .streams.operator_write import operator_stream, subtask_states
-from .write_flink_source import FlinkOperator
-from .write_pyflink import pyflink_operator
-from .write_sources import CheckpointOperator, OperatorSource
+from ..reader.savepoint import FlinkSavepoint, read_savepoint
+from ..streams.keyed_write import keyed_stream
+from ..streams.operator_write import operator_stream, subtask_states
+from .flink_source import FlinkOperator
+from .pyflink import pyflink_operator
+from .sources import CheckpointOperator, OperatorSource
 
 #: Flink's default ``execution.checkpointing.data-inline-threshold`` (20 KiB).
 DEFAULT_INLINE_THRESHOLD = 20 * 1024

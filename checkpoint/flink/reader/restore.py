@@ -5,14 +5,16 @@ serializer snapshots give; keys whose Java ``hashCode()`` we do not compute (Tup
 POJO...) go to the key group our hash gives them, not Flink's. Operator list, union and
 broadcast states are repartitioned like ours. Flink does not store a state's TTL duration,
 so TTL states restore as plain state (their last-access timestamps are in
-:meth:`FlinkSavepoint.keyed_state`). States whose serializer cannot be decoded (Kryo,
+:meth:`.savepoint.FlinkSavepoint.keyed_state`). States whose serializer cannot be decoded (Kryo,
 unknown) are refused with a typed error naming them, unless left out with ``states``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import pyarrow as pa
 
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.heap.backend import HeapKeyedStateBackend
@@ -24,13 +26,30 @@ from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, O
 from flinkstate.state.types.canonical import canonicalizer
 from flinkstate.state.types.mapping import TypeInformation
 
-from ..errors import StateMigrationError
-from .errors import UnsupportedSerializerError
-from .streams.header_read import StateInfo
-from .streams.keyed_read import KeyGroupDecoder, StateRows
+from ...errors import StateMigrationError
+from ..errors import UnsupportedSerializerError
+from ..metadata.metadata_read import OperatorMeta
+from ..streams.header_read import KeyedHeader, StateInfo
+from ..streams.keyed_read import KeyGroupDecoder, StateRows
 
-if TYPE_CHECKING:
-    from .savepoint import FlinkSavepoint
+
+class Savepoint(Protocol):
+    """What a restore reads of a savepoint (:class:`.savepoint.FlinkSavepoint`)."""
+
+    directory: str
+
+    def operator(self, ref: str) -> OperatorMeta: ...
+
+    def keyed_header(self, operator: str) -> KeyedHeader | None: ...
+
+    def decode_keyed(
+        self, operator: str, state: str, key_groups: Iterable[int] | None = None
+    ) -> StateRows: ...
+
+    def operator_infos(self, operator: str) -> list[StateInfo]: ...
+
+    def operator_state(self, operator: str, state: str) -> pa.Table: ...
+
 
 _MODES = {m.name: m for m in OperatorStateMode}
 
@@ -120,7 +139,7 @@ def _router(
 
 
 def restore_keyed(
-    sp: FlinkSavepoint, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None
+    sp: Savepoint, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None
 ) -> None:
     """Load into ``backend`` every entry of ``operator``'s keyed states in its key-group range.
 
@@ -152,7 +171,7 @@ def restore_keyed(
 
 
 def keyed_backend(
-    sp: FlinkSavepoint,
+    sp: Savepoint,
     operator: str,
     subtask: int,
     parallelism: int,
@@ -169,9 +188,7 @@ def keyed_backend(
     return backend
 
 
-def operator_backend(
-    sp: FlinkSavepoint, operator: str, subtask: int, parallelism: int
-) -> OperatorStateBackend:
+def operator_backend(sp: Savepoint, operator: str, subtask: int, parallelism: int) -> OperatorStateBackend:
     """Operator list, union and broadcast state of ``operator`` for subtask ``subtask`` of ``parallelism``.
 
     Repartitioned over the operator's parallelism by subtask index, as Flink does: a subtask
@@ -180,7 +197,7 @@ def operator_backend(
     return OperatorStateBackend(repartition(operator_states(sp, operator), parallelism)[subtask])
 
 
-def operator_states(sp: FlinkSavepoint, operator: str) -> list[list[OperatorStateData]]:
+def operator_states(sp: Savepoint, operator: str) -> list[list[OperatorStateData]]:
     """Each subtask's operator states of ``operator`` as written (what :func:`repartition` takes)."""
     op = sp.operator(operator)
     per_subtask: list[list[OperatorStateData]] = [[] for _ in range(op.parallelism)]

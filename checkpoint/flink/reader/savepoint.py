@@ -20,23 +20,26 @@ from flinkstate.state.keyed.backend import AbstractKeyedStateBackend
 from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.types.mapping import TypeInformation
 
-from ..errors import CheckpointNotFoundError
-from .errors import DeclaredTypeError
-from .kryo_declared import apply_declarations
-from .metadata.metadata_read import (
+from ...errors import CheckpointNotFoundError
+from ..errors import DeclaredTypeError
+from ..metadata.metadata_read import (
     CheckpointMeta,
     KeyedHandle,
     OperatorMeta,
     is_flink_metadata,
     parse_metadata,
 )
-from .metadata.operator_id import operator_id_hex
+from ..metadata.operator_id import operator_id_hex
+from ..rocksdb.native_read import read_native
+from ..streams.header_read import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
+from ..streams.keyed_read import KeyGroupDecoder, StateRows, decode_groups
+from ..types.declared_read import StateDeclaration, declarations
+from ..types.pyflink_read import declared_table
+from .kryo_declared import apply_declarations
 from .operator_states import empty_operator_table, operator_infos, operator_state, subtask_values
-from .rocksdb.native_read import read_native
-from .streams.header_read import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
-from .streams.keyed_read import KeyGroupDecoder, StateRows, decode_groups
+from .raw_entries import RawEntries
+from .restore import keyed_backend, operator_backend, restore_keyed
 from .tables import keyed_schema, keyed_table
-from .types.declared_read import StateDeclaration, declarations
 
 PYTHON_PREFIX = "python-state-"
 
@@ -252,7 +255,7 @@ class FlinkSavepoint:
         decoder_type: type[KeyGroupDecoder] = KeyGroupDecoder,
     ) -> list[tuple[StateRows, KeyedHeader]]:
         """The rows of a keyed state (or timer queue) per subtask holding it and wanted key groups
-        (``decoder_type``: :class:`.passthrough.RawEntries` gives them as bytes)."""
+        (``decoder_type``: :class:`.raw_entries.RawEntries` gives them as bytes)."""
         op = self.operator(operator)
         known = self._header(op)
         if known is None or not any(s.name == state and s.is_timer == timers for s in known.states):
@@ -300,8 +303,6 @@ class FlinkSavepoint:
     ) -> pa.Table:
         """PyFlink Python state ``name`` (``kind`` value, list or map) decoded with the declared types
         (as ``read_savepoint(types={name: StateDeclaration(...)})`` does)."""
-        from .types.pyflink_read import declared_table
-
         found = self.keyed_info(operator, f"{PYTHON_PREFIX}{name}")
         if found is None:
             raise CheckpointNotFoundError(f"operator {operator!r} has no PyFlink Python state {name!r}")
@@ -311,8 +312,6 @@ class FlinkSavepoint:
         return declared_table(raw, found[1].kind, declared, allow_pickle, where)
 
     def _python_table(self, operator: str, state: str, raw: pa.Table, info: StateInfo) -> pa.Table:
-        from .types.pyflink_read import declared_table
-
         where = f"{self.directory}: operator {operator}, Python state {state}"
         return declared_table(raw, info.kind, self.types[state], self.allow_pickle, where)
 
@@ -330,8 +329,6 @@ class FlinkSavepoint:
     def raw_keyed(self, operator: str, state: str, timers: bool = False) -> list[StateRows]:
         """Each subtask's entries of a keyed state (or timer queue) as bytes: ``key`` the key bytes
         after the key-group prefix, ``value`` the value bytes (:mod:`.passthrough`)."""
-        from .passthrough import RawEntries
-
         return [rows for rows, _ in self._decode(operator, state, None, timers, RawEntries)]
 
     def decode_timers(self, operator: str, queue: str) -> list[StateRows]:
@@ -354,22 +351,16 @@ class FlinkSavepoint:
         self, backend: AbstractKeyedStateBackend, operator: str, states: Iterable[str] | None = None
     ) -> None:
         """Load ``operator``'s keyed states into ``backend`` (its key-group range)."""
-        from .restore import restore_keyed
-
         restore_keyed(self, backend, operator, states)
 
     def keyed_backend(
         self, operator: str, subtask: int, parallelism: int, **kwargs: Any
     ) -> AbstractKeyedStateBackend:
         """A new backend (HeapKeyedStateBackend unless ``backend_factory=``) for a subtask, restored."""
-        from .restore import keyed_backend
-
         return keyed_backend(self, operator, subtask, parallelism, **kwargs)
 
     def operator_backend(self, operator: str, subtask: int, parallelism: int) -> OperatorStateBackend:
         """Operator state of ``operator`` for subtask ``subtask`` of ``parallelism``, repartitioned."""
-        from .restore import operator_backend
-
         return operator_backend(self, operator, subtask, parallelism)
 
     def operator_state(self, operator: str, state: str) -> pa.Table:

@@ -19,7 +19,7 @@ from flinkstate.state.keyed.snapshot import StateMetaInfo
 from flinkstate.state.ttl import StateTtlConfig, Time
 from flinkstate.state.types.typeinfo import ArrowTypeInfo
 
-from ..views.schemas import keyed_view
+from ...views.schemas import keyed_view
 
 #: Flink's savepoints do not record a TTL's duration; the view needs only that there is one.
 _SOME_TTL = StateTtlConfig.new_builder(Time.milliseconds(1)).build()

@@ -14,8 +14,18 @@ from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.types.canonical import canonical_values
 from flinkstate.state.types.mapping import TypeInformation
 
-from .errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
-from .metadata.metadata_read import OperatorMeta
+from ..errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
+from ..metadata.metadata_read import OperatorMeta
+from ..reader.savepoint import FlinkSavepoint
+from ..streams.header_read import KeyedHeader, StateInfo
+from ..streams.header_write import KeyedStateSpec
+from ..streams.namespaces_write import flink_namespace
+from ..streams.operator_read import read_operator_header
+from ..types import classes
+from ..types.flink_type import FlinkType
+from ..types.kryo_read import KryoReader
+from ..types.kryo_write import KryoWriter, state_class_header
+from ..types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
 from .passthrough import BYTES as _BYTES
 from .passthrough import (
     check_carried,
@@ -26,17 +36,7 @@ from .passthrough import (
     verbatim_operator_state,
     verbatim_spec,
 )
-from .savepoint import FlinkSavepoint
-from .streams.header_read import KeyedHeader, StateInfo
-from .streams.header_write import KeyedStateSpec
-from .streams.namespaces_write import flink_namespace
-from .streams.operator_read import read_operator_header
-from .types import classes
-from .types.flink_type import FlinkType
-from .types.kryo_read import KryoReader
-from .types.kryo_write import KryoWriter, state_class_header
-from .types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
-from .write_sources import TIMESTAMP, OperatorSource
+from .sources import TIMESTAMP, OperatorSource
 
 
 class FlinkOperator(OperatorSource):

@@ -24,17 +24,17 @@ from flinkstate.state.keyed.snapshot import StateColumns, StateMetaInfo
 from flinkstate.state.operator import OperatorStateData
 from flinkstate.state.ttl import StateTtlConfig
 
-from ..edits import EditPlan, KeyedRows, OperatorLayout, OperatorPlan, SavepointEdits, plan_edits
-from ..errors import CheckpointError
-from .errors import UnsupportedFlinkWriteError
-from .metadata.operator_id import operator_id, operator_id_hex
-from .savepoint import FlinkSavepoint
-from .savepoint_writer import DEFAULT_INLINE_THRESHOLD, write_operators
-from .streams.header_write import KeyedStateSpec
-from .types.snapshots_write import Snapshot, VerbatimSnapshot
-from .write_arrow import ArrowOperator, ArrowState, MergedOperator
-from .write_flink_source import FlinkOperator
-from .write_sources import OperatorSource
+from ...edits import EditPlan, KeyedRows, OperatorLayout, OperatorPlan, SavepointEdits, plan_edits
+from ...errors import CheckpointError
+from ..errors import UnsupportedFlinkWriteError
+from ..metadata.operator_id import operator_id, operator_id_hex
+from ..reader.savepoint import FlinkSavepoint
+from ..streams.header_write import KeyedStateSpec
+from ..types.snapshots_write import Snapshot, VerbatimSnapshot
+from .arrow import ArrowOperator, ArrowState, MergedOperator
+from .flink_source import FlinkOperator
+from .savepoint import DEFAULT_INLINE_THRESHOLD, write_operators
+from .sources import OperatorSource
 
 FLINK_TTL = StateTtlConfig.new_builder(timedelta(days=1)).build()
 """What marks a Flink state as a TTL state in an edit plan: Flink's TTL serializer records no

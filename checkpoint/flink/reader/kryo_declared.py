@@ -10,13 +10,13 @@ import pyarrow as pa
 
 from flinkstate.state.types.typeinfo import ArrowTypeInfo
 
-from .errors import DeclaredTypeError
-from .streams.header_read import KeyedHeader, StateInfo
-from .types import classes
-from .types.declared_read import Declared, StateDeclaration
-from .types.flink_type import FlinkType
-from .types.kryo_read import KryoReader
-from .types.values_read import TtlValueSerializer
+from ..errors import DeclaredTypeError
+from ..streams.header_read import KeyedHeader, StateInfo
+from ..types import classes
+from ..types.declared_read import Declared, StateDeclaration
+from ..types.flink_type import FlinkType
+from ..types.kryo_read import KryoReader
+from ..types.values_read import TtlValueSerializer
 
 
 def _kryo(t: FlinkType, declared: Declared | None, where: str) -> FlinkType:

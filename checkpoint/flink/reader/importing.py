@@ -14,10 +14,10 @@ from typing import Any
 
 from flinkstate.state.operator import OperatorStateBackend
 
-from ..reading.restore import CompletedCheckpoint
-from ..writing.checkpoints import begin_savepoint
-from .errors import UnsupportedFlinkWriteError
-from .metadata.operator_id import operator_id_hex
+from ...reading.restore import CompletedCheckpoint
+from ...writing.checkpoints import begin_savepoint
+from ..errors import UnsupportedFlinkWriteError
+from ..metadata.operator_id import operator_id_hex
 from .restore import operator_states
 from .savepoint import FlinkSavepoint
 
