@@ -41,6 +41,7 @@ from .reading.merge import DELETE, merge_keyed, merged_key_group, stored_key_gro
 from .reading.native import native_key_groups, refuse_native
 from .reading.restore import CompletedCheckpoint
 from .reading.verified import check_file, open_whole
+from .state_rows import fit
 from .storage import Storage, nested_options
 from .views.metadata import metadata_table
 from .views.rows import expiry_cutoff, key_group_rows, operator_rows
@@ -110,6 +111,7 @@ __all__ = [
     "completed_ids",
     "edit_checkpoint",
     "expiry_cutoff",
+    "fit",
     "from_arrow",
     "key_group_files",
     "key_group_loads",

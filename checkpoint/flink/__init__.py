@@ -6,7 +6,6 @@ offline: :func:`edit_savepoint`; as one of our savepoints: :func:`import_savepoi
 
 from __future__ import annotations
 
-from ..state_rows import default_type, fit
 from .errors import (
     DeclaredTypeError,
     FlinkFormatError,
@@ -45,9 +44,7 @@ __all__ = [
     "UnsupportedFlinkWriteError",
     "UnsupportedSerializerError",
     "declarations",
-    "default_type",
     "edit_savepoint",
-    "fit",
     "flink_type",
     "import_savepoint",
     "is_flink_metadata",

@@ -1,6 +1,6 @@
 """Operator states of a Flink savepoint: every subtask's meta infos, and a state's elements
 as a table (``subtask, position, value``; broadcast state ``subtask, key, value``) or as one
-subtask's Python values (:mod:`.operator` reads the streams)."""
+subtask's Python values (:mod:`..streams.operator_read` reads the streams)."""
 
 from __future__ import annotations
 

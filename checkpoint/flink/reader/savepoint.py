@@ -86,7 +86,7 @@ def read_savepoint(
 ) -> FlinkSavepoint:
     """Open the Flink savepoint or retained checkpoint at ``path`` (directory or ``_metadata``);
     ``storage``: fsspec storage options; ``types``: declared types by state name (Kryo values,
-    PyFlink Python state; see :mod:`.declared`); ``allow_pickle``: load PyFlink pickles;
+    PyFlink Python state; see :mod:`..types.declared_read`); ``allow_pickle``: load PyFlink pickles;
     ``data``: the ``_metadata``'s bytes, when the caller has read them."""
     directory = _directory(path)
     if data is None:
@@ -328,7 +328,7 @@ class FlinkSavepoint:
 
     def raw_keyed(self, operator: str, state: str, timers: bool = False) -> list[StateRows]:
         """Each subtask's entries of a keyed state (or timer queue) as bytes: ``key`` the key bytes
-        after the key-group prefix, ``value`` the value bytes (:mod:`.passthrough`)."""
+        after the key-group prefix, ``value`` the value bytes (:mod:`..writer.passthrough`)."""
         return [rows for rows, _ in self._decode(operator, state, None, timers, RawEntries)]
 
     def decode_timers(self, operator: str, queue: str) -> list[StateRows]:

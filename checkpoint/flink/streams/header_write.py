@@ -46,9 +46,9 @@ class KeyedStateSpec:
     """A keyed state to write: ``value`` is the value (also of reducing state), list element,
     map value or accumulator type; a timer queue (kind PRIORITY_QUEUE) holds timestamps.
     ``verbatim``: the state's meta info as read from a Flink savepoint, written as it is; its
-    entries are then bytes (:mod:`.passthrough`): each key's bytes after the key-group prefix
+    entries are then bytes (:mod:`..writer.passthrough`): each key's bytes after the key-group prefix
     and its value bytes, unless ``encoder`` encodes its values (a declared Kryo class set from
-    rows: :mod:`.kryo_write`)."""
+    rows: :mod:`..types.kryo_write`)."""
 
     name: str
     kind: str  # VALUE | LIST | MAP | REDUCING | AGGREGATING | PRIORITY_QUEUE

@@ -1,13 +1,13 @@
-"""One subtask's keyed state stream of a canonical savepoint: the inverse of :mod:`.header`
-and :mod:`.body`.
+"""One subtask's keyed state stream of a canonical savepoint: the inverse of :mod:`.header_read`
+and :mod:`.keyed_read`.
 
-The stream is the header (``int version 6, bool compressed, key serializer snapshot,
-short n`` state meta infos), then one block per key group holding entries, at the offset
+The stream is the header (:mod:`.header_write`: ``int version 6, bool compressed, key
+serializer snapshot, short n`` state meta infos), then one block per key group holding entries, at the offset
 ``_metadata`` records (0 for a key group without entries). A block is ``short state id``,
 then ``int length, key bytes, int length, value bytes`` pairs sorted by key bytes (RocksDB's
 order); the last key of a state has bit 0x80 of its first byte set and is followed by the
 next state's id or 0xFFFF, which ends the group. Key bytes: the key-group prefix (one byte
-up to max parallelism 128, else two), the key, the namespace (:mod:`.write_namespaces`: the
+up to max parallelism 128, else two), the key, the namespace (:mod:`.namespaces_write`: the
 void one is one 0 byte) and, for MapState, the user key; a timer queue's entries are timers
 with empty values. Values: the value (Value, Reducing state) or accumulator
 (AggregatingState), the elements joined by ``,``

@@ -1,14 +1,13 @@
-"""One subtask's operator state stream: the inverse of :mod:`.operator`.
+"""One subtask's operator state stream: the inverse of :mod:`.operator_read`.
 
-Header (``OperatorBackendSerializationProxy``, version 6, not compressed): ``short n`` list
-and union state meta infos (backend type OPERATOR, option OPERATOR_STATE_DISTRIBUTION_MODE,
-the element's VALUE_SERIALIZER), ``short m`` broadcast state meta infos (backend type
-BROADCAST, its VALUE_SERIALIZER and KEY_SERIALIZER). Then each list's elements one after
-the other and each broadcast map as ``int size`` and key/value pairs; ``_metadata`` records
-each element's offset (one offset per broadcast map). States go in the order of the
-``java.util.HashMap`` Flink's snapshot copies them into. A state carried from a Flink
-savepoint as it was (``meta[VERBATIM]``: its meta info's bytes; :mod:`.passthrough`) has
-bytes for elements: each list element's, or the broadcast map's whole.
+Header (``OperatorBackendSerializationProxy``, version 6, not compressed; the meta infos
+written by :mod:`.header_write`): ``short n`` list and union state meta infos, ``short m``
+broadcast state meta infos. Then each list's elements one after the other and each broadcast
+map as ``int size`` and key/value pairs; ``_metadata`` records each element's offset (one
+offset per broadcast map). States go in the order of the ``java.util.HashMap`` Flink's
+snapshot copies them into. A state carried from a Flink savepoint as it was
+(``meta[VERBATIM]``: its meta info's bytes; :mod:`..writer.passthrough`) has bytes for
+elements: each list element's, or the broadcast map's whole.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Where the columns do not say which Flink serializer a state has, the user declares it: a
 Java class name (``java.lang.Long``, ``long``, ``byte[]``, ``java.util.List<java.lang.String>``,
 ``java.util.Map<java.lang.String, java.lang.Long>``) or a Spark DDL type (see
-:func:`.declared.parse_type`: ``BIGINT``, ``ARRAY<INT>``, ``STRUCT<id: BIGINT, name: STRING>``
+:func:`.declared_read.parse_type`: ``BIGINT``, ``ARRAY<INT>``, ``STRUCT<id: BIGINT, name: STRING>``
 for a Row). Undeclared, a column's Arrow type gives it, and every column is checked against
 its type, as :mod:`flinkstate.checkpoint.state_rows` does for every writer
 (:func:`~flinkstate.checkpoint.state_rows.default_type`,

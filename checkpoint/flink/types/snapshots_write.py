@@ -1,4 +1,4 @@
-"""Serializer snapshots for state meta info: the inverse of :mod:`.snapshots`.
+"""Serializer snapshots for state meta info: the inverse of :mod:`.snapshots_read`.
 
 A snapshot is ``UTF class name, int version, payload``. Flink's simple (atomic, byte[])
 snapshots have version 3 and no payload; composite ones (List, Map, Tuple, Row, the TTL

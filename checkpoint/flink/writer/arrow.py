@@ -1,10 +1,10 @@
 """Writing Flink savepoints from Arrow columns (a DataFrame): an :class:`OperatorSource` for
-:func:`.savepoint_writer.write_operators`, the one writing path.
+:func:`.savepoint.write_operators`, the one writing path.
 
 An :class:`ArrowState` is one state's rows: ``key`` (keyed and broadcast state), ``value``
 and, for map state, ``user_key``, taken as :mod:`flinkstate.checkpoint.state_rows` takes
 every writer's rows (a key's, map entry's, broadcast key's last row wins; a list state's rows
-are its elements, in row order). Types are declared (:mod:`.write_types`) or the columns'
+are its elements, in row order). Types are declared (:mod:`..types.declared_write`) or the columns'
 own; every column is checked against them, and every type against what the writer can
 write, when the :class:`ArrowOperator` is made, before anything is written.
 

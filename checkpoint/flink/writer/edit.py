@@ -1,14 +1,14 @@
 """Offline edits of a Flink savepoint, written as a new canonical savepoint Flink restores.
 
 The edits (:class:`~flinkstate.checkpoint.edits.SavepointEdits`) wrap the savepoint
-writer's sources (:class:`.write_flink_source.FlinkOperator`): a removed operator is not
+writer's sources (:class:`.flink_source.FlinkOperator`): a removed operator is not
 written, a renamed one is written under the new uid's OperatorID (what Flink's
 ``changeOperatorIdentifier`` does), a removed state is left out of its operator's streams,
 a state set from rows is added or replaced as the Spark writer's append does
-(:class:`.write_arrow.MergedOperator` of an :class:`.write_arrow.ArrowOperator`; an added
-operator is an :class:`.write_arrow.ArrowOperator`), and a new max parallelism places every
+(:class:`.arrow.MergedOperator` of an :class:`.arrow.ArrowOperator`; an added
+operator is an :class:`.arrow.ArrowOperator`), and a new max parallelism places every
 key in its new key group. Everything goes through
-:func:`.savepoint_writer.write_operators`: all is encoded before any file is written, and
+:func:`.savepoint.write_operators`: all is encoded before any file is written, and
 ``_metadata`` is written last.
 """
 
@@ -127,7 +127,7 @@ def _edited_operator(inner: OperatorSource | None, plan: OperatorPlan) -> Operat
 
 def _layout(op: FlinkOperator, name: str) -> OperatorLayout:
     """``op``'s states as a plan sees them: a timer queue as our checkpoints hold one (a map of
-    LONG timestamps, :func:`.write_sources.is_timer_queue`)."""
+    LONG timestamps, :func:`.sources.is_timer_queue`)."""
     keyed = {
         s.name: StateMetaInfo(
             s.name,
@@ -199,7 +199,7 @@ def _planned(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[dict[str, O
 
 def _holds_state(plan: OperatorPlan) -> bool:
     """Whether the edited operator holds any state (one without is not written, as
-    :func:`.savepoint_writer.write_savepoint` writes none)."""
+    :func:`.savepoint.write_savepoint` writes none)."""
     keyed = set(plan.source.keyed_states) - plan.removed_keyed
     return bool(keyed or plan.set_states or plan.source.operator_states - plan.removed_operator)
 

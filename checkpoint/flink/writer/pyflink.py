@@ -11,7 +11,7 @@ How a Python state ``name`` is kept depends on ``python.execution-mode``:
 - ``process`` (Beam): ``python-state-<name>``, a ListState of byte arrays for Value, List,
   Reducing and Aggregating states (a value state holds one element) or a MapState of
   byte arrays keyed by ``ByteArrayWrapperSerializer``'s byte arrays; each byte array is
-  PyFlink's coder encoding of a value (:func:`.pyflink.encoder`).
+  PyFlink's coder encoding of a value (:func:`..types.pyflink_write.encoder`).
 - ``thread`` (embedded): ``name`` itself, a Value (also Reducing and Aggregating), List or
   Map state of Java types PyFlink maps the declared types to: BYTE, SHORT, INT and LONG to
   Long, FLOAT and DOUBLE to Double, CHAR to String, Map to Map; PICKLED_BYTE_ARRAY and Tuple

@@ -2,14 +2,14 @@
 
 :func:`write_savepoint` turns each operator's keyed Value, List, Map, Reducing and
 Aggregating states (keys of Flink's atomic types, Tuples, Rows and POJOs, placed in the key
-groups Flink's ``hashCode()`` of them gives (:mod:`.key_hash`); values of those, byte[] and
+groups Flink's ``hashCode()`` of them gives (:mod:`..types.key_hash`); values of those, byte[] and
 Lists and Maps of them; with or without processing-time TTL), its window-namespaced states and
-timers (:mod:`.write_namespaces`) and its operator list, union and broadcast states into a
+timers (:mod:`..streams.namespaces_write`) and its operator list, union and broadcast states into a
 directory Flink 2.3 restores with ``flink run -s`` on either state backend: per subtask one
-keyed state stream (:mod:`.write_keyed`) and one operator state stream
-(:mod:`.write_operator`), inline in ``_metadata`` when small (as Flink inlines state under
+keyed state stream (:mod:`..streams.keyed_write`) and one operator state stream
+(:mod:`..streams.operator_write`), inline in ``_metadata`` when small (as Flink inlines state under
 ``execution.checkpointing.data-inline-threshold``) or a file beside it, and ``_metadata`` of
-version 3 (:mod:`.write_metadata`) written last. Operators are named by uid (Flink's
+version 3 (:mod:`..metadata.metadata_write`) written last. Operators are named by uid (Flink's
 OperatorID is the uid's hash); parallelism and max parallelism are chosen at write time,
 each subtask holding Flink's key-group range and the operator state Flink's redistribution
 gives it. Everything is encoded before any file is written: what cannot be written is
@@ -175,7 +175,7 @@ def operators_of(
 ) -> list[OperatorSource]:
     """The operators ``refs`` (uids; for a Flink savepoint also ids or names; default: all with
     state) of ``source``, checked; ``pyflink_mode`` (one for all or by uid): the operators whose
-    keyed state is written as PyFlink Python state (:mod:`.write_pyflink`)."""
+    keyed state is written as PyFlink Python state (:mod:`.pyflink`)."""
     if isinstance(source, CompletedCheckpoint):
         entries = [source.operator(r) for r in refs] if refs is not None else list(source.manifest.operators)
         held = [
@@ -213,7 +213,7 @@ def write_savepoint(
     ``pyflink_mode``: ``"process"`` or ``"thread"`` (``"process+pickled-key"``, ...: the job's
     ``key_by`` has no ``key_type``), one for all operators or a mapping by uid, writes an
     operator of one of our checkpoints as PyFlink Python state that a PyFlink job in that
-    execution mode restores (:mod:`.write_pyflink`; a PyFlink operator of a Flink savepoint
+    execution mode restores (:mod:`.pyflink`; a PyFlink operator of a Flink savepoint
     keeps its own).
     """
     if not isinstance(source, CompletedCheckpoint | FlinkSavepoint):

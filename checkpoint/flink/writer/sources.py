@@ -4,7 +4,7 @@ Each source operator (:class:`OperatorSource`) gives its id, layout, key type, k
 (with what Flink's serializers must be) and, on demand, each keyed state's entries by key
 group and each subtask's operator states. Everything that cannot be written is refused when
 the source is built, before any state is read: ``[FLINK_UNSUPPORTED]`` naming the operator and
-state. The source for a Flink savepoint read is :mod:`.write_flink_source`.
+state. The source for a Flink savepoint read is :mod:`.flink_source`.
 
 Timers are written as Flink's timer queues: of our checkpoints, the map states named as Flink
 names its timer queues (``_timer_state/event_<service>``, ``_timer_state/processing_<service>``,
@@ -109,7 +109,7 @@ class OperatorSource(ABC):
 
     def settable(self, name: str) -> KeyedStateSpec | None:
         """The spec keyed state ``name``, carried as bytes, is set from rows with (None: it
-        cannot be set; a declared Kryo state can: :func:`.kryo_write.kryo_spec`)."""
+        cannot be set; a declared Kryo state can: :func:`.flink_source.kryo_spec`)."""
         return None
 
     def refuse(self, message: str) -> UnsupportedFlinkWriteError:

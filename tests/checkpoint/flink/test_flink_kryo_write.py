@@ -1,4 +1,4 @@
-"""The Kryo encoder (:mod:`flinkstate.checkpoint.flink.kryo_write`): byte for byte what Flink
+"""The Kryo encoder (:mod:`flinkstate.checkpoint.flink.types.kryo_write`): byte for byte what Flink
 wrote, the reader's inverse on random values, and Kryo states set from rows."""
 
 from __future__ import annotations
