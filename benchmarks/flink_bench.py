@@ -109,8 +109,8 @@ def _native_db(path: str, n: int) -> None:
 
 
 def _sst_scan(path: str) -> tuple[float, int]:
-    from flinkstate.checkpoint.flink.native import resolve
-    from flinkstate.checkpoint.flink.sst import open_table
+    from flinkstate.checkpoint.flink.rocksdb.native_read import resolve
+    from flinkstate.checkpoint.flink.rocksdb.sst_read import open_table
 
     start = time.perf_counter()
     tables = [open_table(p.read_bytes(), p.name) for p in Path(path).glob("*.sst")]

@@ -28,6 +28,7 @@ from .errors import (
 from .format import keyed_schema, operator_schema, storage_table
 from .local_cache import DEFAULT_CACHE_BYTES, CachedStorage, CacheUse, FileCache
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from .opening import open_checkpoint
 from .parquet_files import WrittenFile, read_row_group, write_row_groups
 from .reading.keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
 from .reading.keys import (
@@ -42,6 +43,7 @@ from .reading.merge import DELETE, merge_keyed, merged_key_group, stored_key_gro
 from .reading.native import native_key_groups, refuse_native
 from .reading.restore import CompletedCheckpoint
 from .reading.verified import check_file, open_whole
+from .state_rows import fit
 from .storage import Storage, nested_options
 from .views.metadata import metadata_table
 from .views.rows import expiry_cutoff, key_group_rows, operator_rows
@@ -54,7 +56,7 @@ from .views.schemas import (
 )
 from .views.stats import Load, key_group_loads, state_entries, subtask_loads
 from .writing.append import DATA_DIR, VersionAppend, begin_append
-from .writing.checkpoints import CheckpointStorage, begin_savepoint, load_directory, open_checkpoint
+from .writing.checkpoints import CheckpointStorage, begin_savepoint, load_directory
 from .writing.committer import publish_manifest
 from .writing.edit import edit_checkpoint, plan_checkpoint_edits
 from .writing.increments import ChainPolicy
@@ -113,6 +115,7 @@ __all__ = [
     "completed_ids",
     "edit_checkpoint",
     "expiry_cutoff",
+    "fit",
     "from_arrow",
     "key_group_files",
     "key_group_loads",

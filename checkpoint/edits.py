@@ -1,5 +1,5 @@
 """Offline edits of a savepoint, what Flink's ``SavepointWriter`` edits: the one description
-both formats apply (:mod:`.writing.edit` to ours, :mod:`.flink.edit` to Flink's).
+both formats apply (:mod:`.writing.edit` to ours, :mod:`.flink.writer.edit` to Flink's).
 
 :class:`SavepointEdits` is a frozen value built step by step (each method returns a new
 one): remove an operator, change an operator's uid, remove a state, add or replace a keyed

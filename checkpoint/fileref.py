@@ -1,7 +1,10 @@
-"""One file a manifest references: where it is, its size and checksums, what it holds."""
+"""One file a manifest references: where it is, its size and checksums, what it holds; and
+the file-name-safe rendering of the names data files are named after (:func:`slug`)."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,3 +51,9 @@ class FileRef:
         return FileRef(str(data["path"]), int(data["size"]), str(data["sha256"]), int(data["rows"]), groups,
                        None if footer is None else str(footer), None if origin is None else int(origin),
                        bool(data.get("delta", False)))  # fmt: skip
+
+
+def slug(name: str) -> str:
+    """A file-name-safe, collision-free rendering of any state or operator name."""
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40]
+    return f"{readable}-{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"

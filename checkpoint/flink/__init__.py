@@ -6,9 +6,6 @@ offline: :func:`edit_savepoint`; as one of our savepoints: :func:`import_savepoi
 
 from __future__ import annotations
 
-from ..state_rows import default_type, fit
-from .declared import StateDeclaration, declarations, parse_type
-from .edit import edit_savepoint, plan_savepoint_edits
 from .errors import (
     DeclaredTypeError,
     FlinkFormatError,
@@ -16,16 +13,19 @@ from .errors import (
     UnsupportedFlinkWriteError,
     UnsupportedSerializerError,
 )
-from .importing import import_savepoint
-from .metadata import is_flink_metadata
-from .nested import nested_view
-from .operator_id import operator_id_hex
-from .rowdata import ROWDATA, RowDataReader, SqlTypeInfo, key_group_of
-from .savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
-from .savepoint_writer import write_operators, write_savepoint
-from .write_arrow import ArrowOperator, ArrowState, with_operator
-from .write_pyflink import PICKLED_KEY, PYFLINK_MODES
-from .write_types import flink_type
+from .metadata.metadata_read import is_flink_metadata
+from .metadata.operator_id import operator_id_hex
+from .reader.importing import import_savepoint
+from .reader.nested import nested_view
+from .reader.savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
+from .types.classes import ROWDATA
+from .types.declared_read import StateDeclaration, declarations, parse_type
+from .types.declared_write import flink_type
+from .types.rowdata_read import RowDataReader, SqlTypeInfo, key_group_of
+from .writer.arrow import ArrowOperator, ArrowState, with_operator
+from .writer.edit import edit_savepoint, plan_savepoint_edits
+from .writer.pyflink import PICKLED_KEY, PYFLINK_MODES
+from .writer.savepoint import write_operators, write_savepoint
 
 __all__ = [
     "PICKLED_KEY",
@@ -44,9 +44,7 @@ __all__ = [
     "UnsupportedFlinkWriteError",
     "UnsupportedSerializerError",
     "declarations",
-    "default_type",
     "edit_savepoint",
-    "fit",
     "flink_type",
     "import_savepoint",
     "is_flink_metadata",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CheckpointError, CheckpointNotFoundError
 from ..manifest import METADATA, Manifest
@@ -30,10 +30,6 @@ from .increments import ChainPolicy
 from .inflight import InFlightCheckpoints
 from .pending import PendingCheckpoint
 from .versions import DEFAULT_GRACE, Garbage, check_grace, collect_garbage, completed_ids, version_ids
-
-if TYPE_CHECKING:
-    from ..flink import FlinkSavepoint
-
 
 ROCKSDB_FORMATS = ("parquet", "native")
 
@@ -152,39 +148,6 @@ def load_directory(
     return CompletedCheckpoint(
         directory, Manifest.from_bytes(data, f"{directory!r}/{METADATA}"), allow_pickle
     )
-
-
-def open_checkpoint(
-    url: str,
-    storage_options: Mapping[str, Any] | None = None,
-    checkpoint_id: int | None = None,
-    allow_pickle: bool = False,
-    types: Mapping[str, Any] | None = None,
-) -> CompletedCheckpoint | FlinkSavepoint:
-    """A savepoint directory (or its ``_metadata``), a ``chk-<id>`` directory, or a root (its
-    latest checkpoint, or ``checkpoint_id``). The ``_metadata`` is read once.
-
-    A directory holding Flink's own ``_metadata`` opens as a
-    :class:`~flinkstate.checkpoint.flink.FlinkSavepoint` (same ``keyed_backend``,
-    ``restore_keyed`` and ``operator_backend``; ``types``: its declared types, see
-    :func:`~flinkstate.checkpoint.flink.read_savepoint`).
-    """
-    suffix = "/" + METADATA
-    directory = url.rstrip("/")
-    directory = directory[: -len(suffix)] if directory.endswith(suffix) else url
-    storage = Storage(directory, storage_options)
-    if checkpoint_id is None:
-        try:
-            data = storage.read_bytes(METADATA)
-        except (CheckpointNotFoundError, IsADirectoryError, NotADirectoryError):
-            data = None
-        if data is not None:
-            from ..flink import is_flink_metadata, read_savepoint
-
-            if is_flink_metadata(data[:4]):
-                return read_savepoint(directory, storage_options, types, allow_pickle, data)
-            return load_directory(storage, allow_pickle, data)
-    return CheckpointStorage(directory, storage_options).load(checkpoint_id, allow_pickle)
 
 
 def begin_savepoint(

@@ -38,6 +38,7 @@ from flinkstate.state.types.mapping import TypeInformation
 
 from ..arrow_codec import to_arrow
 from ..errors import CheckpointError
+from ..fileref import slug
 from ..format import keyed_schema, storage_table, write_keyed
 from ..manifest import FileRef, Files, OperatorEntry, SubtaskEntry
 from ..parquet_files import FileSink, WrittenFile, write_row_groups
@@ -252,8 +253,6 @@ class IncrementalKeyedWriter:
     def write(
         self, snapshot: KeyedStateSnapshot, base: BaseChain | None, subtask: int, parallelism: int
     ) -> KeyedFiles:
-        from .writer import slug
-
         store = self._store
         out = KeyedFiles({}, {})
         changes = snapshot.changes

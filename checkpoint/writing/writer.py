@@ -7,8 +7,6 @@ subtask can run anywhere (a thread, a Spark task) and hand it back.
 
 from __future__ import annotations
 
-import hashlib
-import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -21,6 +19,7 @@ from flinkstate.state.rocksdb.native import NativeSnapshot
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import CheckpointError
+from ..fileref import slug
 from ..format import write_keyed, write_operator, write_raw_keyed, write_raw_operator
 from ..manifest import FileRef, Files, OperatorStateInfo, SubtaskEntry
 from ..native_entry import NativeEntry
@@ -45,12 +44,6 @@ class SubtaskResult:
     """Paths (relative to the checkpoint directory) of the files written, for abort."""
     incremental: bool = False
     """Some state's files are an increment over an earlier checkpoint's."""
-
-
-def slug(name: str) -> str:
-    """A file-name-safe, collision-free rendering of any state or operator name."""
-    readable = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40]
-    return f"{readable}-{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def file_ref(name: str, written: WrittenFile) -> FileRef:

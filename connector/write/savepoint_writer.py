@@ -24,12 +24,11 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from flinkstate.checkpoint import METADATA, Storage
+from flinkstate.checkpoint import METADATA, Storage, fit
 from flinkstate.checkpoint.flink import (
     ArrowOperator,
     ArrowState,
     FlinkSavepoint,
-    fit,
     flink_type,
     is_flink_savepoint,
     read_savepoint,

@@ -10,7 +10,7 @@ import fsspec
 from conftest import MAX_P, Job, Run, model
 
 from flinkstate.checkpoint.flink import operator_id_hex, read_savepoint
-from flinkstate.checkpoint.flink.key_hash import java_hash_code
+from flinkstate.checkpoint.flink.types.key_hash import java_hash_code
 from flinkstate.state import Types
 from flinkstate.state.keygroups.hashing import murmur_hash
 

@@ -22,7 +22,7 @@ from write_model import LIVE_TS, OUR_TTL
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.flink import FlinkSavepoint
-from flinkstate.checkpoint.flink.write_pyflink import row_key_group
+from flinkstate.checkpoint.flink.writer.pyflink import row_key_group
 from flinkstate.state import (
     AggregateFunction,
     AggregatingStateDescriptor,

@@ -8,7 +8,7 @@ import decimal
 import struct
 from typing import Any
 
-from flinkstate.checkpoint.flink.rowdata import SqlTypeInfo
+from flinkstate.checkpoint.flink.types.rowdata_read import SqlTypeInfo
 
 _FIXED = {
     "BOOLEAN": "<?",

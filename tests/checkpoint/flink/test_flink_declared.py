@@ -14,8 +14,8 @@ from kryo_model import encode, string
 from sql_model import RICH_DDL, rich
 
 from flinkstate.checkpoint.flink import read_savepoint
-from flinkstate.checkpoint.flink.declared import StateDeclaration, parse_type
-from flinkstate.checkpoint.flink.kryo import KryoReader, kryo_string
+from flinkstate.checkpoint.flink.types.declared_read import StateDeclaration, parse_type
+from flinkstate.checkpoint.flink.types.kryo_read import KryoReader, kryo_string
 from flinkstate.state.errors import FlinkStateError
 
 SQL_KINDS = ["sql_heap", "sql_rocksdb", "sql_heap_checkpoint"]

@@ -7,9 +7,10 @@ import struct
 import pytest
 from flink_model import CANONICAL, FIXTURES
 
-from flinkstate.checkpoint.flink import fast, read_savepoint
-from flinkstate.checkpoint.flink.body import KeyGroupDecoder, decode_groups
-from flinkstate.checkpoint.flink.tables import keyed_table
+from flinkstate.checkpoint.flink import read_savepoint
+from flinkstate.checkpoint.flink.reader.tables import keyed_table
+from flinkstate.checkpoint.flink.streams.keyed_columns_read import block_columns
+from flinkstate.checkpoint.flink.streams.keyed_read import KeyGroupDecoder, decode_groups
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import Types
 
@@ -26,7 +27,7 @@ def test_fast_equals_general(kind: str, state: str) -> None:
         data = handle.stream.read(sp.directory)
         header = sp._keyed_stream(op, handle)[1]
         decoder = KeyGroupDecoder(header, 128, "test", [state, "l_long"])  # two states: general path
-        assert decoder.fast is None
+        assert decoder.columnar is None
         decode_groups(data, handle, header, decoder, None, "test")
         info = next(s for s in header.states if s.name == state)
         general = keyed_table(decoder.rows[info.state_id], header.key)
@@ -52,9 +53,9 @@ def _block(kg: int, entries: list[tuple[int, str]]) -> bytes:
 
 def test_ascii_strings_fast_and_others_fall_back() -> None:
     entries = [(5, "value-5"), (9, ""), (12, "x" * 100)]
-    found = fast.scan(_block(3, entries), 0, 3, 0, 1, "LONG", "STRING")
+    found = block_columns(_block(3, entries), 0, 3, 0, 1, "LONG", "STRING")
     assert found is not None
     assert found[0].tolist() == [5, 9, 12] and found[1].to_pylist() == [v for _, v in entries]
-    assert fast.scan(_block(3, [(1, "caf\u00e9")]), 0, 3, 0, 1, "LONG", "STRING") is None
-    assert fast.scan(_block(3, [(1, "y" * 200)]), 0, 3, 0, 1, "LONG", "STRING") is None  # two-byte length
-    assert fast.scan(_block(3, entries), 0, 4, 0, 1, "LONG", "STRING") is None  # wrong key group
+    assert block_columns(_block(3, [(1, "caf\u00e9")]), 0, 3, 0, 1, "LONG", "STRING") is None
+    assert block_columns(_block(3, [(1, "y" * 200)]), 0, 3, 0, 1, "LONG", "STRING") is None  # two-byte length
+    assert block_columns(_block(3, entries), 0, 4, 0, 1, "LONG", "STRING") is None  # wrong key group

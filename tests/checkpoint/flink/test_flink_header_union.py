@@ -83,7 +83,7 @@ def test_one_state_described_differently_by_two_subtasks_is_an_error(tmp_path: P
 
 
 def test_a_header_longer_than_the_first_read_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flinkstate.checkpoint.flink import header
+    from flinkstate.checkpoint.flink.streams import header_read as header
 
     want = [s.name for s in read_savepoint(str(FIXTURES / "heap_canonical_files")).states()]
     monkeypatch.setattr(header, "HEADER_PREFIX", 16)  # every header runs past its first read

@@ -159,7 +159,7 @@ def test_metadata(savepoint: tuple[str, FlinkSavepoint]) -> None:
 
 @pytest.mark.parametrize("kind", CANONICAL)
 def test_key_group_pushdown_reads_only_needed_files(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flinkstate.checkpoint.flink import metadata
+    from flinkstate.checkpoint.flink.metadata import metadata_read as metadata
 
     sp = read_savepoint(str(FIXTURES / kind))
     full = sp.keyed_state("keyed-states", "v_string")

@@ -1,4 +1,4 @@
-"""The Kryo encoder (:mod:`flinkstate.checkpoint.flink.kryo_write`): byte for byte what Flink
+"""The Kryo encoder (:mod:`flinkstate.checkpoint.flink.types.kryo_write`): byte for byte what Flink
 wrote, the reader's inverse on random values, and Kryo states set from rows."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from sql_model import RICH_DDL
 
 from flinkstate.checkpoint import SavepointEdits
 from flinkstate.checkpoint.flink import FlinkSavepoint, edit_savepoint, read_savepoint
-from flinkstate.checkpoint.flink.declared import parse_type
 from flinkstate.checkpoint.flink.errors import UnsupportedFlinkWriteError
-from flinkstate.checkpoint.flink.kryo_write import KryoWriter, state_class_header
+from flinkstate.checkpoint.flink.types.declared_read import parse_type
+from flinkstate.checkpoint.flink.types.kryo_write import KryoWriter, state_class_header
 from flinkstate.state.errors import FlinkStateError
 
 OPAQUE = "STRUCT<value: BIGINT NOT NULL>"  # FixtureJob's Kryo class, declared

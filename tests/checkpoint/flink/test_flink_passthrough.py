@@ -28,14 +28,14 @@ from flinkstate.checkpoint.flink import (
     write_operators,
     write_savepoint,
 )
-from flinkstate.checkpoint.flink.key_hash import flink_key_group_assigner
-from flinkstate.checkpoint.flink.operator_id import operator_id
-from flinkstate.checkpoint.flink.output import Output
-from flinkstate.checkpoint.flink.passthrough import operator_elements
-from flinkstate.checkpoint.flink.savepoint_writer import operators_of
-from flinkstate.checkpoint.flink.write_operator import VERBATIM
-from flinkstate.checkpoint.flink.write_snapshots import ATOMIC_CLASSES, Snapshot
-from flinkstate.checkpoint.flink.write_sources import OperatorSource
+from flinkstate.checkpoint.flink.metadata.operator_id import operator_id
+from flinkstate.checkpoint.flink.reader.raw_entries import operator_elements
+from flinkstate.checkpoint.flink.streams.header_write import VERBATIM
+from flinkstate.checkpoint.flink.types.key_hash import flink_key_group_assigner
+from flinkstate.checkpoint.flink.types.snapshots_write import ATOMIC_CLASSES, Snapshot
+from flinkstate.checkpoint.flink.wire.data_write import Output
+from flinkstate.checkpoint.flink.writer.savepoint import operators_of
+from flinkstate.checkpoint.flink.writer.sources import OperatorSource
 from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.types.mapping import Types

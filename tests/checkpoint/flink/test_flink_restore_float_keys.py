@@ -11,10 +11,10 @@ from typing import Any, cast
 
 import pytest
 
-from flinkstate.checkpoint.flink.body import StateRows
-from flinkstate.checkpoint.flink.header import KeyedHeader, StateInfo
-from flinkstate.checkpoint.flink.restore import keyed_backend
-from flinkstate.checkpoint.flink.snapshots import FlinkType
+from flinkstate.checkpoint.flink.reader.restore import keyed_backend
+from flinkstate.checkpoint.flink.streams.header_read import KeyedHeader, StateInfo
+from flinkstate.checkpoint.flink.streams.keyed_read import StateRows
+from flinkstate.checkpoint.flink.types.flink_type import FlinkType
 from flinkstate.state import MapStateDescriptor, Types, assign_to_key_group
 
 MAX_P = 2  # 0.0 and -0.0 share a key group

@@ -9,10 +9,10 @@ import pytest
 from flink_model import FIXTURES
 
 from flinkstate.checkpoint.flink import read_savepoint
-from flinkstate.checkpoint.flink.body import StateRows
-from flinkstate.checkpoint.flink.header import KeyedHeader, StateInfo
-from flinkstate.checkpoint.flink.restore import keyed_backend
-from flinkstate.checkpoint.flink.snapshots import FlinkType
+from flinkstate.checkpoint.flink.reader.restore import keyed_backend
+from flinkstate.checkpoint.flink.streams.header_read import KeyedHeader, StateInfo
+from flinkstate.checkpoint.flink.streams.keyed_read import StateRows
+from flinkstate.checkpoint.flink.types.flink_type import FlinkType
 from flinkstate.state import ListStateDescriptor, Types, ValueStateDescriptor, assign_to_key_group
 from flinkstate.state.keygroups.hashing import murmur_hash
 

@@ -9,9 +9,9 @@ from typing import Any, cast
 import pyarrow as pa
 import pytest
 
-from flinkstate.checkpoint.flink.header import StateInfo
-from flinkstate.checkpoint.flink.restore import operator_backend
-from flinkstate.checkpoint.flink.snapshots import FlinkType
+from flinkstate.checkpoint.flink.reader.restore import operator_backend
+from flinkstate.checkpoint.flink.streams.header_read import StateInfo
+from flinkstate.checkpoint.flink.types.flink_type import FlinkType
 from flinkstate.state import ListStateDescriptor, Types
 
 OFFSETS = ListStateDescriptor("offsets", Types.LONG())

@@ -15,10 +15,15 @@ from rowdata_model import encode, flink_hash
 from sql_model import IDS, SQL, SQL_DIR, accumulators, last_row, text
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
-from flinkstate.checkpoint.flink.binary import Cursor
 from flinkstate.checkpoint.flink.errors import FlinkFormatError
-from flinkstate.checkpoint.flink.javaser import JavaStreamReader
-from flinkstate.checkpoint.flink.rowdata import RowDataReader, SqlTypeInfo, _binary_row, key_group_of
+from flinkstate.checkpoint.flink.types.rowdata_read import (
+    RowDataReader,
+    SqlTypeInfo,
+    _binary_row,
+    key_group_of,
+)
+from flinkstate.checkpoint.flink.wire.data_read import Cursor
+from flinkstate.checkpoint.flink.wire.objects_read import JavaStreamReader
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.keygroups.assignment import compute_key_group_for_key_hash
 
@@ -212,7 +217,7 @@ def test_malformed_rows_and_snapshots_are_typed_errors() -> None:
 
 def test_unsupported_sql_field_types_leave_raw_bytes_named() -> None:
     from flinkstate.checkpoint.flink.errors import UnsupportedSerializerError
-    from flinkstate.checkpoint.flink.rowdata import _logical
+    from flinkstate.checkpoint.flink.types.rowdata_read import _logical
 
     with pytest.raises(UnsupportedSerializerError, match=r"\[UNSUPPORTED_SERIALIZER\].*SQL type ARRAY"):
         _logical({"@class": "org.apache.flink.table.types.logical.ArrayType", "typeRoot": "ARRAY"}, "f3")

@@ -26,17 +26,17 @@ from rocksdict import (
 
 from flinkstate.checkpoint.errors import CheckpointCorruptError
 from flinkstate.checkpoint.flink import read_savepoint
-from flinkstate.checkpoint.flink.checksums import block_checksum
 from flinkstate.checkpoint.flink.errors import FlinkFormatError, UnsupportedFlinkFeatureError
-from flinkstate.checkpoint.flink.manifest import parse_manifest
-from flinkstate.checkpoint.flink.native import (
+from flinkstate.checkpoint.flink.rocksdb.checksums import block_checksum
+from flinkstate.checkpoint.flink.rocksdb.manifest_read import parse_manifest
+from flinkstate.checkpoint.flink.rocksdb.native_read import (
     column_family,
     key_group_ranges,
     load_manifest,
     resolve,
     resolve_entries,
 )
-from flinkstate.checkpoint.flink.sst import (
+from flinkstate.checkpoint.flink.rocksdb.sst_read import (
     DELETION,
     MERGE,
     VALUE,

@@ -27,15 +27,16 @@ from flinkstate.checkpoint.flink import (
     read_savepoint,
     write_savepoint,
 )
-from flinkstate.checkpoint.flink.binary import Cursor
 from flinkstate.checkpoint.flink.errors import FlinkFormatError
-from flinkstate.checkpoint.flink.header import read_meta_info
-from flinkstate.checkpoint.flink.operator_id import murmur3_128
-from flinkstate.checkpoint.flink.output import Output, modified_utf8
-from flinkstate.checkpoint.flink.snapshots import read_top_level
-from flinkstate.checkpoint.flink.write_keyed import EntryEncoder, KeyedStateSpec, write_header
-from flinkstate.checkpoint.flink.write_operator import operator_stream
-from flinkstate.checkpoint.flink.write_snapshots import Snapshot, snapshot_of
+from flinkstate.checkpoint.flink.metadata.operator_id import murmur3_128
+from flinkstate.checkpoint.flink.streams.header_read import read_meta_info
+from flinkstate.checkpoint.flink.streams.header_write import KeyedStateSpec, write_header
+from flinkstate.checkpoint.flink.streams.keyed_write import EntryEncoder
+from flinkstate.checkpoint.flink.streams.operator_write import operator_stream
+from flinkstate.checkpoint.flink.types.snapshots_read import read_top_level
+from flinkstate.checkpoint.flink.types.snapshots_write import Snapshot, snapshot_of
+from flinkstate.checkpoint.flink.wire.data_read import Cursor
+from flinkstate.checkpoint.flink.wire.data_write import Output, modified_utf8
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,

@@ -355,7 +355,7 @@ def test_distinct_keys_read_back_as_the_model(tmp_path: Path, ttl: bool) -> None
 def test_row_and_tuple_keys_from_rows_land_in_flinks_key_groups(tmp_path: Path, max_parallelism: int) -> None:
     """Rows keyed by a Row (a struct column) or a Tuple are placed by Flink's hashCode() of
     the key, not by our own key-group hash, at the source's max parallelism too."""
-    from flinkstate.checkpoint.flink.key_hash import java_hash_code
+    from flinkstate.checkpoint.flink.types.key_hash import java_hash_code
     from flinkstate.state.keygroups.hashing import murmur_hash
 
     for text, names in (

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flinkstate.checkpoint.flink.write_keyed import EntryEncoder, KeyedStateSpec, _framed
+from flinkstate.checkpoint.flink.streams.header_write import KeyedStateSpec
+from flinkstate.checkpoint.flink.streams.keyed_write import EntryEncoder, _framed
 from flinkstate.state import Types
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.keyed.snapshot import StateColumns

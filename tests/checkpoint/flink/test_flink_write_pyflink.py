@@ -11,7 +11,7 @@ from pyflink_write_model import LAYOUT, build_checkpoint, expected_lines, modes,
 
 from flinkstate.checkpoint import open_checkpoint
 from flinkstate.checkpoint.flink import read_savepoint, write_savepoint
-from flinkstate.checkpoint.flink.write_pyflink import row_key_group
+from flinkstate.checkpoint.flink.writer.pyflink import row_key_group
 from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.types.mapping import Types
 

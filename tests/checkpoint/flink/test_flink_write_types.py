@@ -23,11 +23,11 @@ from flinkstate.checkpoint.flink import (
     read_savepoint,
     write_savepoint,
 )
-from flinkstate.checkpoint.flink.declared import parse_type
 from flinkstate.checkpoint.flink.errors import DeclaredTypeError
-from flinkstate.checkpoint.flink.key_hash import java_hash_code
-from flinkstate.checkpoint.flink.output import Output
-from flinkstate.checkpoint.flink.write_snapshots import key_snapshot, snapshot_of
+from flinkstate.checkpoint.flink.types.declared_read import parse_type
+from flinkstate.checkpoint.flink.types.key_hash import java_hash_code
+from flinkstate.checkpoint.flink.types.snapshots_write import key_snapshot, snapshot_of
+from flinkstate.checkpoint.flink.wire.data_write import Output
 from flinkstate.state import Types
 from flinkstate.state.errors import FlinkStateError, InvalidArgumentError, SerializationError
 from flinkstate.state.keygroups.hashing import murmur_hash

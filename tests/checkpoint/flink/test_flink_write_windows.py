@@ -33,8 +33,9 @@ from flinkstate.checkpoint.flink import (
     read_savepoint,
     write_savepoint,
 )
-from flinkstate.checkpoint.flink.snapshots import _GLOBAL_WINDOW, _VOID, _WINDOW, FlinkType
-from flinkstate.checkpoint.flink.write_namespaces import Namespace, flink_namespace, timer_bytes
+from flinkstate.checkpoint.flink.streams.namespaces_write import Namespace, flink_namespace, timer_bytes
+from flinkstate.checkpoint.flink.types import classes
+from flinkstate.checkpoint.flink.types.flink_type import FlinkType
 from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor, assign_to_key_group
 from flinkstate.state.errors import SerializationError
 
@@ -100,9 +101,15 @@ def test_meta_info_names_flinks_serializers(window_checkpoint: CompletedCheckpoi
     header = sp.keyed_header("window-kinds")
     assert header is not None
     found = {s.name: s.namespace.snapshot_class for s in header.states if s.namespace is not None}
-    assert {n for n, c in found.items() if c == _WINDOW} == {n for n in found if n.startswith("tw_")}
-    assert {n for n, c in found.items() if c == _GLOBAL_WINDOW} == {n for n in found if n.startswith("gw_")}
-    for uid, ns_class in (("tumbling", _WINDOW), ("global", _GLOBAL_WINDOW), ("timers", _VOID)):
+    assert {n for n, c in found.items() if c == classes.WINDOW} == {n for n in found if n.startswith("tw_")}
+    assert {n for n, c in found.items() if c == classes.GLOBAL_WINDOW} == {
+        n for n in found if n.startswith("gw_")
+    }
+    for uid, ns_class in (
+        ("tumbling", classes.WINDOW),
+        ("global", classes.GLOBAL_WINDOW),
+        ("timers", classes.VOID),
+    ):
         header = sp.keyed_header(uid)
         assert header is not None
         queues = [s for s in header.states if s.is_timer]

@@ -1,0 +1,77 @@
+"""A Flink savepoint as one of our savepoints: ``flinkstate convert SRC DST --to flinkstate``.
+
+Each operator's subtasks are restored as a restore at the savepoint's own layout would
+(keyed state through :meth:`FlinkSavepoint.keyed_backend`; operator state as each subtask
+wrote it, so a union state is held once: :func:`.restore.operator_states`) and written
+through the one commit path of our savepoints (:func:`~flinkstate.checkpoint.begin_savepoint`):
+data files first, the manifest last; a failure deletes what was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from flinkstate.state.operator import OperatorStateBackend
+
+from ...reading.restore import CompletedCheckpoint
+from ...writing.checkpoints import begin_savepoint
+from ..errors import UnsupportedFlinkWriteError
+from ..metadata.operator_id import operator_id_hex
+from .restore import operator_states
+from .savepoint import FlinkSavepoint
+
+CONVERTED_PROPERTY = "flinkstate.converted_from_flink_checkpoint"
+"""The property recording the Flink checkpoint id a converted savepoint was made from."""
+
+
+def import_savepoint(
+    source: FlinkSavepoint,
+    target: str,
+    storage: Mapping[str, Any] | None = None,
+    uids: Iterable[str] = (),
+    operators: Iterable[str] | None = None,
+) -> CompletedCheckpoint:
+    """Write the Flink savepoint ``source`` as one of our savepoints in the new directory
+    ``target`` (``storage``: its fsspec options) and return it.
+
+    Operators keep their uids; one whose metadata records only its id (the uid's hash, as in
+    metadata version 3) is named by the uid in ``uids`` that hashes to it, else by its hex id.
+    ``operators``: those to convert (uids, ids or names; default: all with state).
+    Timers, raw state and TTL states cannot be converted yet: ``[FLINK_UNSUPPORTED]`` naming
+    the operator (and state), before any file is written.
+    """
+    by_hash = {operator_id_hex(uid): uid for uid in uids}
+    chosen = list(source.operators) if operators is None else [source.operator(r) for r in operators]
+    pending = begin_savepoint(target, storage, source.meta.checkpoint_id)
+    try:
+        for op in chosen:
+            name = op.uid or by_hash.get(op.operator_id, op.operator_id)
+            if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
+                raise UnsupportedFlinkWriteError(f"operator {name!r}: raw state cannot be converted yet")
+            header = source.keyed_header(op.operator_id)
+            if header is not None and any(s.is_timer for s in header.states):
+                raise UnsupportedFlinkWriteError(f"operator {name!r}: timers cannot be converted yet")
+            for ttl in (s for s in header.states if s.ttl) if header is not None else ():
+                raise UnsupportedFlinkWriteError(
+                    f"operator {name!r}, state {ttl.name!r}: a TTL state cannot be converted yet (its TTL "
+                    "is the restoring job's, not in the savepoint); remove it first (edit --remove-state)"
+                )
+            for s in header.states if header is not None else ():
+                value = s.value.inner or s.value
+                if not value.decodable or (s.user_key is not None and not s.user_key.decodable):
+                    raise UnsupportedFlinkWriteError(
+                        f"operator {name!r}, state {s.name!r}: {value.describe()} cannot be decoded, so it "
+                        "cannot be converted (declare its type: read_savepoint(types=...)); a Flink "
+                        "savepoint written back keeps it as it is"
+                    )
+            p, max_p = op.parallelism, op.max_parallelism
+            written = operator_states(source, op.operator_id)
+            for index in range(p):
+                keyed = None if header is None else source.keyed_backend(op.operator_id, index, p)
+                operator = OperatorStateBackend(written[index])  # as written: a union state once
+                pending.write_subtask(name, index, p, max_p, keyed=keyed, operator=operator)
+    except BaseException:
+        pending.abort()
+        raise
+    return pending.commit({CONVERTED_PROPERTY: str(source.meta.checkpoint_id)})

@@ -1,0 +1,61 @@
+"""Kryo states read with the struct types declared for them (:mod:`.types.declared_read`):
+a keyed header's Kryo serializers replaced by readers of the declared fields."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import pyarrow as pa
+
+from flinkstate.state.types.typeinfo import ArrowTypeInfo
+
+from ..errors import DeclaredTypeError
+from ..streams.header_read import KeyedHeader, StateInfo
+from ..types import classes
+from ..types.declared_read import Declared, StateDeclaration
+from ..types.flink_type import FlinkType
+from ..types.kryo_read import KryoReader
+from ..types.values_read import TtlValueSerializer
+
+
+def _kryo(t: FlinkType, declared: Declared | None, where: str) -> FlinkType:
+    """``t`` decoded with ``declared`` when ``t`` is a Kryo type (or a TTL wrapper of one)."""
+    if declared is None:
+        return t
+    inner = t.inner if t.inner is not None else t
+    if inner.snapshot_class != classes.KRYO:
+        raise DeclaredTypeError(
+            f"{where}: its type {t.describe()} comes from the savepoint; types are declared only for "
+            "Kryo values and PyFlink Python state"
+        )
+    if not isinstance(declared, pa.DataType):
+        raise DeclaredTypeError(
+            f"{where}: declare the Kryo class {inner.java_class} as a STRUCT (a DDL string or pyarrow "
+            "struct), whose NOT NULL fields are Java primitives"
+        )
+    reader = KryoReader(declared, inner.java_class, where)
+    decoded = FlinkType(classes.KRYO, ArrowTypeInfo(declared), reader, java_class=inner.java_class)
+    if t.inner is None:
+        return decoded
+    return FlinkType(t.snapshot_class, decoded.type_info, TtlValueSerializer(decoded), inner=decoded)
+
+
+def apply_declarations(
+    header: KeyedHeader, declared: Mapping[str, StateDeclaration], where: str
+) -> KeyedHeader:
+    """``header`` with the Kryo types of declared states replaced by their declared readers."""
+    states: list[StateInfo] = []
+    for s in header.states:
+        d = declared.get(s.name)
+        if d is None or s.is_timer:
+            states.append(s)
+            continue
+        at = f"{where}: declared type of state {s.name}"
+        user_key = s.user_key
+        if s.kind == "MAP" and user_key is not None:
+            user_key = _kryo(user_key, d.user_key, f"{at} (map key)")
+        elif d.user_key is not None:
+            raise DeclaredTypeError(f"{at}: a map key type is declared but {s.name} is a {s.kind} state")
+        states.append(replace(s, value=_kryo(s.value, d.value, at), user_key=user_key))
+    return replace(header, states=tuple(states))

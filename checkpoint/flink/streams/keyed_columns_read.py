@@ -1,0 +1,159 @@
+"""Whole key groups decoded as columns for the commonest keyed state: a VALUE of Long/Int
+keys in the void namespace holding ASCII strings or fixed-width numbers, without TTL.
+
+One Python pass finds where each entry's key and value start (two int reads per entry);
+NumPy then gathers the keys and values at once. A block this cannot take
+(another layout, non-ASCII text) returns None and is decoded by the general path.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+
+from .header_read import StateInfo
+
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">H")
+_NUMERIC = {"LONG": ">i8", "INT": ">i4", "SHORT": ">i2", "DOUBLE": ">f8", "FLOAT": ">f4"}
+_ARROW = {
+    "LONG": pa.int64(),
+    "INT": pa.int32(),
+    "SHORT": pa.int16(),
+    "DOUBLE": pa.float64(),
+    "FLOAT": pa.float32(),
+}
+
+
+def eligible(info: StateInfo, key_name: str | None) -> bool:
+    value = info.value.type_info
+    return (
+        info.kind in ("VALUE", "REDUCING", "AGGREGATING")
+        and not info.ttl
+        and key_name in ("LONG", "INT")
+        and info.namespace is not None
+        and info.namespace.void
+        and value is not None
+        and str(value) in (*_NUMERIC, "STRING")
+    )
+
+
+def block_columns(
+    buf: bytes, pos: int, kg: int, state_id: int, prefix: int, key_name: str, value_name: str
+) -> tuple[np.ndarray, pa.Array] | None:
+    """(keys, values) of state ``state_id`` in the key group block at ``pos``; None: not taken."""
+    unpack_int, unpack_short = _INT.unpack_from, _SHORT.unpack_from
+    key_len = prefix + (8 if key_name == "LONG" else 4) + 1
+    key_starts: list[int] = []
+    value_starts: list[int] = []
+    (current,) = unpack_short(buf, pos)
+    pos += 2
+    end = len(buf)
+    while True:
+        if pos + 4 > end:
+            return None
+        (klen,) = unpack_int(buf, pos)
+        flagged = buf[pos + 4] & 0x80 if klen > 0 else 0
+        vpos = pos + 4 + klen
+        if klen < 1 or vpos + 4 > end or (klen != key_len and current == state_id):
+            return None
+        (vlen,) = unpack_int(buf, vpos)
+        if vlen < 0 or vpos + 4 + vlen > end:
+            return None
+        if current == state_id:
+            key_starts.append(pos + 4 + prefix)
+            value_starts.append(vpos)
+        pos = vpos + 4 + vlen
+        if flagged:
+            (current,) = unpack_short(buf, pos)
+            pos += 2
+            if current == 0xFFFF:
+                break
+    data = np.frombuffer(buf, np.uint8)
+    kwidth = 8 if key_name == "LONG" else 4
+    ks = np.asarray(key_starts, np.int64)
+    group = (
+        data[ks - 1].astype(np.int64) if prefix == 1 else data[ks - 2].astype(np.int64) << 8 | data[ks - 1]
+    )
+    if np.any(group & ~(0x80 << (8 * (prefix - 1))) != kg) or np.any(data[ks + kwidth] != 0):
+        return None  # the general path names the bad entry
+    kidx = ks[:, None] + np.arange(kwidth)
+    keys = (
+        data[kidx]
+        .copy()
+        .view(">i8" if kwidth == 8 else ">i4")
+        .reshape(-1)
+        .astype(np.int64 if kwidth == 8 else np.int32)
+    )
+    vstarts = np.asarray(value_starts, np.int64)
+    values = _values(data, vstarts, value_name)
+    return None if values is None else (keys, values)
+
+
+def _values(data: np.ndarray, vstarts: np.ndarray, name: str) -> pa.Array | None:
+    lengths = (
+        data[vstarts[:, None] + np.arange(4)].astype(np.int64) * np.array([1 << 24, 1 << 16, 1 << 8, 1])
+    ).sum(axis=1)
+    body = vstarts + 4
+    if name in _NUMERIC:
+        width = np.dtype(_NUMERIC[name]).itemsize
+        if np.any(lengths != width):
+            return None
+        raw = data[body[:, None] + np.arange(width)].copy().view(_NUMERIC[name]).reshape(-1)
+        return pa.array(raw.astype(raw.dtype.newbyteorder("=")), _ARROW[name])
+    # STRING: varint(length + 1) in one byte (< 0x80), then one byte per ASCII char.
+    if len(lengths) and (np.any(lengths < 1) or np.any(data[body] != lengths)):
+        return None
+    text_len = lengths - 1
+    offsets = np.zeros(len(text_len) + 1, np.int64)
+    np.cumsum(text_len, out=offsets[1:])
+    starts = np.repeat(body + 1 - offsets[:-1], text_len) + np.arange(offsets[-1])
+    chars = data[starts]
+    if np.any(chars >= 0x80):
+        return None
+    return pa.Array.from_buffers(
+        pa.large_string(), len(text_len), [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())]
+    ).cast(pa.string())
+
+
+def entry_columns(
+    keys: list[bytes], values: list[bytes], kg: int, prefix: int, key_name: str, value_name: str
+) -> tuple[np.ndarray, pa.Array] | None:
+    """(keys, values) of one key group's RocksDB entries (key bytes, value bytes); None: not taken."""
+    kwidth = 8 if key_name == "LONG" else 4
+    n, key_len = len(keys), prefix + kwidth + 1
+    joined = b"".join(keys)
+    if len(joined) != n * key_len:
+        return None
+    k = np.frombuffer(joined, np.uint8).reshape(n, key_len)
+    group = k[:, 0].astype(np.int64) if prefix == 1 else k[:, 0].astype(np.int64) << 8 | k[:, 1]
+    if np.any(group != kg) or np.any(k[:, -1] != 0):
+        return None  # the general path names the bad entry
+    out_keys = k[:, prefix : prefix + kwidth].copy().view(">i8" if kwidth == 8 else ">i4").reshape(-1)
+    lengths = np.fromiter(map(len, values), np.int64, n)
+    data = np.frombuffer(b"".join(values), np.uint8)
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    if value_name in _NUMERIC:
+        width = np.dtype(_NUMERIC[value_name]).itemsize
+        if np.any(lengths != width):
+            return None
+        raw = data.view(_NUMERIC[value_name])
+        column = pa.array(raw.astype(raw.dtype.newbyteorder("=")), _ARROW[value_name])
+    else:
+        # STRING: varint(length + 1) in one byte (< 0x80), then one byte per ASCII char.
+        if n and (np.any(lengths < 1) or np.any(data[starts] != lengths)):
+            return None
+        text = np.ones(len(data), bool)
+        text[starts] = False
+        chars = data[text]
+        if np.any(chars >= 0x80):
+            return None
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(lengths - 1, out=offsets[1:])
+        column = pa.Array.from_buffers(
+            pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())]
+        ).cast(pa.string())
+    return out_keys.astype(np.int64 if kwidth == 8 else np.int32), column

@@ -1,0 +1,81 @@
+"""Operator state streams: list, union and broadcast state of each subtask.
+
+Header (``OperatorBackendSerializationProxy``): ``int version, bool compressed, short n``
+operator state meta infos, ``short m`` broadcast state meta infos. The handle in
+``_metadata`` gives each state's offsets: one per list element, or one per broadcast map
+(``int size`` then key/value pairs). Compressed streams hold snappy frames; an element runs
+to the next offset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flinkstate.state.errors import SerializationError
+
+from ..errors import FlinkFormatError
+from ..metadata.metadata_read import OperatorHandle
+from ..wire.data_read import Cursor
+from ..wire.snappy_read import snappy_block
+from .header_read import StateInfo, read_meta_info
+
+
+def read_operator_header(buf: bytes, where: str) -> tuple[bool, dict[str, StateInfo]]:
+    c = Cursor(buf, where)
+    at = c.pos
+    version = c.i32("operator state format version")
+    if version not in (5, 6):
+        raise c.fail(f"unsupported operator state format version {version}", at)
+    compressed = c.boolean("compression flag")
+    states: dict[str, StateInfo] = {}
+    for _ in range(2):
+        for _ in range(c.i16("operator state count")):
+            info = read_meta_info(c, len(states))
+            states[info.name] = info
+    return compressed, states
+
+
+def read_operator_state(
+    data: bytes, handle: OperatorHandle, name: str, where: str
+) -> tuple[StateInfo, list[Any], list[Any]]:
+    """(meta info, positions or keys, values) of state ``name`` in one subtask's stream."""
+    compressed, infos = read_operator_header(data, where)
+    info = infos.get(name)
+    entry = next((e for e in handle.states if e.name == name), None)
+    if info is None or entry is None:
+        raise FlinkFormatError(f"{where}: no operator state {name!r}")
+    bounds = sorted({o for e in handle.states for o in e.offsets} | {len(data)})
+    where = f"{where}, state {name}"
+    firsts: list[Any] = []
+    values: list[Any] = []
+    for i, offset in enumerate(entry.offsets):
+        buf, pos = data, offset
+        if compressed:
+            buf, pos = snappy_block(data, offset, bounds[bounds.index(offset) + 1], where), 0
+        try:
+            if entry.mode == "BROADCAST":
+                _read_broadcast(buf, pos, info, firsts, values, where)
+                continue
+            serializer = info.value.serializer
+            if serializer is None or not info.value.decodable:
+                raise SerializationError(f"elements of {info.value.describe()} cannot be delimited")
+            value, _ = serializer.read(buf, pos)
+        except (SerializationError, IndexError, ValueError) as exc:
+            raise FlinkFormatError(f"{where}: {exc} (element at byte offset {offset})") from exc
+        firsts.append(i)
+        values.append(value)
+    return info, firsts, values
+
+
+def _read_broadcast(
+    buf: bytes, pos: int, info: StateInfo, keys: list[Any], values: list[Any], where: str
+) -> None:
+    c = Cursor(buf, where, pos)
+    key_type = info.user_key
+    if key_type is None or key_type.serializer is None or info.value.serializer is None:
+        raise SerializationError(f"broadcast state {info.name} has no key/value serializers")
+    for _ in range(c.count("broadcast state size", 2)):
+        key, c.pos = key_type.serializer.read(buf, c.pos)
+        value, c.pos = info.value.serializer.read(buf, c.pos)
+        keys.append(key)
+        values.append(value)

@@ -1,0 +1,264 @@
+"""The savepoint writer's source for an operator of a Flink savepoint read: each state is
+written again with the serializers it had; a state whose serializer the writer cannot write
+again is carried as bytes (:mod:`.passthrough`), and timers are the savepoint's priority-queue
+states."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from flinkstate.state.keyed.snapshot import StateColumns
+from flinkstate.state.operator import OperatorStateData, OperatorStateMode
+from flinkstate.state.types.canonical import canonical_values
+from flinkstate.state.types.mapping import TypeInformation
+
+from ..errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
+from ..metadata.metadata_read import OperatorMeta
+from ..reader.savepoint import FlinkSavepoint
+from ..streams.header_read import KeyedHeader, StateInfo
+from ..streams.header_write import KeyedStateSpec
+from ..streams.namespaces_write import flink_namespace
+from ..streams.operator_read import read_operator_header
+from ..types import classes
+from ..types.flink_type import FlinkType
+from ..types.kryo_read import KryoReader
+from ..types.kryo_write import KryoWriter, state_class_header
+from ..types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
+from .passthrough import BYTES as _BYTES
+from .passthrough import (
+    check_carried,
+    serializer_classes,
+    snapshot_classes,
+    unwritable,
+    verbatim_columns,
+    verbatim_operator_state,
+    verbatim_spec,
+)
+from .sources import TIMESTAMP, OperatorSource
+
+
+class FlinkOperator(OperatorSource):
+    """An operator of a Flink savepoint read: each state is written with the serializers it
+    had (a state whose serializer the writer would change is refused)."""
+
+    @property
+    def flink_key_groups(self) -> bool:
+        """A Flink savepoint's keys are where Flink put them."""
+        return True
+
+    def __init__(self, source: FlinkSavepoint, op: OperatorMeta) -> None:
+        self.source, self.op = source, op
+        self.name, self.operator_id = op.uid or op.operator_id, bytes.fromhex(op.operator_id)
+        self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
+        if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
+            raise self.refuse("raw state cannot be written to a Flink savepoint yet; leave the operator out")
+        try:
+            header = source.keyed_header(op.operator_id)
+        except UnsupportedSerializerError as exc:  # Avro, custom serializers: not even read
+            raise self.refuse(f"{exc}; it cannot be written") from exc
+        self.header = header
+        self.key_verbatim: str | None = None  # why the key serializer is carried as read
+        self.key_type = None
+        self.why: dict[str, str] = {}  # why each verbatim keyed state is (its serializer cannot be written)
+        if header is not None:
+            try:
+                self.key_type = self._same(header.key, "the key", key=True)
+            except UnsupportedFlinkWriteError as exc:
+                self.key_verbatim, self.key_type = exc.detail, header.key.type_info or _BYTES
+        self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
+        carried = check_carried(op) if any(s.carried for s in self.states) else None
+        if carried is not None:
+            raise UnsupportedFlinkWriteError(f"{next(iter(self.why.values()))}; {carried}")
+        self.infos: dict[str, StateInfo] = {}  # every subtask's: one may hold a state others lack
+        self.compressed: dict[int, bool] = {}  # by subtask: whether its operator state stream is
+        for sub in op.subtasks:
+            handle = sub.managed_operator
+            if handle is not None and handle.stream is not None:
+                data = handle.stream.read(source.directory, source.storage)
+                try:
+                    found = read_operator_header(data, f"{source.directory}: {handle.stream.name}")
+                except UnsupportedSerializerError as exc:
+                    raise self.refuse(f"{exc}; it cannot be written") from exc
+                self.compressed[sub.index] = found[0]
+                self.infos.update(found[1])
+        self.verbatim: set[str] = set()  # operator states carried as bytes
+        for info in self.infos.values():
+            try:
+                self._same(info.value, f"operator state {info.name!r}")
+                if info.user_key is not None:
+                    self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
+            except UnsupportedFlinkWriteError:
+                self.verbatim.add(info.name)
+
+    def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
+        if self.key_verbatim is not None:
+            assert self.header is not None
+            return VerbatimSnapshot(self.header.key_bytes)
+        return super().key_serializer_snapshot()
+
+    def _keyed_infos(self, header: KeyedHeader) -> list[StateInfo]:
+        """The keyed states (and timers) to write."""
+        return list(header.states)
+
+    def _same(self, t: FlinkType, what: str, key: bool = False) -> TypeInformation:
+        """``t``'s type, when the writer writes Flink's serializer ``t`` again."""
+        why = unwritable(t)
+        if why is not None or t.type_info is None:
+            raise self.refuse(f"{what}: {why or t.describe() + ' cannot be written yet'}")
+        ours = key_snapshot(t.type_info, f"operator {self.name!r}, {what}") if key else None
+        if ours is None:
+            spec = KeyedStateSpec("", "VALUE", t.type_info)
+            ours = spec.value_snapshot(f"operator {self.name!r}, {what}")
+        if snapshot_classes(ours) != serializer_classes(t):
+            raise self.refuse(f"{what}: serializer {t.java_class or t.snapshot_class} cannot be written yet")
+        return t.type_info
+
+    def _spec(self, info: StateInfo) -> KeyedStateSpec:
+        """The state written with its own serializers; else (one we cannot encode) carried verbatim."""
+        if self.key_verbatim is None:
+            try:
+                return self._written(info)
+            except UnsupportedFlinkWriteError as exc:
+                self.why[info.name] = exc.detail
+        else:
+            self.why[info.name] = self.key_verbatim
+        return verbatim_spec(info)
+
+    def settable(self, name: str) -> KeyedStateSpec | None:
+        info = next((i for i in self.header.states if i.name == name), None) if self.header else None
+        if info is None or self.key_verbatim is not None:
+            return None
+        what, at = f"operator {self.name!r}, state {name!r}", f"state {name!r} (map key)"
+        return kryo_spec(self.source, self.op.operator_id, info, what, lambda t: self._same(t, at, True))
+
+    def check_key_groups(self) -> None:
+        if self.key_verbatim is not None:
+            raise UnsupportedFlinkWriteError(
+                f"{self.key_verbatim}: its states are carried as bytes, in the key groups they are in: "
+                f"keep max parallelism {self.max_parallelism}"
+            )
+        super().check_key_groups()
+
+    def verbatim_key(self, spec: KeyedStateSpec, key: bytes) -> Any:
+        assert (
+            self.header is not None and self.key_verbatim is None and self.header.key.serializer is not None
+        )
+        return self.header.key.serializer.read(key, 8 if spec.is_timer else 0)[0]  # a timer: after its time
+
+    def _written(self, info: StateInfo) -> KeyedStateSpec:
+        what = f"state {info.name!r}"
+        if info.is_timer:
+            key_ns = info.value.children
+            if len(key_ns) != 2:
+                raise self.refuse(f"{what}: a timer queue without key and namespace serializers")
+            self._same(key_ns[0], f"{what} (timer key)", key=True)
+            namespace = flink_namespace(key_ns[1], f"operator {self.name!r}, {what}")
+            return KeyedStateSpec(info.name, "PRIORITY_QUEUE", TIMESTAMP, namespace=namespace)
+        if info.namespace is None:
+            raise self.refuse(f"{what}: a keyed state without a namespace serializer")
+        namespace = flink_namespace(info.namespace, f"operator {self.name!r}, {what}")
+        value = info.value.inner if info.value.inner is not None else info.value
+        value_type = self._same(value, what)
+        user_key = None if info.user_key is None else self._same(info.user_key, f"{what} (map key)", True)
+        return KeyedStateSpec(info.name, info.kind, value_type, user_key, info.ttl, namespace)
+
+    def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
+        spec = self.states[index]
+        if spec.carried:
+            yield from verbatim_columns(self.source, self.op.operator_id, spec)
+            return
+        if spec.is_timer:
+            yield from self._timers(spec.name)
+            return
+        rows = self.source.decode_keyed(self.op.operator_id, spec.name)
+        groups: dict[int, dict[Any, list[Any]]] = {}  # key group -> (key, namespace) -> [value, ts]
+        # keys and map keys canonical: 0.0 and -0.0 stay two (Python's == says one)
+        user_keys = canonical_values(list(rows.extra), spec.user_key) if spec.kind == "MAP" else rows.extra
+        for kg, key, ns, extra, value, ts in zip(
+            rows.key_group,
+            canonical_values(list(rows.key), self.key_type),
+            rows.namespace,
+            user_keys,
+            rows.value,
+            rows.ttl or [None] * len(rows.key),
+            strict=True,
+        ):
+            by_key = groups.setdefault(kg, {})
+            scope = (key, ns)
+            if spec.kind == "LIST":
+                entry = by_key.setdefault(scope, [[], []])
+                entry[0].append(value)
+                entry[1].append(ts)
+            elif spec.kind == "MAP":
+                entry = by_key.setdefault(scope, [{}, {}])
+                entry[0][extra] = value
+                entry[1][extra] = ts
+            else:
+                by_key[scope] = [value, ts]
+        for kg, chunk_keys, values in rows.chunks:  # void namespace only
+            for key, value in zip(
+                canonical_values(chunk_keys.tolist(), self.key_type), values.to_pylist(), strict=True
+            ):
+                groups.setdefault(kg, {})[(key, None)] = [value, None]
+        for kg, by_scope in sorted(groups.items()):
+            stamps = [e[1] for e in by_scope.values()] if spec.ttl else None
+            keys, namespaces = [k for k, _ in by_scope], [ns for _, ns in by_scope]
+            yield kg, StateColumns(keys, namespaces, [e[0] for e in by_scope.values()], stamps)
+
+    def _timers(self, queue: str) -> Iterator[tuple[int, StateColumns]]:
+        groups: dict[int, StateColumns] = {}
+        for rows in self.source.decode_timers(self.op.operator_id, queue):
+            timers = zip(rows.key_group, rows.key, rows.namespace, rows.value, strict=True)
+            for kg, key, ns, timestamp in timers:
+                found = groups.setdefault(kg, StateColumns([], [], []))
+                found.keys.append(key)
+                found.namespaces.append(ns)  # type: ignore[union-attr]
+                found.values.append(timestamp)
+        yield from sorted(groups.items())
+
+    def operator_states(self) -> list[list[OperatorStateData]]:
+        out: list[list[OperatorStateData]] = [[] for _ in range(self.parallelism)]
+        infos, ref = self.infos, self.op.operator_id
+        for sub in self.op.subtasks:
+            handle = sub.managed_operator
+            for entry in handle.states if handle is not None else ():
+                info = infos[entry.name]
+                if entry.name in self.verbatim:
+                    out[sub.index].append(
+                        verbatim_operator_state(self.source, sub, info, self.compressed[sub.index])
+                    )
+                    continue
+                values = self.source.operator_values(ref, entry.name, sub.index)
+                user_key = info.user_key.type_info if info.user_key is not None else None
+                assert info.value.type_info is not None
+                mode = OperatorStateMode[info.kind]
+                out[sub.index].append(
+                    OperatorStateData(entry.name, mode, info.value.type_info, values, user_key)
+                )
+        return out
+
+
+def kryo_spec(
+    source: FlinkSavepoint,
+    operator_id: str,
+    info: StateInfo,
+    what: str,
+    check_key: Callable[[FlinkType], object],
+) -> KeyedStateSpec | None:
+    """How keyed state ``info`` of a Flink savepoint, a declared Kryo class, is set from rows:
+    its meta info written as read (the Kryo serializer snapshot and its registrations with it),
+    its values encoded by a :class:`KryoWriter` with the class header its values carry
+    (``check_key`` refuses a map key the writer cannot encode). None: not a declared Kryo state."""
+    value = info.value.inner if info.value.inner is not None else info.value
+    if info.is_timer or value.snapshot_class != classes.KRYO or not isinstance(value.serializer, KryoReader):
+        return None
+    if info.user_key is not None:
+        check_key(info.user_key)
+    namespace = flink_namespace(info.namespace, what)
+    raw = (v for rows in source.raw_keyed(operator_id, info.name) for v in rows.value)
+    header = state_class_header(raw, info.kind, info.ttl, value.java_class, what)
+    assert value.type_info is not None
+    writer = KryoWriter(value.type_info.to_arrow(), value.java_class, header, what)
+    return replace(verbatim_spec(info), namespace=namespace, encoder=writer)
