@@ -6,15 +6,16 @@ This package's names are its face: ``connector/`` and ``cli/`` use nothing else 
 path in :class:`CheckpointTarget`), a version appended on the latest one
 (:func:`begin_append`), retention and ``gc``. Reading: a checkpoint opened
 (:func:`open_checkpoint`), chosen key groups of a state (:func:`read_key_groups`, the one
-path of restores, the Spark reader and the change feed), verified reads of whole files
-(:func:`open_whole`, :func:`check_file`). A task's Arrow rows as our state files
-(:func:`keyed_state_files`, :func:`operator_state_file`: the Spark writer's and the streaming
-sink's one way). Offline edits (:class:`SavepointEdits`,
-:func:`edit_checkpoint`; Flink's savepoints: ``flink.edit_savepoint``). Views: state as the
-rows and schemas of its DataFrame views, and where its weight lies.
+path of restores, the Spark reader and the change feed; :func:`rows_of_keys` picks keys),
+a file verified whole (:func:`check_file`). A task's Arrow rows as our state files
+(:func:`keyed_state_files`, :func:`operator_state_file`, :func:`broadcast_map_file`: the Spark
+writer's and the streaming sink's one way), stored under a name no task shares
+(:func:`store_state_file`), a chain merged into one (:func:`compacted_chain`). Offline edits
+(:class:`SavepointEdits`, :func:`edit_checkpoint`; Flink's savepoints: ``flink.edit_savepoint``).
+Views: state as the rows and schemas of its DataFrame views, and where its weight lies.
 """
 
-from .arrow_codec import from_arrow, to_arrow
+from .arrow_codec import to_arrow
 from .edits import Change, EditPlan, KeyedRows, SavepointEdits
 from .errors import (
     CheckpointCorruptError,
@@ -25,24 +26,23 @@ from .errors import (
     CommitFilesMissingError,
     EditError,
 )
-from .format import keyed_schema, operator_schema, storage_table
-from .local_cache import DEFAULT_CACHE_BYTES, CachedStorage, CacheUse, FileCache
+from .local_cache import DEFAULT_CACHE_BYTES, CachedStorage, FileCache
 from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
 from .opening import open_checkpoint
-from .parquet_files import WrittenFile, read_row_group, write_row_groups
+from .parquet_files import WrittenFile
 from .reading.keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
 from .reading.keys import (
     check_ids_below,
     key_groups_of,
-    key_mask,
     keys_of_type,
     parse_id_set,
     parse_json_keys,
+    rows_of_keys,
 )
-from .reading.merge import DELETE, merge_keyed, merged_key_group, stored_key_group
+from .reading.merge import DELETE, stored_key_group
 from .reading.native import native_key_groups, refuse_native
 from .reading.restore import CompletedCheckpoint
-from .reading.verified import check_file, open_whole
+from .reading.verified import check_file
 from .state_rows import fit
 from .storage import Storage, nested_options
 from .views.metadata import metadata_table
@@ -56,16 +56,21 @@ from .views.schemas import (
 )
 from .views.stats import Load, key_group_loads, state_entries, subtask_loads
 from .writing.append import DATA_DIR, VersionAppend, begin_append
-from .writing.checkpoints import CheckpointStorage, begin_savepoint, load_directory
-from .writing.committer import publish_manifest
+from .writing.checkpoints import CheckpointStorage, begin_savepoint
 from .writing.edit import edit_checkpoint, plan_checkpoint_edits
 from .writing.increments import ChainPolicy
 from .writing.pending import PendingCheckpoint, PendingStatus
 from .writing.rewrite import rewrite_max_parallelism
-from .writing.state_files import broadcast_map_file, keyed_state_files, operator_state_file
+from .writing.state_files import (
+    broadcast_map_file,
+    compacted_chain,
+    keyed_state_files,
+    operator_state_file,
+    store_state_file,
+)
 from .writing.target import CheckpointTarget
 from .writing.versions import DEFAULT_GRACE, MIN_GRACE, Garbage, completed_ids, load_version, version_ids
-from .writing.writer import SubtaskResult, store_file
+from .writing.writer import SubtaskResult
 
 __all__ = [
     "DATA_DIR",
@@ -75,10 +80,9 @@ __all__ = [
     "METADATA",
     "METADATA_SCHEMA",
     "MIN_GRACE",
+    "CachedStorage",
     "ChainPolicy",
     "Change",
-    "CacheUse",
-    "CachedStorage",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointExistsError",
@@ -90,8 +94,8 @@ __all__ = [
     "CompletedCheckpoint",
     "EditError",
     "EditPlan",
-    "FileRef",
     "FileCache",
+    "FileRef",
     "Garbage",
     "KeyGroupFiles",
     "KeyedRows",
@@ -101,8 +105,8 @@ __all__ = [
     "OperatorStateInfo",
     "PendingCheckpoint",
     "PendingStatus",
-    "Storage",
     "SavepointEdits",
+    "Storage",
     "SubtaskEntry",
     "SubtaskResult",
     "VersionAppend",
@@ -112,50 +116,40 @@ __all__ = [
     "broadcast_map_file",
     "check_file",
     "check_ids_below",
+    "compacted_chain",
     "completed_ids",
     "edit_checkpoint",
     "expiry_cutoff",
     "fit",
-    "from_arrow",
     "key_group_files",
     "key_group_loads",
     "key_group_rows",
     "key_groups_of",
-    "key_mask",
     "keyed_state_files",
-    "keyed_schema",
     "keyed_view",
     "keyed_view_schema",
     "keys_of_type",
-    "load_directory",
     "load_version",
-    "merge_keyed",
-    "merged_key_group",
-    "native_key_groups",
     "metadata_table",
+    "native_key_groups",
     "nested_options",
     "only_key_groups",
     "open_checkpoint",
-    "open_whole",
     "operator_rows",
-    "operator_schema",
     "operator_state_file",
     "operator_view_schema",
     "parse_id_set",
     "parse_json_keys",
     "plan_checkpoint_edits",
-    "publish_manifest",
     "read_key_groups",
-    "read_row_group",
     "refuse_native",
     "rewrite_max_parallelism",
+    "rows_of_keys",
     "spark_compatible",
     "state_entries",
-    "storage_table",
+    "store_state_file",
     "stored_key_group",
-    "store_file",
     "subtask_loads",
     "to_arrow",
     "version_ids",
-    "write_row_groups",
 ]

@@ -135,3 +135,8 @@ def key_mask(column: pa.ChunkedArray | pa.Array, keys: Sequence[Any], key_type: 
         rows = column.to_pylist()
         return pa.array([r is not None and key_token(r) in wanted for r in rows], pa.bool_())
     return pc.is_in(column, value_set=pa.array(list(keys), key_type.to_arrow()))
+
+
+def rows_of_keys(table: pa.Table, keys: Sequence[Any], key_type: TypeInformation) -> pa.Table:
+    """The rows of ``table`` whose ``key`` is one of ``keys`` (:func:`key_mask`)."""
+    return table.filter(key_mask(table.column("key"), keys, key_type))

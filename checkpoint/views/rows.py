@@ -25,7 +25,7 @@ from flinkstate.state.types.mapping import TypeInformation
 from ..errors import CheckpointError
 from ..manifest import FileRef
 from ..parquet_files import read_row_group
-from ..reading.keys import key_mask
+from ..reading.keys import rows_of_keys
 from ..reading.merge import stored_key_group
 from ..reading.verified import open_whole
 from ..storage import Storage
@@ -56,7 +56,7 @@ def key_group_rows(
                 f"state {meta.name!r} has no key type recorded, so keys cannot be selected",
                 code="INVALID_ARGUMENT",
             )
-        table = table.filter(key_mask(table.column("key"), keys, key_type))
+        table = rows_of_keys(table, keys, key_type)
     if not table.num_rows:
         return None
     view = keyed_view(table, meta, flatten, expired_before)

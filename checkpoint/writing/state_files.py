@@ -1,6 +1,9 @@
 """Our state files from Arrow rows: the one way the Spark writer (``df.write``) and the
 streaming sink (``df.writeStream``) turn a task's rows into a checkpoint's data files.
 
+A task's files are stored under unique names (:func:`store_state_file`); a streaming sink's
+chain of a subtask's files is merged into one (:func:`compacted_chain`).
+
 A state's rows (columns ``key``, ``value`` and, as the state has them, ``namespace``,
 ``user_key``, ``position``, ``op``; key, user key and value of the state's Arrow types) get
 their key groups exactly as the state engine assigns them; rows are sorted by key group
@@ -17,7 +20,8 @@ when :mod:`flinkstate.state.types.canonical` says so (every NaN one NaN).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,17 +31,22 @@ import pyarrow.compute as pc
 from flinkstate.state.descriptors import StateKind
 from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keyed.snapshot import StateMetaInfo
-from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
+from flinkstate.state.keygroups.assignment import KeyGroupRange, compute_operator_index_for_key_group
 from flinkstate.state.keygroups.vectorized import assign_key_groups
 from flinkstate.state.operator import OperatorStateMode
 from flinkstate.state.types.canonical import canonical_nans, key_token
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..arrow_codec import from_arrow
+from ..fileref import FileRef
 from ..format import keyed_schema, operator_schema
-from ..manifest import OperatorStateInfo
-from ..parquet_files import WrittenFile, write_row_groups
-from ..reading.merge import DELETE
+from ..manifest import Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from ..parquet_files import WrittenFile, read_row_group, write_row_groups
+from ..reading.merge import DELETE, merged_key_group
+from ..reading.restore import CompletedCheckpoint
+from ..reading.verified import open_whole
+from ..storage import Storage
+from .writer import store_file
 
 
 def keyed_state_files(
@@ -94,13 +103,43 @@ def operator_state_file(rows: pa.Table, info: OperatorStateInfo, what: str) -> W
     return write_row_groups(schema, [(0, out)])
 
 
-def broadcast_map_file(tables: Iterable[pa.Table], info: OperatorStateInfo) -> WrittenFile:
-    """Broadcast maps (the row groups of their files, in order) as one: a later row wins a key."""
+def broadcast_map_file(directory: Storage, refs: Sequence[FileRef], info: OperatorStateInfo) -> WrittenFile:
+    """The broadcast maps of ``refs`` (files in ``directory``, verified, in order) as one file:
+    a later row wins a key."""
     assert info.user_key_type is not None
     schema = operator_schema(info.value_type, info.user_key_type)
-    table = pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
+    tables = []
+    for ref in refs:
+        pf = open_whole(directory, ref)
+        groups = (read_row_group(pf, i, ref.path) for i in range(pf.num_row_groups))
+        tables += [t.select(schema.names).cast(schema) for t in groups]
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
     merged = table.take(last_per_key(table.column("key").combine_chunks()))
     return write_row_groups(schema, [(0, merged)])
+
+
+def store_state_file(directory: Storage, prefix: str, index: int, written: WrittenFile) -> FileRef:
+    """Store a state file of subtask ``index`` in ``directory`` under a name no other task
+    picks (``<prefix>-<random>-<index>.parquet``) and describe it for the manifest."""
+    return store_file(directory, f"{prefix}-{uuid.uuid4().hex[:12]}-{index}.parquet", written)
+
+
+def compacted_chain(
+    directory: Storage, op: OperatorEntry, state: str, subtask: SubtaskEntry, allow_pickle: bool
+) -> WrittenFile | None:
+    """Subtask ``subtask``'s chain of keyed state ``state`` (files relative to ``directory``,
+    applied in order, deletes included) merged into one full file; ``None`` when nothing is
+    left in it."""
+    meta = op.keyed_state(state)
+    assert meta is not None and op.key_type is not None
+    reader = CompletedCheckpoint(directory, Manifest(0, operators=(op,)), allow_pickle=allow_pickle)
+    rng = None if subtask.key_group_range is None else KeyGroupRange(*subtask.key_group_range)
+    tables = []
+    for kg, parts in reader.read_keyed(op.uid, meta.name, rng):
+        merged = merged_key_group(parts, meta, op.key_type, kg, allow_pickle)
+        if merged.num_rows:
+            tables.append((kg, merged))
+    return write_row_groups(tables[0][1].schema, tables) if tables else None
 
 
 def _refuse_null_elements(values: pa.Array, what: str, ops: pa.Array | None = None) -> None:

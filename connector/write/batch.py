@@ -14,7 +14,6 @@ every subtask references.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -28,15 +27,12 @@ from flinkstate.checkpoint import (
     OperatorEntry,
     Storage,
     SubtaskEntry,
-    WrittenFile,
     begin_append,
     broadcast_map_file,
     keyed_state_files,
-    open_whole,
     operator_state_file,
-    read_row_group,
     refuse_native,
-    store_file,
+    store_state_file,
 )
 from flinkstate.state import compute_key_group_range_for_operator_index
 from flinkstate.state.operator import OperatorStateMode
@@ -68,10 +64,6 @@ def partition_id() -> int:
     return 0 if context is None else context.partitionId()
 
 
-def store(directory: Storage, prefix: str, index: int, written: WrittenFile) -> FileRef:
-    return store_file(directory, f"{prefix}-{uuid.uuid4().hex[:12]}-{index}.parquet", written)
-
-
 def write_task(
     plan: WritePlan,
     directory: Storage,
@@ -99,11 +91,11 @@ def write_task(
             rows, plan.meta(), plan.key_type, opts.max_parallelism, opts.parallelism, what
         )
         for index, written in sorted(files.items()):
-            message.files.append((index, store(directory, f"t{part}", index, written)))
+            message.files.append((index, store_state_file(directory, f"t{part}", index, written)))
     else:
         index = part % opts.parallelism
         written = operator_state_file(rows, plan.operator_info(), what)
-        message.files.append((index, store(directory, f"t{part}", index, written)))
+        message.files.append((index, store_state_file(directory, f"t{part}", index, written)))
     return message
 
 
@@ -115,11 +107,9 @@ def one_broadcast_map(plan: WritePlan, directory: Storage, refs: list[FileRef]) 
     """The tasks' broadcast maps (in partition order) as one file: a later row wins a key."""
     if len(refs) == 1:
         return refs[0]
-    tables = []
-    for ref in refs:
-        pf = open_whole(directory, ref)
-        tables += [read_row_group(pf, i, ref.path) for i in range(pf.num_row_groups)]
-    return store(directory, "broadcast", 0, broadcast_map_file(tables, plan.operator_info()))
+    return store_state_file(
+        directory, "broadcast", 0, broadcast_map_file(directory, refs, plan.operator_info())
+    )
 
 
 def operator_entry(

@@ -29,21 +29,18 @@ from flinkstate.checkpoint import (
     CheckpointError,
     CheckpointExistsError,
     CommitFilesMissingError,
-    CompletedCheckpoint,
     FileRef,
-    Manifest,
     OperatorEntry,
     Storage,
     begin_append,
-    merged_key_group,
-    write_row_groups,
+    compacted_chain,
+    store_state_file,
 )
-from flinkstate.state import KeyGroupRange
 
 from ..errors import OptionError
 from ..options import WriteOptions
 from ..shared_root import spark_process
-from .batch import operator_entry, store, task_files, write_task
+from .batch import operator_entry, task_files, write_task
 from .plan import make_plan
 
 BATCH_ID = "spark.batch_id"
@@ -119,29 +116,21 @@ class StateSink(DataSourceStreamArrowWriter):
         self, root: Storage, new_dir: str, op: OperatorEntry, version: int, batch: list[tuple[int, FileRef]]
     ) -> OperatorEntry:
         """Merge a subtask's chain of the state into one file when it is past the policy."""
-        meta = op.keyed_state(self.options.state)
-        assert meta is not None and op.key_type is not None
+        state = self.options.state
         subtasks = []
         for st in op.subtasks:
-            refs = st.keyed.get(meta.name, ())
+            refs = st.keyed.get(state, ())
             if not refs or not POLICY.exceeded(refs):
                 subtasks.append(st)
                 continue
-            reader = CompletedCheckpoint(root.child(new_dir), Manifest(0, operators=(op,)), allow_pickle=True)
-            tables = []
-            rng = None if st.key_group_range is None else KeyGroupRange(*st.key_group_range)
-            for kg, parts in reader.read_keyed(op.uid, meta.name, rng):
-                merged = merged_key_group(parts, meta, op.key_type, kg, allow_pickle=True)
-                if merged.num_rows:
-                    tables.append((kg, merged))
+            written = compacted_chain(root.child(new_dir), op, state, st, allow_pickle=True)
             keyed = dict(st.keyed)
-            keyed.pop(meta.name)
-            if tables:
-                written = write_row_groups(tables[0][1].schema, tables)
-                ref = store(root.child(DATA_DIR), "compacted", st.index, written)
-                keyed[meta.name] = (replace(_from_data(ref), checkpoint_id=version),)
+            keyed.pop(state)
+            if written is not None:
+                ref = store_state_file(root.child(DATA_DIR), "compacted", st.index, written)
+                keyed[state] = (replace(_from_data(ref), checkpoint_id=version),)
             mine = tuple(ref for i, ref in batch if i == st.index)
-            changes = {**st.changes, meta.name: mine} if mine else dict(st.changes)
+            changes = {**st.changes, state: mine} if mine else dict(st.changes)
             subtasks.append(replace(st, keyed=keyed, changes=changes))
         return replace(op, subtasks=tuple(subtasks))
 

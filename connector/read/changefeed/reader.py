@@ -30,11 +30,11 @@ from flinkstate.checkpoint import (
     OperatorEntry,
     Storage,
     key_group_files,
-    key_mask,
     keyed_view,
     keyed_view_schema,
     only_key_groups,
     read_key_groups,
+    rows_of_keys,
 )
 
 from ...errors import ChangeFeedError, OptionError
@@ -214,7 +214,7 @@ class ChangeFeedReader(FlinkStateReader):
             if table is None:
                 continue
             if keys is not None:
-                table = table.filter(key_mask(table.column("key"), keys, op.key_type))
+                table = rows_of_keys(table, keys, op.key_type)
             if table.num_rows:
                 view = (
                     self._deletes(table, checkpoint_id)
