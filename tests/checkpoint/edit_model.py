@@ -9,8 +9,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinkstate.checkpoint import CompletedCheckpoint, SavepointEdits, begin_savepoint, merge_keyed
+from flinkstate.checkpoint import CompletedCheckpoint, SavepointEdits, begin_savepoint
 from flinkstate.checkpoint.flink import FlinkSavepoint
+from flinkstate.checkpoint.reading.merge import merge_keyed
 from flinkstate.state import (
     HeapKeyedStateBackend,
     ListStateDescriptor,

@@ -22,9 +22,9 @@ from flinkstate.checkpoint import (
     Manifest,
     SavepointEdits,
     edit_checkpoint,
-    merge_keyed,
     open_checkpoint,
 )
+from flinkstate.checkpoint.reading.merge import merge_keyed
 from flinkstate.checkpoint.writing.rewrite import rewrite_max_parallelism
 from flinkstate.checkpoint.writing.versions import rebase
 from flinkstate.connector.write.batch import BootstrapWriter
