@@ -4,9 +4,10 @@ This package's names are its face: ``connector/`` and ``cli/`` use nothing else 
 ``checkpoint/`` (an import contract in ``make lint`` keeps it so). Writing: a checkpoint
 (:class:`CheckpointStorage`, :class:`PendingCheckpoint`, one snapshot -> write -> release
 path in :class:`CheckpointTarget`), a version appended on the latest one
-(:func:`begin_append`), retention and ``gc``. Reading: a checkpoint opened
-(:func:`open_checkpoint`), chosen key groups of a state (:func:`read_key_groups`, the one
-path of restores, the Spark reader and the change feed; :func:`rows_of_keys` picks keys),
+(:func:`begin_append`), retention and ``gc``, a rollback to a retained one (:func:`rollback`).
+Reading: a checkpoint opened (:func:`open_checkpoint`), chosen key groups of a state
+(:func:`read_key_groups`, the one path of restores, the Spark reader and the change feed;
+:func:`rows_of_keys` picks keys),
 a file verified whole (:func:`check_file`). A task's Arrow rows as our state files
 (:func:`keyed_state_files`, :func:`operator_state_file`, :func:`broadcast_map_file`: the Spark
 writer's and the streaming sink's one way), stored under a name no task shares
@@ -27,7 +28,15 @@ from .errors import (
     EditError,
 )
 from .local_cache import DEFAULT_CACHE_BYTES, CachedStorage, FileCache
-from .manifest import METADATA, FileRef, Manifest, OperatorEntry, OperatorStateInfo, SubtaskEntry
+from .manifest import (
+    METADATA,
+    RUN_TOKEN_PROPERTY,
+    FileRef,
+    Manifest,
+    OperatorEntry,
+    OperatorStateInfo,
+    SubtaskEntry,
+)
 from .opening import open_checkpoint
 from .parquet_files import WrittenFile
 from .reading.keyed_files import KeyGroupFiles, key_group_files, only_key_groups, read_key_groups
@@ -61,6 +70,7 @@ from .writing.edit import edit_checkpoint, plan_checkpoint_edits
 from .writing.increments import ChainPolicy
 from .writing.pending import PendingCheckpoint, PendingStatus
 from .writing.rewrite import rewrite_max_parallelism
+from .writing.rollback import Rollback, rollback
 from .writing.state_files import (
     broadcast_map_file,
     compacted_chain,
@@ -79,6 +89,7 @@ __all__ = [
     "DELETE",
     "METADATA",
     "METADATA_SCHEMA",
+    "RUN_TOKEN_PROPERTY",
     "MIN_GRACE",
     "CachedStorage",
     "ChainPolicy",
@@ -105,6 +116,7 @@ __all__ = [
     "OperatorStateInfo",
     "PendingCheckpoint",
     "PendingStatus",
+    "Rollback",
     "SavepointEdits",
     "Storage",
     "SubtaskEntry",
@@ -144,6 +156,7 @@ __all__ = [
     "read_key_groups",
     "refuse_native",
     "rewrite_max_parallelism",
+    "rollback",
     "rows_of_keys",
     "spark_compatible",
     "state_entries",

@@ -32,6 +32,9 @@ VERSION = 1
 METADATA = "_metadata"
 WATERMARK_PROPERTY = "flinkstate.process.watermark"
 """The property where the process runner records the watermark it ended at."""
+RUN_TOKEN_PROPERTY = "flinkstate.process.token"
+"""The property where the process runner records the attempt that wrote each subtask (what
+a kept live backend is matched by); it describes the run, not the state."""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ app.command("skew", epilog=skew.EXAMPLE)(skew.skew)
 app.command("verify", epilog=verify.EXAMPLE)(verify.verify)
 app.command("rescale", epilog=maintain.RESCALE_EXAMPLE)(maintain.rescale)
 app.command("gc", epilog=maintain.GC_EXAMPLE)(maintain.gc)
+app.command("rollback", epilog=maintain.ROLLBACK_EXAMPLE)(maintain.rollback_root)
 app.command("convert", epilog=convert.CONVERT_EXAMPLE)(convert.convert)
 app.command("edit", epilog=edit.EDIT_EXAMPLE)(edit.edit)
 

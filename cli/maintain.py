@@ -1,4 +1,5 @@
-"""``flinkstate rescale`` (the offline max-parallelism rewrite) and ``flinkstate gc`` (retention)."""
+"""``flinkstate rescale`` (the offline max-parallelism rewrite), ``flinkstate gc`` (retention) and
+``flinkstate rollback`` (a new checkpoint equal to a retained one)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from flinkstate.checkpoint import (
     CheckpointStorage,
     Storage,
     rewrite_max_parallelism,
+    rollback,
 )
 from flinkstate.state import InvalidArgumentError
 
@@ -38,6 +40,7 @@ RESCALE_EXAMPLE = (
     "Example: flinkstate rescale /tmp/my-job/checkpoints /tmp/savepoints/mp-256 --max-parallelism 256"
 )
 GC_EXAMPLE = "Example: flinkstate gc /tmp/my-job/checkpoints --retain 2 --older-than 3d --dry-run"
+ROLLBACK_EXAMPLE = "Example: flinkstate rollback /tmp/my-job/checkpoints --to 12 --dry-run"
 
 
 @guarded("storage_option", "target_option")
@@ -227,3 +230,50 @@ def gc(
             )
         )
     out_console().print(Group(*parts))
+
+
+@guarded("storage_option")
+def rollback_root(
+    ctx: typer.Context,
+    root: Annotated[str, typer.Argument(help="A checkpoint root (holding chk-<id> directories).")],
+    to: Annotated[int, typer.Option("--to", min=1, help="The retained checkpoint to roll back to.")],
+    retain: Annotated[
+        int | None,
+        typer.Option("--retain", "-r", min=1, help="Then keep only the last N completed checkpoints."),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Verify the checkpoint, say what would happen, write nothing."),
+    ] = False,
+    as_json: JsonFlag = False,
+    storage_option: StorageOptions = None,
+) -> None:
+    """Publish a new checkpoint equal to retained checkpoint --to (its files referenced, not copied).
+
+    Nothing is deleted: the checkpoints after it stay (retention applies as to any commit).
+    The checkpoint must verify whole first. A run that started before the rollback fails to
+    commit ([CONCURRENT_RUN]) rather than build on the state it replaced; the next run
+    restores from the new checkpoint.
+    """
+    storage = Storage(root, storage_options(storage_option))
+    done = rollback(storage, to, dry_run=dry_run, retain=retain)
+    doc = {
+        "root": storage.safe_url,
+        "dry_run": dry_run,
+        "to": done.to,
+        "previous": done.previous,
+        "checkpoint_id": done.version,
+        "files": done.files,
+        "bytes": done.bytes,
+    }
+    if as_json:
+        typer.echo(to_json(doc))
+        return
+    verb = "would publish" if dry_run else "published"
+    out_console().print(
+        Text(
+            f"{verb} checkpoint {done.version} equal to checkpoint {done.to} (the latest was "
+            f"{done.previous}); {done.files} files, {human_bytes(done.bytes)} verified",
+            style="yellow" if dry_run else "green",
+        )
+    )

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from flinkstate.checkpoint import RUN_TOKEN_PROPERTY
+
 WATERMARK = "flinkstate.process.watermark"
 MAX_EVENT_TIME = "flinkstate.process.max_event_time"
-TOKEN = "flinkstate.process.token"
+TOKEN = RUN_TOKEN_PROPERTY
 REUSED = "flinkstate.process.reused_subtasks"
 """How many subtasks started warm (their live backend reused, nothing restored)."""
 STARTS = "flinkstate.process.subtask_starts"
