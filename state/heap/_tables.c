@@ -1,8 +1,9 @@
 /*
  * Optional C accelerator for the heap backend's tables (state_map.py, state_table.py):
  * reads int keys and values out of dict buckets into int64 buffers (snapshots), looks ids
- * up in a table of dict buckets (a snapshot's changed entries), splits change records, and
- * moves a bucket's entries into a rehash table.
+ * up in a table of dict buckets (a snapshot's changed entries), splits change records,
+ * moves a bucket's entries into a rehash table, and keeps a map's lists out of the cyclic
+ * garbage collector's reach.
  * The pure Python functions beside each caller define the semantics.
  */
 #define PY_SSIZE_T_CLEAN
@@ -354,6 +355,7 @@ fail:
 
 #include "_changes.h" /* A heap change record split into the ids still present and those removed */
 #include "_spread.h"  /* Moving a bucket's entries into a rehash table */
+#include "_tracking.h" /* Keeping a map's lists out of the cyclic collector's reach */
 
 static PyMethodDef methods[] = {
     {"resolve_in_table", (PyCFunction)(void (*)(void))py_resolve_in_table, METH_FASTCALL,
@@ -366,6 +368,8 @@ static PyMethodDef methods[] = {
      "(ids with a recorded state, the states, ids recorded as absent) of a change record."},
     {"spread", (PyCFunction)(void (*)(void))py_spread, METH_FASTCALL,
      "Puts a bucket's entries into a table of dict buckets (a rehash's move)."},
+    {"untrack", py_untrack, METH_O, "The list, no longer tracked by the cyclic garbage collector."},
+    {"track", py_track, METH_O, "Have the cyclic garbage collector track the list again."},
     {NULL, NULL, 0, NULL},
 };
 

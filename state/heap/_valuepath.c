@@ -41,9 +41,9 @@ slot(PyObject *obj, Slot *s, PyObject *name)
 }
 
 /* The bucket dict of the current key when the fast path applies (borrowed; Py_None: an
- * empty bucket), with the key-group index and key; NULL to take the Python path. */
+ * empty bucket), with the key-group index, key and table; NULL to take the Python path. */
 static PyObject *
-fast_bucket(PyObject *self, Py_ssize_t *kgi_out, PyObject **key_out)
+fast_bucket(PyObject *self, Py_ssize_t *kgi_out, PyObject **key_out, PyObject **table_out)
 {
     PyObject *ctx = slot(self, &s_ctx, n_ctx);
     PyObject *maps = slot(self, &s_maps, n_maps);
@@ -81,6 +81,7 @@ fast_bucket(PyObject *self, Py_ssize_t *kgi_out, PyObject **key_out)
     }
     *kgi_out = kgi;
     *key_out = key;
+    *table_out = table;
     return bucket;
 }
 
@@ -88,8 +89,8 @@ static PyObject *
 value(PyObject *self, PyObject *unused)
 {
     Py_ssize_t kgi;
-    PyObject *key;
-    PyObject *bucket = fast_bucket(self, &kgi, &key);
+    PyObject *key, *table;
+    PyObject *bucket = fast_bucket(self, &kgi, &key, &table);
     if (bucket == NULL) {
         return PyObject_CallOneArg(slow_value, self);
     }
@@ -110,8 +111,8 @@ static PyObject *
 update(PyObject *self, PyObject *state)
 {
     Py_ssize_t kgi;
-    PyObject *key;
-    PyObject *bucket = state == Py_None ? NULL : fast_bucket(self, &kgi, &key);
+    PyObject *key, *table;
+    PyObject *bucket = state == Py_None ? NULL : fast_bucket(self, &kgi, &key, &table);
     if (bucket == NULL || bucket == Py_None) {
         return PyObject_CallFunctionObjArgs(slow_update, self, state, NULL);
     }
@@ -121,6 +122,9 @@ update(PyObject *self, PyObject *state)
     }
     if (PyDict_SetItem(bucket, key, state) < 0) {
         return NULL;
+    }
+    if (!PyObject_GC_IsTracked(table) && PyObject_GC_IsTracked(bucket)) {
+        PyObject_GC_Track(table); /* the bucket holds a tracked object now: see cow_map.py */
     }
     PyObject *changes = slot(self, &s_changes, n_changes);
     if (changes == NULL || !PyList_CheckExact(changes) || PyList_GET_SIZE(changes) == 0) {

@@ -10,7 +10,11 @@ mutable states, before a state is handed out), so the snapshot's view stays exac
 it was. Releasing the snapshot lowers the required version again.
 
 Buckets are plain dicts so that, holding only atomic keys and values, they are not
-tracked by Python's cyclic garbage collector: a large map adds no GC pauses.
+tracked by Python's cyclic garbage collector: a large map adds no GC pauses. Nor do the
+lists of buckets, versions and hints, untracked by the C accelerator (a collection walks
+every bucket of a table it reaches, and the young ones a rehash's new buckets trigger walk
+its new table): no cycle runs through them while no bucket is tracked, and whoever puts a
+tracked object in a bucket (a container state, a tuple key) tracks both tables again.
 
 A key is stored alone when its namespace is void and it is not a plain tuple, else as
 ``(key, namespace)``. Every test of that is ``type(key) is tuple`` (here and in the value
@@ -20,6 +24,7 @@ state's fast path); the backend hands over ROW keys as plain tuples (never subcl
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from gc import is_tracked
 from typing import Any
 
 from .state_map import (
@@ -34,6 +39,8 @@ from .state_map import (
     int64_items,
     resolve_in_table,
     spread,
+    track,
+    untrack,
 )
 
 # Bucket table sizes: primes just below powers of two, so strided int keys spread well.
@@ -63,9 +70,9 @@ class CopyOnWriteStateMap(StateMap):
 
     def __init__(self, copy_state: CopyFn | None = None) -> None:
         self._copy = copy_state
-        self._tab: Buckets = [None]
-        self._ver = [0]
-        self._hint: list[Any] = [None]
+        self._tab: Buckets = untrack([None])
+        self._ver = untrack([0])
+        self._hint: list[Any] = untrack([None])
         self._n = 1
         self._new: Buckets | None = None
         self._new_ver: list[int] = []
@@ -97,7 +104,15 @@ class CopyOnWriteStateMap(StateMap):
         owned = bucket.copy() if copy is None else {k: copy(v) for k, v in bucket.items()}
         table[i] = owned
         versions[i] = self._version
+        if not is_tracked(table) and is_tracked(owned):
+            self._track()
         return owned
+
+    def _track(self) -> None:
+        """A bucket holds a tracked object: so the collector tracks the bucket tables again."""
+        track(self._tab)
+        if self._new is not None:
+            track(self._new)
 
     def get(self, key: Any, namespace: Any) -> Any:
         ck = key if namespace is None and type(key) is not tuple else (key, namespace)
@@ -126,13 +141,14 @@ class CopyOnWriteStateMap(StateMap):
             versions[i] = self._version
         elif versions[i] < self._required:
             bucket = self._own(table, versions, i, bucket)
-        if ck in bucket:
-            bucket[ck] = state
-            return
+        added = ck not in bucket
         bucket[ck] = state
-        self._size += 1
-        if self._size > self._threshold and self._new is None:
-            self._start_rehash()
+        if not is_tracked(table) and is_tracked(bucket):
+            self._track()
+        if added:
+            self._size += 1
+            if self._size > self._threshold and self._new is None:
+                self._start_rehash()
 
     def remove(self, key: Any, namespace: Any) -> Any:
         ck = compose(key, namespace)
@@ -162,7 +178,7 @@ class CopyOnWriteStateMap(StateMap):
         """Size an empty map's table for ``count`` entries: putting them starts no rehash."""
         size = _next_size(count // BUCKET_LOAD)
         if self._size == 0 and self._new is None and size > self._n:
-            self._tab, self._ver, self._hint = [None] * size, [0] * size, [None] * size
+            self._tab, self._ver, self._hint = (untrack([fill] * size) for fill in (None, 0, None))
             self._n, self._threshold = size, size * BUCKET_LOAD
             self._update_fast_table()
 
@@ -178,10 +194,9 @@ class CopyOnWriteStateMap(StateMap):
         return self._n, self._new_n if self._new is not None else 0
 
     def _start_rehash(self) -> None:
-        self._new_n = _next_size(self._n * 2)
-        self._new = [None] * self._new_n
-        self._new_ver = [0] * self._new_n
-        self._new_hint = [None] * self._new_n
+        n = self._new_n = _next_size(self._n * 2)
+        self._new = [None] * n if is_tracked(self._tab) else untrack([None] * n)
+        self._new_ver, self._new_hint = untrack([0] * n), untrack([None] * n)
         self._rehash_index = 0
         self.fast_table = None
 
@@ -392,6 +407,8 @@ class _CowCursor(MapCursor):
     def set_hint(self, hint: Any) -> None:
         if self._table is not None and self._index > 0:
             self._hints[self._index - 1] = hint
+            if is_tracked(hint):
+                track(self._hints)
 
     def entry(self, handle: Any) -> tuple[Any, Any]:
         return decompose(handle)

@@ -42,6 +42,20 @@ def int64_items(tables: list[list[dict[Any, Any] | None]]) -> tuple[bytes, bytes
     return None if _tables is None else _tables.int64_items(tables)
 
 
+def untrack(lst: list[Any]) -> list[Any]:
+    """``lst``, no longer tracked by the cyclic garbage collector (so a collection never walks
+    it) when the C accelerator is built, else as it is. Only for a list that can be in no
+    reference cycle: every item untracked by the collector (None, ints, or dicts it does not
+    track) until :func:`track` is called, as it must be when a tracked object goes in."""
+    return lst if _tables is None else _tables.untrack(lst)
+
+
+def track(lst: list[Any]) -> None:
+    """Have the cyclic garbage collector track ``lst`` again (a no-op when it does)."""
+    if _tables is not None:
+        _tables.track(lst)
+
+
 def resolve_in_table(table: Buckets, ids: list[Any]) -> Resolved:
     """(ids found, their states, ids missing) in the order of ``ids``, each looked up in its
     bucket ``table[hash(id) % len(table)]``; a stored ``None`` counts as missing. The C
@@ -150,7 +164,9 @@ class StateMap(ABC):
     ``fast_table`` is an optional shortcut for the hottest path: when not ``None`` it is
     a list of dict buckets, and the state of a non-tuple key in the void namespace is
     ``fast_table[hash(key) % len(fast_table)][key]``; reading it, or replacing an
-    existing entry in place, needs no other bookkeeping.
+    existing entry in place, needs no other bookkeeping than this: when the bucket written
+    is then tracked by the cyclic garbage collector and the table is not, :func:`track`
+    the table (see :mod:`.cow_map`).
     """
 
     fast_table: list[dict[Any, Any] | None] | None = None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from gc import is_tracked
 from types import ModuleType
 from typing import Any
 
 from ..interfaces import ValueState
 from .base import AbstractHeapState
+from .state_map import track
 from .state_table import compact
 
 _valuepath: ModuleType | None
@@ -45,6 +47,8 @@ class HeapValueState(AbstractHeapState, ValueState[Any]):
             bucket = table[hash(key) % len(table)]
             if bucket is not None and key in bucket:
                 bucket[key] = value
+                if not is_tracked(table) and is_tracked(bucket):
+                    track(table)  # the bucket holds a tracked object now: see cow_map
                 changes = self._changes
                 if changes:
                     changed = changes[kgi]
