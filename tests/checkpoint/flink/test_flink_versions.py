@@ -248,3 +248,19 @@ def test_a_converted_1x_savepoint_records_the_flink_version(tmp_path: Path) -> N
         assert got and sorted((d.name, repr(d.elements)) for d in got) == sorted(
             (d.name, repr(d.elements)) for d in want
         )
+
+
+def test_an_edit_does_not_set_a_1x_kryo_state_with_kryo_5_bytes(tmp_path: Path) -> None:
+    """Setting a declared Kryo state encodes Kryo 5: a 1.x savepoint's (Kryo 2) is refused, before
+    any file is written, instead of being written in bytes its Flink would misread."""
+    from flinkstate.checkpoint import SavepointEdits
+    from flinkstate.checkpoint.flink import UnsupportedFlinkWriteError, edit_savepoint
+
+    opaque = "STRUCT<value: BIGINT NOT NULL>"
+    source = read_savepoint(str(fixture("1.20", "heap_canonical")), types={"v_kryo": opaque})
+    edits = SavepointEdits().set_keyed_state("keyed-states", "v_kryo", [{"key": 1, "value": {"value": 5}}])
+    with pytest.raises(
+        UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\].*v_kryo.*Kryo 2.*1\.18-1\.20"
+    ):
+        edit_savepoint(source, str(tmp_path / "sp"), edits)
+    assert not list(tmp_path.iterdir())
