@@ -65,6 +65,8 @@ def test_metadata_names_the_sql_types(savepoint: FlinkSavepoint, case: tuple[str
     assert dedup.decodable and dedup.serializer.endswith("RowDataSerializer$RowDataSerializerSnapshot")
     agg = states["accState"]
     assert agg.key_type == "ROW<f0 BIGINT, f1 VARCHAR>" and agg.ttl
+    # Before 1.19 no STATE_TTL hint: the option gives every SQL state the TTL, the deduplication's too.
+    assert dedup.ttl == (case[0] == "1.17")
 
 
 def test_deduplication_state_every_value(savepoint: FlinkSavepoint, case: tuple[str, str]) -> None:
