@@ -21,7 +21,7 @@ READ_OPTIONS = (
     "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",
     "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks", "timers",
     "readchangefeed", "changestartcheckpointid", "changeendcheckpointid", "valuetype", "userkeytype",
-    "statetype", "types",
+    "statetype", "types", "flinkversion",
 )  # fmt: skip
 DECLARING = ("valuetype", "userkeytype", "statetype", "types")
 WRITE_OPTIONS = (
@@ -41,7 +41,7 @@ _CANONICAL = {
     "changestartcheckpointid": "changeStartCheckpointId", "changeendcheckpointid": "changeEndCheckpointId",
     "valuetype": "valueType", "userkeytype": "userKeyType", "flinkkeytype": "flinkKeyType",
     "flinkvaluetype": "flinkValueType", "flinkuserkeytype": "flinkUserKeyType",
-    "sharedfilesystem": "sharedFilesystem",
+    "sharedfilesystem": "sharedFilesystem", "flinkversion": "flinkVersion",
 }  # fmt: skip
 
 
@@ -128,6 +128,9 @@ class ReadOptions:
     declared: Mapping[str, Any] = field(default_factory=dict)
     """Declared types by state name (options valueType, userKeyType, stateType, types), parsed:
     ``StateDeclaration`` s for :func:`flinkstate.checkpoint.flink.read_savepoint`."""
+    flink_version: str | None = None
+    """Option flinkVersion: the Flink release that wrote the Flink savepoint read (``"1.15"``),
+    where its files do not tell (``read_savepoint(..., flink_version=)``)."""
 
     @property
     def declares(self) -> bool:
@@ -159,7 +162,22 @@ class ReadOptions:
             *_change_feed(plain, state is not None),
             timers,
             _declared(plain, state),
+            flink_version=_flink_version(plain),
         )
+
+
+def _flink_version(plain: Mapping[str, str]) -> str | None:
+    """Option flinkVersion, checked to be a Flink release the reader knows."""
+    raw = plain.get("flinkversion")
+    if raw is None:
+        return None
+    from flinkstate.checkpoint.flink import parse_flink_release
+
+    try:
+        parse_flink_release(raw)
+    except FlinkStateError as exc:
+        raise OptionError(f"option flinkVersion: {exc.detail}") from exc
+    return raw.strip()
 
 
 def _declared(plain: Mapping[str, str], state: str | None) -> dict[str, Any]:

@@ -45,7 +45,13 @@ def plan_read(options: ReadOptions) -> ReadPlan:
 
     from .read.changefeed.reader import ChangeFeedReader, change_feed_schema_of, open_range
     from .read.checkpoint_reader import FlinkStateReader, view_schema_of
-    from .read.savepoint_reader import FlinkSavepointReader, check_not_declaring, check_options, flink_schema
+    from .read.savepoint_reader import (
+        FlinkSavepointReader,
+        check_not_declaring,
+        check_options,
+        flink_schema,
+        with_flink_version,
+    )
     from .read.timer_reader import TimerReader, timers_schema
 
     if options.read_change_feed:  # a root of retained checkpoints, never a Flink savepoint
@@ -61,7 +67,7 @@ def plan_read(options: ReadOptions) -> ReadPlan:
         check_not_declaring(options)
         raise
     if not isinstance(opened, CompletedCheckpoint):
-        return ReadPlan(options, opened, flink_schema, FlinkSavepointReader)
+        return ReadPlan(options, with_flink_version(opened, options), flink_schema, FlinkSavepointReader)
     check_not_declaring(options)
     if options.timers:
         return ReadPlan(options, opened, timers_schema, TimerReader)

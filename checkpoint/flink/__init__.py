@@ -1,5 +1,6 @@
-"""Reading Flink's own savepoints and retained checkpoints (Flink 1.15+ metadata, 2.x
-tested), without Flink: see :func:`read_savepoint`; writing canonical savepoints Flink 2.3
+"""Reading Flink's own savepoints and retained checkpoints (Flink 1.13-2.3; 1.17, 1.20 and 2.3
+tested), without Flink: see :func:`read_savepoint` (the release that wrote it:
+:class:`FlinkVersions`); writing canonical savepoints Flink 2.3
 restores: see :func:`write_savepoint` (from a checkpoint or savepoint) and
 :func:`write_operators` (from :class:`ArrowOperator` s: Arrow columns, a DataFrame); edited
 offline: :func:`edit_savepoint`; as one of our savepoints: :func:`import_savepoint`."""
@@ -9,12 +10,15 @@ from __future__ import annotations
 from .errors import (
     DeclaredTypeError,
     FlinkFormatError,
+    FlinkVersionRequiredError,
     UnsupportedFlinkFeatureError,
     UnsupportedFlinkWriteError,
     UnsupportedSerializerError,
 )
 from .metadata.metadata_read import is_flink_metadata
 from .metadata.operator_id import operator_id_hex
+from .metadata.versions import FlinkVersions
+from .metadata.versions import parse_release as parse_flink_release
 from .reader.importing import import_savepoint
 from .reader.nested import nested_view
 from .reader.savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
@@ -37,6 +41,8 @@ __all__ = [
     "FlinkFormatError",
     "FlinkSavepoint",
     "FlinkState",
+    "FlinkVersionRequiredError",
+    "FlinkVersions",
     "RowDataReader",
     "SqlTypeInfo",
     "StateDeclaration",
@@ -52,6 +58,7 @@ __all__ = [
     "key_group_of",
     "nested_view",
     "operator_id_hex",
+    "parse_flink_release",
     "parse_type",
     "plan_savepoint_edits",
     "read_savepoint",

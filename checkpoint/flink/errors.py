@@ -30,6 +30,14 @@ class FlinkHeaderConflictError(FlinkFormatError):
     default_code = "FLINK_HEADER_CONFLICT"
 
 
+class FlinkVersionRequiredError(CheckpointError):
+    """A state's bytes depend on the Flink release that wrote them (Kryo 2 in 1.x, Kryo 5 in 2.x)
+    and the savepoint's files do not tell which: the message asks for ``flink_version``
+    (option ``flinkVersion``)."""
+
+    default_code = "FLINK_VERSION_REQUIRED"
+
+
 class UnsupportedFlinkWriteError(CheckpointError):
     """A state, type or feature the savepoint writer cannot write yet (the message names it):
     refused before any file is written."""

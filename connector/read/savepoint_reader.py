@@ -33,7 +33,7 @@ from flinkstate.checkpoint.flink import (
     key_group_of,
     nested_view,
 )
-from flinkstate.state import assign_to_key_group
+from flinkstate.state import FlinkStateError, assign_to_key_group
 from flinkstate.state.keygroups import java_hashed
 from flinkstate.state.types import canonical_float
 
@@ -60,12 +60,28 @@ def check_options(options: ReadOptions) -> None:
 
 
 def check_not_declaring(options: ReadOptions) -> None:
-    """Declared types apply to Flink savepoints only: our own checkpoints store their types."""
+    """Declared types (and the Flink version) apply to Flink savepoints only: our own checkpoints
+    store their types."""
     if options.declares:
         raise OptionError(
             "options valueType, userKeyType, stateType and types declare the types of a Flink "
             f"savepoint's Kryo or PyFlink state; {options.path} is not a Flink savepoint"
         )
+    if options.flink_version is not None:
+        raise OptionError(
+            f"option flinkVersion names the Flink release that wrote a Flink savepoint; {options.path} "
+            "is not a Flink savepoint"
+        )
+
+
+def with_flink_version(sp: FlinkSavepoint, options: ReadOptions) -> FlinkSavepoint:
+    """``sp`` read as written by the release option flinkVersion names (if given)."""
+    if options.flink_version is None:
+        return sp
+    try:
+        return sp.with_flink_version(options.flink_version)
+    except FlinkStateError as exc:
+        raise OptionError(f"option flinkVersion: {exc.detail}") from exc
 
 
 def flink_schema(options: ReadOptions, sp: FlinkSavepoint) -> pa.Schema:

@@ -3,7 +3,13 @@
 Layout (``MetadataV6Serializer`` and its bases, version 3 to 6): magic, version, checkpoint
 id, master states, then per operator its name and uid (version 5 on), id, parallelism, max
 parallelism, coordinator state and per subtask the managed/raw operator and keyed state
-handles. The Java-serialized ``CheckpointProperties`` trailer (version 4 on) is not read.
+handles. The Java-serialized ``CheckpointProperties`` trailer (version 4 on) is only scanned
+for the snapshot's type and format.
+
+Keyed state handle tags: ``7`` a savepoint's key groups, ``3`` (Flink 1.13/1.14) and ``12``
+(1.15+, with a handle id) a full checkpoint's (the heap backend's layout, or the canonical one
+of a RocksDB full checkpoint of 1.13-1.15: :func:`..streams.keyed_read.decode_groups` tells
+them apart), ``5``/``11`` an incremental (or native) RocksDB one.
 """
 
 from __future__ import annotations
@@ -160,13 +166,14 @@ def _keyed(c: Cursor) -> KeyedHandle | None:
     tag = c.u8("keyed state handle tag")
     if tag == 0:
         return None
-    if tag in (7, 12):
+    if tag in (3, 7, 12):
         first = c.i32("first key group")
         n = c.count("key-group count", 8)
         offsets = tuple(c.i64("key-group offset") for _ in range(n))
         stream = _stream(c)
         if tag == 12:
             c.utf("state handle id")
+        if tag in (3, 12):
             return KeyedHandle(first, offsets, stream, "heap_checkpoint")
         return KeyedHandle(first, offsets, stream)
     if tag in (5, 11):

@@ -23,6 +23,8 @@ from .savepoint import FlinkSavepoint
 
 CONVERTED_PROPERTY = "flinkstate.converted_from_flink_checkpoint"
 """The property recording the Flink checkpoint id a converted savepoint was made from."""
+CONVERTED_VERSION_PROPERTY = "flinkstate.converted_from_flink_version"
+"""The property recording the Flink version (or range of releases) that wrote it."""
 
 
 def import_savepoint(
@@ -74,4 +76,9 @@ def import_savepoint(
     except BaseException:
         pending.abort()
         raise
-    return pending.commit({CONVERTED_PROPERTY: str(source.meta.checkpoint_id)})
+    return pending.commit(
+        {
+            CONVERTED_PROPERTY: str(source.meta.checkpoint_id),
+            CONVERTED_VERSION_PROPERTY: source.flink_versions.describe(),
+        }
+    )

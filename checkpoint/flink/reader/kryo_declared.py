@@ -3,8 +3,9 @@ a keyed header's Kryo serializers replaced by readers of the declared fields."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 
 import pyarrow as pa
 
@@ -19,7 +20,7 @@ from ..types.kryo_read import KryoReader
 from ..types.values_read import TtlValueSerializer
 
 
-def _kryo(t: FlinkType, declared: Declared | None, where: str) -> FlinkType:
+def _kryo(t: FlinkType, declared: Declared | None, where: str, kryo: int | Callable[[str], int]) -> FlinkType:
     """``t`` decoded with ``declared`` when ``t`` is a Kryo type (or a TTL wrapper of one)."""
     if declared is None:
         return t
@@ -34,7 +35,9 @@ def _kryo(t: FlinkType, declared: Declared | None, where: str) -> FlinkType:
             f"{where}: declare the Kryo class {inner.java_class} as a STRUCT (a DDL string or pyarrow "
             "struct), whose NOT NULL fields are Java primitives"
         )
-    reader = KryoReader(declared, inner.java_class, where)
+    reader = KryoReader(
+        declared, inner.java_class, where, kryo if isinstance(kryo, int) else partial(kryo, where)
+    )
     decoded = FlinkType(classes.KRYO, ArrowTypeInfo(declared), reader, java_class=inner.java_class)
     if t.inner is None:
         return decoded
@@ -42,9 +45,14 @@ def _kryo(t: FlinkType, declared: Declared | None, where: str) -> FlinkType:
 
 
 def apply_declarations(
-    header: KeyedHeader, declared: Mapping[str, StateDeclaration], where: str
+    header: KeyedHeader,
+    declared: Mapping[str, StateDeclaration],
+    where: str,
+    kryo: int | Callable[[str], int] = 5,
 ) -> KeyedHeader:
-    """``header`` with the Kryo types of declared states replaced by their declared readers."""
+    """``header`` with the Kryo types of declared states replaced by their declared readers
+    (``kryo``: the Kryo version of the values, or a function giving it for the state it names,
+    asked when the first value is read: see :class:`KryoReader`)."""
     states: list[StateInfo] = []
     for s in header.states:
         d = declared.get(s.name)
@@ -54,8 +62,8 @@ def apply_declarations(
         at = f"{where}: declared type of state {s.name}"
         user_key = s.user_key
         if s.kind == "MAP" and user_key is not None:
-            user_key = _kryo(user_key, d.user_key, f"{at} (map key)")
+            user_key = _kryo(user_key, d.user_key, f"{at} (map key)", kryo)
         elif d.user_key is not None:
             raise DeclaredTypeError(f"{at}: a map key type is declared but {s.name} is a {s.kind} state")
-        states.append(replace(s, value=_kryo(s.value, d.value, at), user_key=user_key))
+        states.append(replace(s, value=_kryo(s.value, d.value, at, kryo), user_key=user_key))
     return replace(header, states=tuple(states))

@@ -30,9 +30,11 @@ from ..metadata.metadata_read import (
     parse_metadata,
 )
 from ..metadata.operator_id import operator_id_hex
+from ..metadata.versions import FlinkVersions, from_files, given
 from ..rocksdb.native_read import read_native
 from ..streams.header_read import KeyedHeader, StateInfo, read_header, read_stream_header, union_headers
 from ..streams.keyed_read import KeyGroupDecoder, StateRows, decode_groups
+from ..streams.operator_read import operator_stream_version
 from ..types.declared_read import StateDeclaration, declarations
 from ..types.pyflink_read import declared_table
 from .kryo_declared import apply_declarations
@@ -83,11 +85,14 @@ def read_savepoint(
     types: Mapping[str, Any] | None = None,
     allow_pickle: bool = False,
     data: bytes | None = None,
+    flink_version: str | None = None,
 ) -> FlinkSavepoint:
     """Open the Flink savepoint or retained checkpoint at ``path`` (directory or ``_metadata``);
     ``storage``: fsspec storage options; ``types``: declared types by state name (Kryo values,
     PyFlink Python state; see :mod:`..types.declared_read`); ``allow_pickle``: load PyFlink pickles;
-    ``data``: the ``_metadata``'s bytes, when the caller has read them."""
+    ``data``: the ``_metadata``'s bytes, when the caller has read them; ``flink_version``: the
+    Flink release that wrote it (``"1.15"``), where its files do not tell
+    (:mod:`..metadata.versions`; a release they rule out is refused)."""
     directory = _directory(path)
     if data is None:
         fs, root = fsspec.core.url_to_fs(directory + "/_metadata", **dict(storage or {}))
@@ -97,7 +102,7 @@ def read_savepoint(
         except FileNotFoundError as exc:
             raise CheckpointNotFoundError(f"no Flink _metadata in {directory}") from exc
     meta = parse_metadata(data, f"{directory}/_metadata")
-    return FlinkSavepoint(directory, meta, storage, types, allow_pickle)
+    return FlinkSavepoint(directory, meta, storage, types, allow_pickle, flink_version)
 
 
 class FlinkSavepoint:
@@ -110,13 +115,46 @@ class FlinkSavepoint:
         storage: Mapping[str, Any] | None = None,
         types: Mapping[str, Any] | None = None,
         allow_pickle: bool = False,
+        flink_version: str | None = None,
     ) -> None:
         self.directory = directory
         self.meta = meta
         self.storage = dict(storage or {})
         self.types = declarations(types or {})
         self.allow_pickle = allow_pickle
+        if flink_version is not None:  # refused at once when _metadata alone rules it out
+            given(flink_version, from_files(meta.version), f"{directory}/_metadata")
+        self.flink_version = flink_version
         self._headers: dict[str, KeyedHeader | None] = {}
+
+    def with_flink_version(self, flink_version: str | None) -> FlinkSavepoint:
+        """This savepoint read as written by Flink ``flink_version`` (None: as its files tell)."""
+        if flink_version == self.flink_version:
+            return self
+        return FlinkSavepoint(
+            self.directory, self.meta, self.storage, self.types, self.allow_pickle, flink_version
+        )
+
+    @cached_property
+    def flink_versions(self) -> FlinkVersions:
+        """The Flink releases that can have written this savepoint: what ``_metadata`` and the
+        operator state streams tell (only their first bytes are read), or the one given."""
+        formats: set[int] = set()
+        for op in self.meta.operators:
+            for sub in op.subtasks:
+                handle = sub.managed_operator  # raw operator state is the user's bytes: no header
+                if handle is not None and handle.stream is not None:
+                    head = handle.stream.read(self.directory, self.storage, 4)
+                    formats.add(operator_stream_version(head, f"{self.directory}: {handle.stream.name}"))
+        found = from_files(self.meta.version).narrowed(formats)
+        if self.flink_version is None:
+            return found
+        return given(self.flink_version, found, f"{self.directory}/_metadata")
+
+    def _kryo_version(self, what: str) -> int:
+        """The Kryo version of the declared Kryo values of ``what`` (asked for when the first is
+        read; ``[FLINK_VERSION_REQUIRED]`` where the files do not tell)."""
+        return self.flink_versions.require_kryo(what)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without its cache of parsed headers (they hold decoders): a copy reads them again."""
@@ -137,6 +175,7 @@ class FlinkSavepoint:
             "metadata_version": str(self.meta.version),
             "snapshot": snapshot,
             "format": fmt,
+            "flink_version": self.flink_versions.describe(),
         }
 
     def operator(self, ref: str) -> OperatorMeta:
@@ -157,7 +196,9 @@ class FlinkSavepoint:
         data = handle.stream.read(self.directory, self.storage)
         where = f"{self.directory}: operator {op.uid or op.operator_id}, {handle.stream.name}"
         header = read_header(data, where)
-        return data, apply_declarations(header, self.types, where) if self.types else header
+        if not self.types:
+            return data, header
+        return data, apply_declarations(header, self.types, where, self._kryo_version)
 
     def _header(self, op: OperatorMeta) -> KeyedHeader | None:
         """The keyed states of every subtask's header (a subtask lists only those it registered)."""
@@ -168,7 +209,9 @@ class FlinkSavepoint:
                 if handle is not None and handle.stream is not None:
                     where = f"{self.directory}: operator {op.uid or op.operator_id}, {handle.stream.name}"
                     header = read_stream_header(handle.stream, self.directory, self.storage, where)
-                    headers.append(apply_declarations(header, self.types, where) if self.types else header)
+                    if self.types:
+                        header = apply_declarations(header, self.types, where, self._kryo_version)
+                    headers.append(header)
             where = f"{self.directory}: operator {op.uid or op.operator_id}"
             self._headers[op.operator_id] = union_headers(headers, where) if headers else None
         return self._headers[op.operator_id]
@@ -201,12 +244,15 @@ class FlinkSavepoint:
         )  # fmt: skip
 
     def metadata_table(self) -> pa.Table:
-        """One row per state: operator uid, id, name, parallelism, max parallelism, state, types."""
+        """One row per state: operator uid, id, name, parallelism, max parallelism, state, types,
+        and the Flink version (or the range of releases) that wrote the savepoint."""
         by_id = {o.operator_id: o for o in self.operators}
-        rows = [s.__dict__ for s in self.states()]
+        rows = [dict(s.__dict__) for s in self.states()]
+        version = self.flink_versions.describe()
         for r in rows:
             op = by_id[r["operator_id"]]
             r["parallelism"], r["max_parallelism"] = op.parallelism, op.max_parallelism
+            r["flink_version"] = version
         return pa.Table.from_pylist(rows)
 
     def keyed_info(self, operator: str, state: str) -> tuple[KeyedHeader, StateInfo] | None:

@@ -288,6 +288,28 @@ class KeyGroupDecoder:
                 rows.add(kg, key, ns, None, timestamp)
 
 
+def heap_layout(data: bytes, handle: KeyedHandle) -> bool:
+    """Whether a full checkpoint's stream (handle tag 3 or 12) has the heap backend's layout, not
+    the canonical one (a RocksDB full checkpoint of Flink 1.13-1.15 shares the tags).
+
+    A heap block starts with its key group as an int; a canonical one with a short state id and
+    the first key's int length, which read as one int is 0 (or at least 65536), never a key group
+    from 1 to 32767: the first non-empty key group other than 0 decides. Key group 0 alone (both
+    read as 0 there) is heap when the short after the int is 0 (the first state's id; as a key
+    length, impossible: keys are never empty).
+    """
+    first_zero = None
+    for kg, offset in zip(handle.key_groups, handle.offsets, strict=True):
+        if not offset or offset + 6 > len(data):
+            continue
+        if kg:
+            return int.from_bytes(data[offset : offset + 4], "big") == kg
+        first_zero = offset
+    if first_zero is None:
+        return True
+    return data[first_zero : first_zero + 6] == bytes(6)
+
+
 def decode_groups(
     data: bytes,
     handle: KeyedHandle,
@@ -298,12 +320,13 @@ def decode_groups(
 ) -> None:
     """Decode the wanted key groups of one canonical or heap-checkpoint state stream."""
     starts = sorted({o for o in handle.offsets if o} | {len(data)})
+    heap = handle.kind == "heap_checkpoint" and heap_layout(data, handle)
     for kg, offset in zip(handle.key_groups, handle.offsets, strict=True):
         if not offset or (wanted is not None and kg not in wanted):
             continue
         if offset < header.end or offset >= len(data):
             raise FlinkFormatError(f"{where}: key group {kg} offset {offset} is outside the state data")
-        if handle.kind == "heap_checkpoint":
+        if heap:
             decoder.heap_checkpoint(data, offset, kg)
         elif header.compressed:
             end = starts[starts.index(offset) + 1]

@@ -1,7 +1,8 @@
 """Operator state streams: list, union and broadcast state of each subtask.
 
 Header (``OperatorBackendSerializationProxy``): ``int version, bool compressed, short n``
-operator state meta infos, ``short m`` broadcast state meta infos. The handle in
+operator state meta infos, ``short m`` broadcast state meta infos; version 5 (Flink 1.17 and
+older) has no compression flag (its streams are never compressed). The handle in
 ``_metadata`` gives each state's offsets: one per list element, or one per broadcast map
 (``int size`` then key/value pairs). Compressed streams hold snappy frames; an element runs
 to the next offset.
@@ -19,14 +20,24 @@ from ..wire.data_read import Cursor
 from ..wire.snappy_read import snappy_block
 from .header_read import StateInfo, read_meta_info
 
+SUPPORTED_VERSIONS = (5, 6)
+"""Operator state format versions read: 5 (Flink 1.17 and older, no compression flag), 6 (1.18+)."""
+
+
+def operator_stream_version(buf: bytes, where: str) -> int:
+    """The format version an operator state stream starts with."""
+    c = Cursor(buf, where)
+    version = c.i32("operator state format version")
+    if version not in SUPPORTED_VERSIONS:
+        raise c.fail(f"unsupported operator state format version {version}", 0)
+    return version
+
 
 def read_operator_header(buf: bytes, where: str) -> tuple[bool, dict[str, StateInfo]]:
     c = Cursor(buf, where)
-    at = c.pos
-    version = c.i32("operator state format version")
-    if version not in (5, 6):
-        raise c.fail(f"unsupported operator state format version {version}", at)
-    compressed = c.boolean("compression flag")
+    version = operator_stream_version(buf, where)
+    c.pos = 4
+    compressed = c.boolean("compression flag") if version >= 6 else False
     states: dict[str, StateInfo] = {}
     for _ in range(2):
         for _ in range(c.i16("operator state count")):

@@ -1,6 +1,6 @@
 """Kryo-serialized values decoded with a struct type the user declares.
 
-Flink 2.3's ``KryoSerializer`` writes ``kryo.writeClassAndObject`` with Kryo 5 and
+Flink 2.x's ``KryoSerializer`` writes ``kryo.writeClassAndObject`` with Kryo 5 and
 references on: the class (a varint: 0 for a null object, 1 then a name for unregistered
 classes, else the registration id + 2), a reference marker (varint 1 for a new object),
 then ``FieldSerializer``'s fields, sorted by name (inherited ones included). Field layout:
@@ -11,6 +11,12 @@ then ``FieldSerializer``'s fields, sorted by name (inherited ones included). Fie
   ``Double`` (nullable): a marker byte (0 null, 1 a value), then the value as above; a
   String is Kryo's string (an ASCII run whose last byte has bit 7 set, or a flagged varint
   of char count + 1 followed by the chars in Kryo's UTF-8).
+
+Flink 1.x writes with Kryo 2 (2.24), the same but for the fixed-width fields: ``short``,
+``float`` and ``double`` are big-endian there (:data:`FIXED_KRYO2`). Nothing in the bytes tells
+the two apart: the reader is given the Kryo version (``kryo``: 2 or 5, or a function giving it
+when the first value is read, which raises ``[FLINK_VERSION_REQUIRED]`` when the savepoint's
+files do not tell: :mod:`..metadata.versions`).
 
 Only classes Kryo writes with ``FieldSerializer`` and fields of those types decode; a
 declared type that does not match the bytes raises :class:`DeclaredTypeError` naming the
@@ -43,13 +49,16 @@ ENCODINGS: tuple[tuple[str, Callable[[pa.DataType], bool]], ...] = (
     ("double", pa.types.is_float64),
     ("string", pa.types.is_string),
 )
-#: The fixed-width encodings: little-endian.
+#: The fixed-width encodings of Kryo 5 (Flink 2.x): little-endian.
 FIXED = {
     "short": struct.Struct("<h"),
     "byte": struct.Struct("<b"),
     "float": struct.Struct("<f"),
     "double": struct.Struct("<d"),
 }
+#: The fixed-width encodings of Kryo 2 (Flink 1.x): big-endian.
+FIXED_KRYO2 = {name: struct.Struct(">" + s.format[1:]) for name, s in FIXED.items()}
+KRYO_VERSIONS = (2, 5)
 #: Declared in Spark DDL (for messages).
 _DECLARED = "BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE (NOT NULL: a primitive) and STRING"
 
@@ -124,8 +133,7 @@ def kryo_string(buf: bytes, pos: int) -> tuple[str | None, int]:
     return text, pos
 
 
-def _fixed(name: str) -> Read:
-    s = FIXED[name]
+def _fixed(s: struct.Struct) -> Read:
     return lambda buf, pos: (s.unpack_from(buf, pos)[0], pos + s.size)
 
 
@@ -135,12 +143,16 @@ def _boolean(buf: bytes, pos: int) -> tuple[bool, int]:
     return buf[pos] == 1, pos + 1
 
 
-_READ: dict[str, Read] = {
+_COMMON: dict[str, Read] = {
     "long": _zigzag(64),
     "int": _zigzag(32),
     "boolean": _boolean,
     "string": kryo_string,
-    **{name: _fixed(name) for name in FIXED},
+}
+#: Field readers by Kryo version.
+_READ: dict[int, dict[str, Read]] = {
+    5: {**_COMMON, **{name: _fixed(s) for name, s in FIXED.items()}},
+    2: {**_COMMON, **{name: _fixed(s) for name, s in FIXED_KRYO2.items()}},
 }
 
 
@@ -156,21 +168,25 @@ def _nullable(inner: Read) -> Read:
     return read
 
 
-def _field_reader(field: pa.Field, what: str) -> Read:
+def _field_reader(field: pa.Field, what: str, kryo: int) -> Read:
     name = encoding(field.type)
     if name is None:
         raise DeclaredTypeError(
             f"{what}: field {field.name} of type {field.type} cannot be read from Kryo bytes; declared "
             f"Kryo fields are {_DECLARED}"
         )
-    read = _READ[name]
+    read = _READ[kryo][name]
     return read if name != "string" and not field.nullable else _nullable(read)
 
 
 class KryoReader(_ReadOnly):
-    """Reads one Kryo ``writeClassAndObject`` value as a dict of the declared fields."""
+    """Reads one Kryo ``writeClassAndObject`` value as a dict of the declared fields, with the
+    encodings of Kryo ``kryo`` (2: Flink 1.x, 5: 2.x; a function: asked when the first value is
+    read, so a savepoint whose files do not tell fails only where its Kryo values are read)."""
 
-    def __init__(self, declared: pa.DataType, java_class: str, what: str) -> None:
+    def __init__(
+        self, declared: pa.DataType, java_class: str, what: str, kryo: int | Callable[[], int] = 5
+    ) -> None:
         if not pa.types.is_struct(declared):
             raise DeclaredTypeError(
                 f"{what}: a Kryo class ({java_class}) is declared as a STRUCT, not {declared}"
@@ -179,7 +195,9 @@ class KryoReader(_ReadOnly):
         names = [f.name for f in fields]
         if len(set(names)) != len(names):
             raise DeclaredTypeError(f"{what}: duplicate field names in {declared}")
-        self.fields = [(f.name, _field_reader(f, what)) for f in java_order(fields)]
+        ordered = java_order(fields)
+        self._fields = {v: [(f.name, _field_reader(f, what, v)) for f in ordered] for v in KRYO_VERSIONS}
+        self._kryo = kryo
         self.java_class = java_class
         self.order = names
         self.what = what
@@ -187,10 +205,25 @@ class KryoReader(_ReadOnly):
         #: id is another class, whose fields the declaration does not describe).
         self.class_id: int | None = None
 
+    @property
+    def kryo(self) -> int:
+        """The Kryo version the values are read with (asked once, when given as a function)."""
+        if not isinstance(self._kryo, int):
+            self._kryo = self._kryo()
+        if self._kryo not in KRYO_VERSIONS:
+            raise DeclaredTypeError(f"{self.what}: Kryo version {self._kryo} (known: 2 and 5)")
+        return self._kryo
+
+    @property
+    def fields(self) -> list[tuple[str, Read]]:
+        """(name, reader) of the declared fields in the order Kryo writes them."""
+        return self._fields[self.kryo]
+
     def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
         start = pos
+        fields = self.fields  # [FLINK_VERSION_REQUIRED] before any byte is read
         try:
-            return self._read(buf, pos)
+            return self._read(buf, pos, fields)
         except (SerializationError, IndexError, struct.error, UnicodeDecodeError) as exc:
             raise DeclaredTypeError(
                 f"{self.what} does not fit the Kryo bytes of the value at byte {start}: {exc}"
@@ -205,7 +238,7 @@ class KryoReader(_ReadOnly):
             )
         return value
 
-    def _read(self, buf: bytes, pos: int) -> tuple[Any, int]:
+    def _read(self, buf: bytes, pos: int, fields: list[tuple[str, Read]]) -> tuple[Any, int]:
         class_id, pos = varint(buf, pos, 5)
         if class_id == 0:
             return None, pos
@@ -224,7 +257,7 @@ class KryoReader(_ReadOnly):
         if marker != 1:
             raise SerializationError(f"reference marker {marker} (a Kryo back reference is not supported)")
         out: dict[str, Any] = {}
-        for name, read in self.fields:
+        for name, read in fields:
             out[name], pos = read(buf, pos)
         return {n: out[n] for n in self.order}, pos
 

@@ -254,6 +254,13 @@ def kryo_spec(
     value = info.value.inner if info.value.inner is not None else info.value
     if info.is_timer or value.snapshot_class != classes.KRYO or not isinstance(value.serializer, KryoReader):
         return None
+    # The Kryo its values are in ([FLINK_VERSION_REQUIRED] where the files do not tell): the
+    # writer encodes Kryo 5's bytes, which only Flink 2.x reads.
+    if value.serializer.kryo != 5:
+        raise UnsupportedFlinkWriteError(
+            f"{what}: its values are Kryo 2's (a Flink {source.flink_versions.describe()} savepoint); "
+            "a Kryo state is set from rows with Kryo 5's bytes (Flink 2.x) only"
+        )
     if info.user_key is not None:
         check_key(info.user_key)
     namespace = flink_namespace(info.namespace, what)

@@ -1,4 +1,6 @@
-"""What FixtureJob.java wrote (tests/fixtures/flink): every value as a function of its key."""
+"""What FixtureJob.java wrote (tests/fixtures/flink): every value as a function of its key, for
+each Flink version whose fixtures are there (2.3's in the folder itself, the others' in
+``<version>/``)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,25 @@ from pathlib import Path
 from typing import Any
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "flink"
+#: The Flink versions whose fixtures FixtureJob and SqlJob wrote (generate.py --flink).
+VERSIONS = ("2.3", "1.20", "1.17")
+#: What each version's files tell of it: the _metadata version, the range of releases.
+#: The versions with a PyFlink fixture (PyFlink runs on Python 3.11 from 1.19 on).
+PYFLINK_VERSIONS = ("2.3", "1.20")
+METADATA_VERSION = {"2.3": 6, "1.20": 4, "1.17": 4}
+FLINK_RANGE = {"2.3": "2.1-2.3", "1.20": "1.18-1.20", "1.17": "1.16-1.17"}
+
+
+def fixture(version: str, kind: str) -> Path:
+    """The fixture ``kind`` Flink ``version`` wrote."""
+    return FIXTURES / kind if version == "2.3" else FIXTURES / version / kind
+
+
+def uids(version: str) -> bool:
+    """Whether the version's _metadata records operator uids and names (2.x: version 5 on)."""
+    return METADATA_VERSION[version] >= 5
+
+
 KEYS = range(20)
 CANONICAL = ["heap_canonical", "heap_canonical_files", "heap_snappy", "rocksdb_canonical"]
 NATIVE = ["rocksdb_native", "rocksdb_checkpoint"]
@@ -47,8 +68,49 @@ MAPS: dict[str, Any] = {
     "ttl_map": lambda k: {f"x{i}": k + i for i in range(k % 3 + 1)},
 }
 TTL = {"ttl_value", "ttl_list", "ttl_map"}
-#: The states a heap checkpoint stores before the Kryo state in every key group.
+#: The states a heap checkpoint stores before the Kryo state in every key group (the 1.x
+#: fixtures have a second Kryo state, v_kryo_fields: another order).
 HEAP_CHECKPOINT_READABLE = {"m_int_string", "v_list", "v_double", "m_string_long", "ttl_map"}
+HEAP_READABLE = {
+    "2.3": HEAP_CHECKPOINT_READABLE,
+    "1.20": {
+        "l_long",
+        "l_string",
+        "m_int_string",
+        "m_string_long",
+        "v_bool",
+        "v_byte",
+        "v_double",
+        "v_float",
+        "v_int",
+        "v_list",
+        "v_long",
+        "v_map",
+        "v_pojo",
+        "v_short",
+        "v_string",
+    },
+    "1.17": {"l_long", "m_string_long", "r_sum", "ttl_map", "v_bytes", "v_map", "v_short", "v_tuple"},
+}
+
+#: FixtureJob.Fields (1.x fixtures only: 2.3's predate it), a Kryo class whose short, float and
+#: double fields Kryo 2 writes big-endian and Kryo 5 little-endian.
+FIELDS_DDL = (
+    "STRUCT<id: BIGINT NOT NULL, s: SMALLINT NOT NULL, f: FLOAT NOT NULL, d: DOUBLE NOT NULL, "
+    "boxedShort: SMALLINT, boxedFloat: FLOAT, boxedDouble: DOUBLE>"
+)
+
+
+def fields(k: int) -> dict[str, Any]:
+    return {
+        "id": k,
+        "s": k * 300 - 3000,
+        "f": k * 0.75 - 4,
+        "d": k / 8 - 1,
+        "boxedShort": None if k % 3 == 0 else 7 - k,
+        "boxedFloat": None if k % 4 == 1 else k * -1.5,
+        "boxedDouble": None if k % 5 == 2 else k * 1e10,
+    }
 
 
 def windows() -> dict[tuple[str, int], int]:

@@ -1,5 +1,6 @@
-"""A second implementation of the Kryo 5 bytes Flink's KryoSerializer writes (FieldSerializer,
-references on), written from Kryo's rules, to check the reader against random values."""
+"""A second implementation of the Kryo bytes Flink's KryoSerializer writes (FieldSerializer,
+references on), written from Kryo's rules, to check the reader against random values: Kryo 5
+(Flink 2.x) and Kryo 2 (Flink 1.x: the same, but short, float and double big-endian)."""
 
 from __future__ import annotations
 
@@ -52,19 +53,21 @@ def string(s: str | None) -> bytes:
     return bytes(head)
 
 
-def _value(t: pa.DataType, v: Any) -> bytes:
+def _value(t: pa.DataType, v: Any, kryo: int) -> bytes:
     if pa.types.is_int64(t):
         return zigzag(v, 64)
     if pa.types.is_int32(t):
         return zigzag(v, 32)
     if pa.types.is_string(t):
         return string(v)
-    fmt = {pa.int16(): "<h", pa.int8(): "<b", pa.bool_(): "<?", pa.float32(): "<f", pa.float64(): "<d"}[t]
-    return struct.pack(fmt, v)
+    fmt = {pa.int16(): "h", pa.int8(): "b", pa.bool_(): "?", pa.float32(): "f", pa.float64(): "d"}[t]
+    return struct.pack((">" if kryo == 2 else "<") + fmt, v)
 
 
-def encode(struct_type: pa.StructType, value: dict[str, Any] | None, class_id: int = 85) -> bytes:
-    """``kryo.writeClassAndObject`` of a registered class holding ``value``'s fields."""
+def encode(
+    struct_type: pa.StructType, value: dict[str, Any] | None, class_id: int = 85, kryo: int = 5
+) -> bytes:
+    """``kryo.writeClassAndObject`` (Kryo ``kryo``) of a registered class holding ``value``'s fields."""
     if value is None:
         return b"\x00"
     out = bytearray(uvarint(class_id + 2, 5) + b"\x01")
@@ -72,7 +75,7 @@ def encode(struct_type: pa.StructType, value: dict[str, Any] | None, class_id: i
     for f in fields:
         v = value[f.name]
         if f.nullable:
-            out += b"\x00" if v is None else b"\x01" + _value(f.type, v)
+            out += b"\x00" if v is None else b"\x01" + _value(f.type, v, kryo)
         else:
-            out += _value(f.type, v)
+            out += _value(f.type, v, kryo)
     return bytes(out)

@@ -32,8 +32,23 @@ def _ts_nanos(n: int) -> int:
     return (start - _EPOCH) // datetime.timedelta(microseconds=1) * 1000 + n * 1_234_567
 
 
-def last_row(k: int) -> dict[str, Any]:
-    """The deduplication state's row of id ``k`` (timestamps as epoch ns / ms integers)."""
+#: Where a column of the deduplication row (as Flink 2.3 and 1.20 store it) is in another
+#: version's: Flink 1.17's planner puts the computed columns (dec2, ts3) after the others.
+DEDUP_COLUMNS = {"1.17": {"f10": "f13", "f11": "f10", "f12": "f14", "f13": "f11", "f14": "f12"}}
+
+
+def dedup_column(name: str, version: str = "2.3") -> str:
+    """The name of the deduplication row's column ``name`` (2.3's order) in ``version``'s rows."""
+    return DEDUP_COLUMNS.get(version, {}).get(name, name)
+
+
+def last_row(k: int, version: str = "2.3") -> dict[str, Any]:
+    """The deduplication state's row of id ``k`` (timestamps as epoch ns / ms integers), with
+    the columns in ``version``'s order."""
+    return {dedup_column(name, version): v for name, v in _last_row(k).items()}
+
+
+def _last_row(k: int) -> dict[str, Any]:
     n = k + 20
     big = decimal.Decimal(n * 12345).scaleb(-3)
     return {

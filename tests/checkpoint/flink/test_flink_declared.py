@@ -9,7 +9,7 @@ import struct
 
 import pyarrow as pa
 import pytest
-from flink_model import FIXTURES, KEYS, LISTS, MAPS, VALUES
+from flink_model import FIELDS_DDL, KEYS, LISTS, MAPS, PYFLINK_VERSIONS, VALUES, VERSIONS, fixture
 from kryo_model import encode, string
 from sql_model import RICH_DDL, rich
 
@@ -22,9 +22,11 @@ SQL_KINDS = ["sql_heap", "sql_rocksdb", "sql_heap_checkpoint"]
 OPAQUE = "STRUCT<value: BIGINT NOT NULL>"
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("kind", SQL_KINDS)
-def test_kryo_class_decodes_with_a_declared_struct(kind: str) -> None:
-    sp = read_savepoint(str(FIXTURES / kind), types={"k_rich": RICH_DDL})
+def test_kryo_class_decodes_with_a_declared_struct(version: str, kind: str) -> None:
+    """Flink 2.x's Kryo 5 bytes and 1.x's Kryo 2 ones (ratio, a Double: big-endian there)."""
+    sp = read_savepoint(str(fixture(version, kind)), types={"k_rich": RICH_DDL})
     table = sp.keyed_state("kryo-states", "k_rich")
     assert table.schema.field("value").type == parse_type(RICH_DDL)
     got = {r["key"]: r["value"] for r in table.to_pylist()}
@@ -33,8 +35,9 @@ def test_kryo_class_decodes_with_a_declared_struct(kind: str) -> None:
     assert meta.decodable and meta.serializer == "SqlJob$Rich"
 
 
-def test_heap_checkpoint_states_after_a_kryo_state_need_its_declaration() -> None:
-    path = str(FIXTURES / "sql_heap_checkpoint")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_heap_checkpoint_states_after_a_kryo_state_need_its_declaration(version: str) -> None:
+    path = str(fixture(version, "sql_heap_checkpoint"))
     with pytest.raises(FlinkStateError, match=r"\[UNSUPPORTED_SERIALIZER\].*k_rich"):
         read_savepoint(path).keyed_state("kryo-states", "k_after")
     sp = read_savepoint(path, types={"k_rich": RICH_DDL})
@@ -48,8 +51,10 @@ def test_heap_checkpoint_states_after_a_kryo_state_need_its_declaration() -> Non
     assert lists == {k: [k, k + 20] for k in range(20)}
 
 
-def test_fixture_job_heap_checkpoint_reads_every_state_with_opaque_declared() -> None:
-    sp = read_savepoint(str(FIXTURES / "heap_checkpoint"), types={"v_kryo": OPAQUE})
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fixture_job_heap_checkpoint_reads_every_state_with_opaque_declared(version: str) -> None:
+    types = {"v_kryo": OPAQUE} if version == "2.3" else {"v_kryo": OPAQUE, "v_kryo_fields": FIELDS_DDL}
+    sp = read_savepoint(str(fixture(version, "heap_checkpoint")), types=types)
     kryo = sp.keyed_state("keyed-states", "v_kryo").to_pylist()
     assert {r["key"]: r["value"] for r in kryo} == {k: {"value": k} for k in KEYS}
     for state, expect in VALUES.items():
@@ -70,8 +75,9 @@ def test_fixture_job_heap_checkpoint_reads_every_state_with_opaque_declared() ->
             assert {r["user_key"]: r["value"] for r in rows if r["key"] == k} == expect(k), state
 
 
-def test_a_declaration_that_does_not_fit_is_an_invalid_option() -> None:
-    path = str(FIXTURES / "sql_heap")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_declaration_that_does_not_fit_is_an_invalid_option(version: str) -> None:
+    path = str(fixture(version, "sql_heap"))
     wrong = (
         "STRUCT<id: BIGINT, count: INT NOT NULL, name: STRING, boxed: BIGINT, ratio: DOUBLE, flag: BOOLEAN>"
     )
@@ -167,7 +173,8 @@ def test_kryo_truncated_value_is_an_invalid_option() -> None:
         reader.from_bytes(encode(t, rich(5), class_id=9))
 
 
-def test_pyflink_state_by_its_python_name() -> None:
+@pytest.mark.parametrize("version", PYFLINK_VERSIONS)
+def test_pyflink_state_by_its_python_name(version: str) -> None:
     types = {
         "py_long": "BIGINT",
         "py_string": "STRING",
@@ -175,7 +182,7 @@ def test_pyflink_state_by_its_python_name() -> None:
         "py_map": StateDeclaration("BIGINT", "STRING"),
         "py_pickled": "PICKLED",
     }
-    path = str(FIXTURES / "pyflink")
+    path = str(fixture(version, "pyflink"))
     sp = read_savepoint(path, types=types, allow_pickle=True)
     keys = range(10)
     assert {r["key"]: r["value"] for r in sp.keyed_state("py-states", "py_long").to_pylist()} == {

@@ -119,7 +119,8 @@ def test_written_back_as_it_was(tmp_path: Path, fixture: str) -> None:
     source = read_savepoint(str(FIXTURES / fixture), types=types)
     assert carried(source) == verbatim
     written = write_savepoint(source, str(tmp_path / "sp"))
-    back = read_savepoint(str(tmp_path / "sp"), types=types)
+    # Our writer's _metadata (version 3) does not tell which Flink's Kryo bytes it carries: 2.3's.
+    back = read_savepoint(str(tmp_path / "sp"), types=types, flink_version="2.3")
     assert [(o.operator_id, o.parallelism, o.max_parallelism) for o in written.operators] == [
         (o.operator_id, o.parallelism, o.max_parallelism) for o in source.operators
     ]
@@ -142,7 +143,7 @@ def test_rescaled_where_keys_are_readable(tmp_path: Path, fixture: str) -> None:
     source = read_savepoint(str(FIXTURES / fixture), types=types)
     ops = ["keyed-states", "operator-states"]
     write_savepoint(source, str(tmp_path / "sp"), operators=ops, parallelism=3, max_parallelism=300)
-    back = read_savepoint(str(tmp_path / "sp"), types=types)
+    back = read_savepoint(str(tmp_path / "sp"), types=types, flink_version="2.3")
     assert {(o.parallelism, o.max_parallelism) for o in back.operators} == {(3, 300)}
     ids = {operator_id_hex(uid) for uid in ops}
     want = {k: v for k, v in keyed_tables(source, False).items() if k[0] in ids}
@@ -163,7 +164,7 @@ def test_renamed_by_an_edit(tmp_path: Path, fixture: str) -> None:
     removed = "v_long" if fixture == "heap_canonical" else "k_after"
     edits = SavepointEdits().rename_operator(op, "renamed").remove_state(op, removed)
     edit_savepoint(source, str(tmp_path / "sp"), edits)
-    back = read_savepoint(str(tmp_path / "sp"), types=types)
+    back = read_savepoint(str(tmp_path / "sp"), types=types, flink_version="2.3")
     assert back.operator("renamed").operator_id == operator_id_hex("renamed")
     old, new = operator_id_hex(op), operator_id_hex("renamed")
     want = {

@@ -76,6 +76,9 @@ def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     lib = flink_lib()
     assert lib is not None
     more = [WINDOWS_JOB, HERE / "FixtureJob.java", HERE / "SqlJob.java", HERE / "PassThroughRestoreJob.java"]
+    more.append(
+        HERE / "compat" / "v2" / "Compat.java"
+    )  # FixtureJob's and SqlJob's API spellings in Flink 2.x
     return compile_job(lib, tmp_path_factory.mktemp("passthrough-job"), *more)
 
 

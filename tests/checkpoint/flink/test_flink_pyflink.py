@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from flink_model import FIXTURES
+from flink_model import PYFLINK_VERSIONS, fixture
 
 from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.flink import read_savepoint
@@ -15,9 +15,10 @@ from flinkstate.state.types.mapping import Types
 KEYS = range(10)
 
 
-@pytest.fixture(scope="module")
-def sp():  # type: ignore[no-untyped-def]
-    return read_savepoint(str(FIXTURES / "pyflink"))
+@pytest.fixture(scope="module", params=PYFLINK_VERSIONS)
+def sp(request):  # type: ignore[no-untyped-def]
+    """The PyFlink fixture of each version with one (1.20 and 2.3)."""
+    return read_savepoint(str(fixture(request.param, "pyflink")))
 
 
 def test_raw_without_types_names_the_java_serializer(sp) -> None:  # type: ignore[no-untyped-def]
@@ -64,14 +65,12 @@ def test_rows_declared_as_types_row_or_ddl(sp) -> None:  # type: ignore[no-untyp
     row = Types.ROW_NAMED(["a", "b", "c"], [Types.LONG(), Types.STRING(), Types.DOUBLE()])
     table = sp.python_state("py-states", "py_row", row)
     assert {r["key"]: tuple(r["value"].values()) for r in table.to_pylist()} == {k: _row(k) for k in KEYS}
-    by_ddl = read_savepoint(
-        str(FIXTURES / "pyflink"), types={"py_row": "STRUCT<a: BIGINT, b: STRING, c: DOUBLE>"}
-    )
+    by_ddl = read_savepoint(sp.directory, types={"py_row": "STRUCT<a: BIGINT, b: STRING, c: DOUBLE>"})
     got = by_ddl.keyed_state("py-states", "py_row").to_pylist()
     assert {r["key"]: (r["value"]["a"], r["value"]["b"], r["value"]["c"]) for r in got} == {
         k: _row(k) for k in KEYS
     }
     with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*py_row"):
-        read_savepoint(
-            str(FIXTURES / "pyflink"), types={"py_row": "STRUCT<a: BIGINT, b: BIGINT>"}
-        ).keyed_state("py-states", "py_row")
+        read_savepoint(sp.directory, types={"py_row": "STRUCT<a: BIGINT, b: BIGINT>"}).keyed_state(
+            "py-states", "py_row"
+        )

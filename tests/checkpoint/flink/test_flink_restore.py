@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from flink_model import FIXTURES, KEYS, LISTS, MAPS, VALUES
+from flink_model import KEYS, LISTS, MAPS, VALUES, VERSIONS, fixture
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.checkpoint.flink import FlinkSavepoint, UnsupportedSerializerError, read_savepoint
@@ -20,11 +20,14 @@ from flinkstate.state import (
 STATES = ["v_long", "v_string", "v_pojo", "v_row", "l_long", "m_int_string", "ttl_value", "r_sum"]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize(
     "kind", ["heap_canonical", "rocksdb_canonical", "heap_snappy", "rocksdb_native", "rocksdb_checkpoint"]
 )
-def test_restore_keyed_at_another_parallelism_then_checkpoint(kind: str, tmp_path: Path) -> None:
-    sp = open_checkpoint(str(FIXTURES / kind))
+def test_restore_keyed_at_another_parallelism_then_checkpoint(
+    version: str, kind: str, tmp_path: Path
+) -> None:
+    sp = open_checkpoint(str(fixture(version, kind)))
     assert isinstance(sp, FlinkSavepoint)
     backends = [sp.keyed_backend("keyed-states", i, 3, states=STATES) for i in range(3)]
     for k in KEYS:
@@ -63,13 +66,14 @@ def _kg(k: int) -> int:
 
 
 def test_kryo_state_is_refused_by_name() -> None:
-    sp = read_savepoint(str(FIXTURES / "heap_canonical"))
+    sp = read_savepoint(str(fixture("2.3", "heap_canonical")))
     with pytest.raises(UnsupportedSerializerError, match="v_kryo"):
         sp.keyed_backend("keyed-states", 0, 1)
 
 
-def test_operator_state_repartitioned() -> None:
-    sp = read_savepoint(str(FIXTURES / "heap_canonical"))
+@pytest.mark.parametrize("version", VERSIONS)
+def test_operator_state_repartitioned(version: str) -> None:
+    sp = read_savepoint(str(fixture(version, "heap_canonical")))
     backend = sp.operator_backend("operator-states", 0, 1)
     assert sorted(backend.get_list_state(ListStateDescriptor("op_list", Types.LONG())).get()) == [
         0,

@@ -11,8 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from flink_model import VERSIONS, fixture
 from rowdata_model import encode, flink_hash
-from sql_model import IDS, SQL, SQL_DIR, accumulators, last_row, text
+from sql_model import IDS, SQL, accumulators, dedup_column, last_row, text
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
 from flinkstate.checkpoint.flink.errors import FlinkFormatError
@@ -31,9 +32,16 @@ DEDUP = ("4_deduplicate", "deduplicate-state")
 AGG = ("10_group-aggregate", "accState")
 
 
-@pytest.fixture(scope="module", params=SQL)
-def savepoint(request: pytest.FixtureRequest) -> FlinkSavepoint:
-    return read_savepoint(str(SQL_DIR / request.param))
+@pytest.fixture(scope="module", params=[(v, k) for v in VERSIONS for k in SQL], ids="-".join)
+def case(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """(Flink version, fixture kind): each SQL fixture of each version (the SQL operators' uids
+    are the same in each)."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def savepoint(case: tuple[str, str]) -> FlinkSavepoint:
+    return read_savepoint(str(fixture(*case)))
 
 
 def _close(got: object, want: object) -> bool:
@@ -42,35 +50,42 @@ def _close(got: object, want: object) -> bool:
     return got == want
 
 
-def test_metadata_names_the_sql_types(savepoint: FlinkSavepoint) -> None:
+def test_metadata_names_the_sql_types(savepoint: FlinkSavepoint, case: tuple[str, str]) -> None:
     states = {s.name: s for s in savepoint.states()}
     dedup = states["deduplicate-state"]
     assert dedup.key_type == "ROW<f0 BIGINT>"
     assert dedup.value_type.startswith(
         "ROW<f0 BIGINT, f1 VARCHAR, f2 INTEGER, f3 SMALLINT, f4 TINYINT, f5 BOOLEAN"
     )
-    assert (
-        "f9 DECIMAL(38, 18), f10 DECIMAL(10, 2), f11 TIMESTAMP(9), f12 TIMESTAMP(3), f13 DATE"
-        in dedup.value_type
-    )
+    assert "f9 DECIMAL(38, 18), " in dedup.value_type
+    types = {"f10": "DECIMAL(10, 2)", "f11": "TIMESTAMP(9)", "f12": "TIMESTAMP(3)", "f13": "DATE"}
+    for name, sql in types.items():
+        assert f"{dedup_column(name, case[0])} {sql}," in dedup.value_type, name
     assert "f15 TIMESTAMP WITH LOCAL TIME ZONE(3)" in dedup.value_type
     assert dedup.decodable and dedup.serializer.endswith("RowDataSerializer$RowDataSerializerSnapshot")
     agg = states["accState"]
     assert agg.key_type == "ROW<f0 BIGINT, f1 VARCHAR>" and agg.ttl
+    # Before 1.19 no STATE_TTL hint: the option gives every SQL state the TTL, the deduplication's too.
+    assert dedup.ttl == (case[0] == "1.17")
 
 
-def test_deduplication_state_every_value(savepoint: FlinkSavepoint) -> None:
+def test_deduplication_state_every_value(savepoint: FlinkSavepoint, case: tuple[str, str]) -> None:
+    version = case[0]
     table = savepoint.keyed_state(*DEDUP)
     value_type = table.schema.field("value").type
+
+    def col(name: str) -> str:
+        return dedup_column(name, version)
+
     assert value_type.field("f9").type == pa.decimal128(38, 18)
-    assert value_type.field("f10").type == pa.decimal128(10, 2)
-    assert value_type.field("f11").type == pa.timestamp("ns")
-    assert value_type.field("f12").type == pa.timestamp("ms")
-    assert value_type.field("f13").type == pa.date32()
+    assert value_type.field(col("f10")).type == pa.decimal128(10, 2)
+    assert value_type.field(col("f11")).type == pa.timestamp("ns")
+    assert value_type.field(col("f12")).type == pa.timestamp("ms")
+    assert value_type.field(col("f13")).type == pa.date32()
     assert value_type.field("f15").type == pa.timestamp("ms", tz="UTC")
     values = table.column("value").combine_chunks()
     # Timestamps compared as integers in their unit (nanoseconds do not fit datetime).
-    as_ints = {f: values.field(f).cast(pa.int64()).to_pylist() for f in ("f11", "f12")}
+    as_ints = {f: values.field(f).cast(pa.int64()).to_pylist() for f in (col("f11"), col("f12"))}
     rows = table.to_pylist()
     assert len(rows) == table.num_rows == len(IDS)
     seen = set()
@@ -78,8 +93,8 @@ def test_deduplication_state_every_value(savepoint: FlinkSavepoint) -> None:
         k = row["key"]["f0"]
         seen.add(k)
         assert 0 <= row["key_group"] < 128 and row["namespace"] is None
-        want = last_row(k)
-        got = dict(row["value"], f11=as_ints["f11"][i], f12=as_ints["f12"][i])
+        want = last_row(k, version)
+        got = dict(row["value"], **{f: ints[i] for f, ints in as_ints.items()})
         for name, expected in want.items():
             assert _close(got[name], expected), (k, name, got[name], expected)
     assert seen == set(IDS)
