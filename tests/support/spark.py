@@ -1,7 +1,9 @@
-"""Spark drivers in subprocesses: a process holds one SparkContext, and the other tiers hold a
-local one. A driver script is a body run after a preamble that puts ``tests/`` on
-``sys.path`` and builds ``spark`` on the given master and configuration; ``sys.argv[1:]``
-are the arguments given."""
+"""Spark set-ups: the tests' SparkSession (``session``: one per test session, classic or Spark
+Connect), and Spark drivers in subprocesses (a process holds one SparkContext, and the other
+tiers hold a local one). A driver script is a body run after a preamble that puts ``tests/`` on
+``sys.path`` and builds ``spark`` on the given master and configuration; ``sys.argv[1:]`` are
+the arguments given. Masters: ``local[N,F]`` (F attempts per task), ``LOCAL_CLUSTER`` (executor
+JVMs of their own, started by the driver) or a standalone cluster's (:mod:`.cluster`)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,16 @@ import sys
 import tempfile
 import textwrap
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-TESTS = str(Path(__file__).resolve().parents[1])
+from . import TESTS as _TESTS
+
+TESTS = str(_TESTS)
+"""``tests/`` as the drivers' preamble puts it on ``sys.path``."""
 
 LOCAL_CLUSTER = "local-cluster[2,1,1024]"
 """Two executor JVMs of one core and 1 GiB each, started by the driver itself."""
@@ -33,6 +40,32 @@ spark.sparkContext.setLogLevel({log_level!r})
 """
 
 EPILOGUE = "\nspark.stop()\n"
+
+
+def session(connect: bool = False) -> Any:
+    """The tests' session on ``local[2]``: classic, or with ``connect`` a Spark Connect session on a
+    local server (the two cannot share a process: a Connect session switches PySpark's functions to
+    Connect), whose reads and writes find the data source by PySpark's discovery alone. The
+    classic one logs errors only and has the data source registered."""
+    from pyspark.sql import SparkSession
+
+    from flinkstate.connector import register
+
+    builder = SparkSession.builder.remote("local[2]") if connect else SparkSession.builder.master("local[2]")
+    with warnings.catch_warnings():  # Connect starts its server with these, then warns it cannot set them
+        warnings.filterwarnings("ignore", ".*CANNOT_MODIFY_CONFIG", UserWarning)
+        spark = (
+            builder.appName("flinkstate-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
+    if not connect:
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)  # Connect: the server discovers pyspark_flinkstate (register is tested there too)
+    return spark
 
 
 def driver_script(

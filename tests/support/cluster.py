@@ -1,7 +1,7 @@
 """A Spark standalone cluster on loopback, as users run one: a Master and Workers started with
 ``spark-class`` from the installed pyspark (``SPARK_HOME`` is its package directory), each
 Worker with one core, its own work directory and its own ``SPARK_LOCAL_DIRS``. Drivers run in
-subprocesses (see :mod:`.drivers`) against ``spark://127.0.0.1:<port>``."""
+subprocesses (see :mod:`.spark`) against ``spark://127.0.0.1:<port>``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,8 +20,8 @@ from typing import Any
 
 import pyspark
 
-from . import procs
-from .drivers import Driver, DriverResult, start_driver
+from . import free_port, procs
+from .spark import Driver, DriverResult, start_driver
 
 SPARK_HOME = str(Path(pyspark.__file__).parent)
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -37,12 +36,6 @@ DRIVER_CONF = {
     "spark.ui.showConsoleProgress": "false",
 }
 """What every driver on the cluster sets: one executor of one core per Worker."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
