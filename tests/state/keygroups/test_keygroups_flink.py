@@ -16,7 +16,7 @@ from flinkstate.state.keygroups.assignment import (
     compute_operator_index_for_key_group,
 )
 
-TABLE = Path(__file__).parent.parent / "data" / "keygroups" / "flink_key_groups.tsv"
+TABLE = Path(__file__).resolve().parents[2] / "data" / "keygroups" / "flink_key_groups.tsv"
 
 
 def _rows(kind: str) -> list[list[str]]:

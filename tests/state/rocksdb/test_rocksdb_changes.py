@@ -1,12 +1,12 @@
 """What only RocksDB's change recording has: the compaction-style TTL sweep, range deletes,
-write batches and the folding of entry keys into scopes (the contract: test_changes.py)."""
+write batches and the folding of entry keys into scopes (the contract: keyed/test_changes.py)."""
 
 from __future__ import annotations
 
 import datetime
 from pathlib import Path
 
-from test_changes import changes
+from recorded_changes import changes
 
 from flinkstate.state import (
     KeyGroupRange,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from recorded_changes import changes
+
 from flinkstate.state import (
     ListStateDescriptor,
     MapStateDescriptor,
@@ -12,32 +14,12 @@ from flinkstate.state import (
     Types,
     ValueStateDescriptor,
 )
-from flinkstate.state.keyed.snapshot import KeyedStateSnapshot, StateColumns
+from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.ttl.time import ManualTimeProvider
 
 VALUE = ValueStateDescriptor("value", Types.LONG())
 LIST = ListStateDescriptor("list", Types.STRING())
 MAP = MapStateDescriptor("map", Types.STRING(), Types.LONG())
-
-
-def changes(snap: KeyedStateSnapshot, name: str) -> tuple[dict[Any, Any], set[Any]]:
-    """(upserted (key, namespace) -> value, deleted (key, namespace)) of ``name`` in ``snap``."""
-    assert snap.changes is not None
-    upserts: dict[Any, Any] = {}
-    deletes: set[Any] = set()
-    start = snap.key_group_range.start
-    for kg in snap.key_group_range:
-        ids = snap.changes.changed(name, kg - start)
-        if not ids:
-            continue
-        entries = snap.states[name].changed_entries(kg, ids)
-        deletes |= set(_scopes(entries.deletes))
-        upserts |= dict(zip(_scopes(entries.upserts), entries.upserts.values, strict=True))
-    return upserts, deletes
-
-
-def _scopes(cols: StateColumns) -> list[tuple[Any, Any]]:
-    return list(zip(cols.keys, cols.namespaces or [None] * len(cols), strict=True))
 
 
 def test_recording_starts_at_the_first_checkpoint(make_backend: Any) -> None:
