@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_native_files import CLOCK, commit, comparable, fill, native_files, rocks
+from native_job import CLOCK, commit, comparable, fill, native_files, rocks
 
 from flinkstate.checkpoint import CheckpointCorruptError, CheckpointStorage, CompletedCheckpoint, Storage
 from flinkstate.checkpoint.reading import native as native_reading

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from checkpoint_data import fill
-from test_native_files import fill as fill_native
-from test_native_files import rocks
+from native_job import fill as fill_native
+from native_job import rocks
 
 from flinkstate.checkpoint import CheckpointStorage, Manifest, Storage, begin_savepoint
 from flinkstate.checkpoint.writing import committer

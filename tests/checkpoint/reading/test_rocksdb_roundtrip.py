@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rescale_job import CLOCK, KEYS, LIST, MAP, SPREAD, VALUE, entries, write_initial
 from test_migrate import NEW_ROW, _checkpoint, _old_types
-from test_rescale_roundtrip import CLOCK, KEYS, LIST, MAP, SPREAD, VALUE, entries, write_initial
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.state import (

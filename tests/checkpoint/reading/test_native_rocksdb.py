@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rescale_roundtrip import CLOCK, KEYS, LIST, MAP, SPREAD, VALUE, entries, write_initial
+from rescale_job import CLOCK, KEYS, LIST, MAP, SPREAD, VALUE, entries, write_initial
 
 from flinkstate.checkpoint import CheckpointError, CheckpointStorage, CompletedCheckpoint
 from flinkstate.state import HeapKeyedStateBackend, RocksDBKeyedStateBackend

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_native_files import CLOCK, commit, comparable, fill, native_files, rocks
+from native_job import CLOCK, commit, comparable, fill, native_files, rocks
 
 from flinkstate.checkpoint import CheckpointError, CheckpointStorage, Storage
 from flinkstate.checkpoint.writing import native as native_writing

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from checkpoint_data import dump
 from incremental_ops import Workload
+from rescale_job import CLOCK, entries, write_initial
 from test_migrate import NEW_ROW, _checkpoint, _old_types
-from test_rescale_roundtrip import CLOCK, entries, write_initial
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.state import (

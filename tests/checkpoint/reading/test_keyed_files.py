@@ -25,7 +25,7 @@ from flinkstate.checkpoint import (
 from flinkstate.checkpoint.reading.keyed_files import chunks
 from flinkstate.state import KeyGroupRange, assign_to_key_group
 
-SOURCES = Path(__file__).resolve().parents[2]
+SOURCES = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

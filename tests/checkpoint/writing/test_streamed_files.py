@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from checkpoint_data import dump
 from incremental_ops import Workload
-from test_rescale_roundtrip import CLOCK, KEY_TYPE, entries, fill_subtask, write_initial
+from rescale_job import CLOCK, KEY_TYPE, entries, fill_subtask, write_initial
 
 from flinkstate.checkpoint import (
     CheckpointCorruptError,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from checkpoint_data import contents, fill
-from test_native_files import comparable, rocks
-from test_native_files import fill as fill_native
+from native_job import comparable, rocks
+from native_job import fill as fill_native
 
 from flinkstate.checkpoint import (
     CheckpointStorage,

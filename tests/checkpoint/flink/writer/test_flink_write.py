@@ -10,13 +10,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from flink_model import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 from operator_views import as_data, expected_operator_states, restored_view
-from write_model import build_checkpoint, canonical, model, rows
+from write_model import build_checkpoint, model, read_rows, rows
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.checkpoint.errors import CheckpointError
@@ -43,7 +42,6 @@ from flinkstate.state import (
     StateTtlConfig,
     Types,
     ValueStateDescriptor,
-    assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
 from flinkstate.state.errors import InvalidArgumentError, SerializationError
@@ -54,28 +52,6 @@ from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, O
 @pytest.fixture(scope="module")
 def model_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
     return build_checkpoint(str(tmp_path_factory.mktemp("model") / "checkpoint"))
-
-
-def read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:
-    """Every row of every keyed state in ``sp``, in the model's terms (key groups checked)."""
-    out = set()
-    for uid, op in model().items():
-        meta = sp.operator(uid)
-        for name, s in op.states.items():
-            table = sp.keyed_state(uid, name)
-            if s.ttl:
-                table = table.set_column(
-                    table.num_columns - 1, "ttl_timestamp", table.column("ttl_timestamp").cast(pa.int64())
-                )
-            for r in table.to_pylist():
-                assert r["key_group"] == assign_to_key_group(
-                    r["key"], meta.max_parallelism, getattr(Types, op.key_type)()
-                )
-                extra = r.get("position", r.get("user_key"))
-                value = None if r["value"] is None else canonical(r["value"], s.value_type)
-                extra = canonical(extra, s.user_key_type) if "user_key" in r else extra
-                out.add((uid, name, canonical(r["key"], op.key_type), extra, value, r.get("ttl_timestamp")))
-    return out
 
 
 def operator_view(sp: FlinkSavepoint) -> dict[tuple[str, int, str], Any]:
