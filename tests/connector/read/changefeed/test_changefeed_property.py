@@ -5,20 +5,17 @@ compactions, aborted and full checkpoints. A range is answered exactly or refuse
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from feed_model import applied, feed, kind_of, restored
+from incremental_ops import Workload
 
 from flinkstate.checkpoint import CheckpointStorage
 from flinkstate.connector.errors import ChangeFeedError
 from flinkstate.state import KeyGroupRange, assign_to_key_group
 from flinkstate.state.ttl.time import ManualTimeProvider
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint"))
-from incremental_ops import Workload
 
 MAX_P = 32
 

@@ -7,23 +7,20 @@ import math
 import os
 import pickle
 import struct
-import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from flink_model import FIXTURES, KEYS, LISTS, MAPS
+from flink_restore import check_restored, compile_job, flink_lib, restore, spec_text
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+from write_model import OperatorModel, StateModel
 
 from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.connector.errors import OptionError
 from flinkstate.connector.write.savepoint_writer import FlinkSavepointWriter
 from flinkstate.state.types.canonical import key_token
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
-from flink_model import FIXTURES, KEYS, LISTS, MAPS
-from flink_restore import check_restored, compile_job, flink_lib, restore, spec_text
-from write_model import OperatorModel, StateModel
 
 WORDS = ["a", "é", "漢字😀", "", None]
 ROWS = [(k % 7 - 3, WORDS[k % 5], [1.5, math.nan, -0.0, None, 2.0][k % 5], f"u{k % 3}") for k in range(40)]

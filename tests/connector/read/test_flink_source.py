@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from flink_model import FIXTURES, KEYS, LISTS, VALUES
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In
 
 from flinkstate.connector.source import FlinkStateDataSource
 from flinkstate.state.keygroups.assignment import assign_to_key_group
 from flinkstate.state.types.mapping import Types
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
-from flink_model import FIXTURES, KEYS, LISTS, VALUES
 
 PATH = str(FIXTURES / "heap_canonical_files")
 

@@ -3,21 +3,17 @@ accepted filter is applied exactly, so a pushed read equals Spark filtering an u
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from checkpoint_data import write_values
+from flink_model import FIXTURES
 from pyspark.sql.datasource import EqualTo, Filter, GreaterThan, In, LessThanOrEqual, StringStartsWith
 
 from flinkstate.connector.read.pushdown import Pushdown, int_predicate
 from flinkstate.connector.source import FlinkStateDataSource
 from flinkstate.state import Types
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
-from flink_model import FIXTURES
 
 FLINK = str(FIXTURES / "heap_canonical_files")
 

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import json
 import pickle
-import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from flink_model import FIXTURES
+from sql_model import RICH_DDL, accumulators, last_row, rich
 
 from flinkstate.connector.errors import OptionError
 from flinkstate.connector.options import ReadOptions
 from flinkstate.connector.source import FlinkStateDataSource
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
-from flink_model import FIXTURES
-from sql_model import RICH_DDL, accumulators, last_row, rich
 
 SQL = str(FIXTURES / "sql_heap_checkpoint")
 PYFLINK = str(FIXTURES / "pyflink")
