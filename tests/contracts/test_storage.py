@@ -1,4 +1,7 @@
-"""The storage contract, on memory://, a local directory and S3."""
+"""The storage contract: what the checkpoint layer asks of a filesystem (reads, ranged reads,
+listings, deletes, exclusive creates, pickling). Runs on every storage (``location``: each of
+``support.storages.STORAGES``, ``memory://``, a local directory and S3 on the loopback server);
+so does every test that takes ``location`` (the commit protocol, retention, native files, ...)."""
 
 from __future__ import annotations
 

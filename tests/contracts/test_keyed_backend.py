@@ -1,4 +1,9 @@
-"""The keyed-backend contract: state kinds, namespaces, null rules, keys. Runs on every backend."""
+"""The keyed-backend contract: state kinds, namespaces, null rules, keys. Runs on every keyed
+backend (``make_backend``: each of ``support.backends.KEYED_BACKENDS``, the heap backend with its
+copy-on-write map and with nested maps, and RocksDB). The same fixture runs the contracts that
+sit with the code they test on every backend too: change recording
+(``state/keyed/test_changes.py``), TTL (``state/ttl/test_ttl.py``), keys
+(``state/keyed/test_keyed_keys.py``, ``state/types/test_same_key.py``)."""
 
 from __future__ import annotations
 
