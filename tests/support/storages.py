@@ -28,3 +28,15 @@ def s3_location(bucket: dict[str, Any]) -> Location:
     """A fresh, empty root in a new bucket (:func:`.s3.new_bucket`)."""
     return f"s3://{bucket['bucket']}/root", bucket["options"]
 
+
+def fs_options(options: dict[str, Any], prefix: str = "fs.") -> dict[str, str]:
+    """Storage options as the data source's ``fs.*`` options (nested keys joined by dots, every
+    value a string, as Spark passes them): ``{"client_kwargs": {"endpoint_url": u}}`` ->
+    ``{"fs.client_kwargs.endpoint_url": u}``."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        if isinstance(value, dict):
+            out |= fs_options(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = str(value)
+    return out

@@ -137,11 +137,13 @@ def read_state(backend: HeapKeyedStateBackend, keys: list[Any], types: list[str]
     return out
 
 
-def checkpoint(backend: HeapKeyedStateBackend, url: str) -> CompletedCheckpoint:
-    pending = CheckpointStorage(url).begin()
+def checkpoint(
+    backend: HeapKeyedStateBackend, url: str, options: dict[str, Any] | None = None
+) -> CompletedCheckpoint:
+    pending = CheckpointStorage(url, options).begin()
     pending.write_keyed("op", backend)
     pending.commit()
-    return open_checkpoint(url, allow_pickle=True)
+    return open_checkpoint(url, options, allow_pickle=True)
 
 
 # every value type with LONG keys; the other key types with a few structured value types
@@ -198,21 +200,24 @@ def test_restored_state_checkpoints_again_unchanged(async_snapshots: bool) -> No
 
 
 @pytest.mark.parametrize("async_snapshots", [True, False], ids=["cow", "nested"])
-def test_an_empty_state_and_an_untouched_backend_restore(tmp_path: Path, async_snapshots: bool) -> None:
+def test_an_empty_state_and_an_untouched_backend_restore(
+    location: tuple[str, dict[str, Any]], async_snapshots: bool
+) -> None:
+    root, options = location
     backend = HeapKeyedStateBackend(key_type=Types.STRING(), async_snapshots=async_snapshots)
     value = ValueStateDescriptor("emptied", Types.LONG())
     backend.set_current_key("k")
     backend.get_state(value).update(1)
     backend.get_state(value).clear()
     backend.get_list_state(ListStateDescriptor("never-written", Types.STRING()))
-    restored = checkpoint(backend, str(tmp_path / "a")).keyed_backend("op", 0, 1)
+    restored = checkpoint(backend, f"{root}/a", options).keyed_backend("op", 0, 1)
     assert sorted(restored.state_names()) == ["emptied", "never-written"]
     restored.set_current_key("k")
     assert restored.get_state(value).value() is None
     assert list(restored.get_list_state(ListStateDescriptor("never-written", Types.STRING())).get()) == []
 
     untouched = HeapKeyedStateBackend(async_snapshots=async_snapshots)
-    fresh = checkpoint(untouched, str(tmp_path / "b")).keyed_backend("op", 0, 1)
+    fresh = checkpoint(untouched, f"{root}/b", options).keyed_backend("op", 0, 1)
     assert fresh.state_names() == [] and fresh.key_type is None
     fresh.set_current_key("any")  # the key type is still free to be inferred
     assert fresh.key_type == Types.STRING()

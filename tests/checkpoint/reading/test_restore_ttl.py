@@ -84,15 +84,19 @@ def fill(backend: HeapKeyedStateBackend, clock: ManualTimeProvider, full_snapsho
                 backend.get_partitioned_state(ns, descs["map"]).put(f"at{late}", item)
 
 
-def checkpoint(backend: HeapKeyedStateBackend, root: Path) -> CompletedCheckpoint:
-    pending = CheckpointStorage(str(root)).begin()
+def checkpoint(
+    backend: HeapKeyedStateBackend, root: Path | str, options: dict[str, Any] | None = None
+) -> CompletedCheckpoint:
+    pending = CheckpointStorage(str(root), options).begin()
     pending.write_keyed("op", backend)
     pending.commit()
-    return open_checkpoint(str(root))
+    return open_checkpoint(str(root), options)
 
 
 @pytest.mark.parametrize("async_snapshots", [True, False], ids=["cow", "nested"])
-def test_ttl_timestamps_survive_and_expiry_follows_them(tmp_path: Path, async_snapshots: bool) -> None:
+def test_ttl_timestamps_survive_and_expiry_follows_them(
+    location: tuple[str, dict[str, Any]], async_snapshots: bool
+) -> None:
     clock = ManualTimeProvider(START)
     backend = HeapKeyedStateBackend(key_type=KEY_TYPE, time_provider=clock, async_snapshots=async_snapshots)
     fill(backend, clock, full_snapshot=False)
@@ -108,7 +112,7 @@ def test_ttl_timestamps_survive_and_expiry_follows_them(tmp_path: Path, async_sn
     )
 
     clock.now = START + 20_000  # long after the write: a restore must not renew anything
-    restored = checkpoint(backend, tmp_path / "root").keyed_backend(
+    restored = checkpoint(backend, *location).keyed_backend(
         "op", 0, 1, time_provider=clock, async_snapshots=async_snapshots
     )
     assert dump(restored) == before
@@ -177,7 +181,9 @@ def test_full_snapshot_cleanup_leaves_expired_entries_out_of_the_files(
     assert sorted(restored.get_keys("value", 7)) == sorted(KEYS[11:])
 
 
-def test_a_ttl_state_with_no_entries_in_a_subtask_range_restores(tmp_path: Path) -> None:
+def test_a_ttl_state_with_no_entries_in_a_subtask_range_restores(
+    location: tuple[str, dict[str, Any]],
+) -> None:
     clock = ManualTimeProvider(START)
     backend = HeapKeyedStateBackend(key_type=KEY_TYPE, time_provider=clock)
     descs = descriptors(full_snapshot=False)
@@ -185,7 +191,7 @@ def test_a_ttl_state_with_no_entries_in_a_subtask_range_restores(tmp_path: Path)
     backend.get_state(descs["value"]).update((1, "one"))
     backend.get_list_state(descs["list"]).add((1, "one"))
     backend.get_map_state(descs["map"]).put("k", (1, "one"))
-    done = checkpoint(backend, tmp_path / "root")
+    done = checkpoint(backend, *location)
     found = []
     for i in range(4):  # three of the four subtasks own none of the (one key's) entries
         part = done.keyed_backend("op", i, 4, time_provider=clock)

@@ -38,9 +38,11 @@ def _failing_publish(*args: Any, **kwargs: Any) -> None:
     raise CheckpointError("the store did not answer", code="WRITE_FAILED")
 
 
-def _in(status: PendingStatus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PendingCheckpoint:
-    """A pending checkpoint (with one write) brought into ``status``."""
-    pending = CheckpointStorage(str(tmp_path / "root")).begin()
+def _in(
+    status: PendingStatus, root: str, monkeypatch: pytest.MonkeyPatch, options: Any = None
+) -> PendingCheckpoint:
+    """A pending checkpoint (with one write) of the root ``root`` brought into ``status``."""
+    pending = CheckpointStorage(root, options).begin()
     pending.write_keyed("op", _backend())
     if status is PendingStatus.COMMITTED:
         pending.commit()
@@ -75,7 +77,7 @@ CLOSED = [PendingStatus.COMMITTED, PendingStatus.ABORTED, PendingStatus.FAILED]
 def test_every_method_checks_the_state(
     method: str, status: PendingStatus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pending = _in(status, tmp_path, monkeypatch)
+    pending = _in(status, str(tmp_path / "root"), monkeypatch)
     if method == "abort" and status is PendingStatus.ABORTED:
         pending.abort()  # aborting again does nothing
     else:
@@ -87,7 +89,7 @@ def test_every_method_checks_the_state(
 
 @pytest.mark.parametrize("method", sorted(CALLS))
 def test_every_method_works_while_open(method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pending = _in(PendingStatus.OPEN, tmp_path, monkeypatch)
+    pending = _in(PendingStatus.OPEN, str(tmp_path / "root"), monkeypatch)
     done = CALLS[method](pending)
     if isinstance(done, KeyedStateSnapshot):
         done.release()
@@ -98,9 +100,9 @@ def test_every_method_works_while_open(method: str, tmp_path: Path, monkeypatch:
         assert pending.status is PendingStatus.COMMITTED
 
 
-def test_a_failed_write_aborts_the_commit(tmp_path: Path) -> None:
+def test_a_failed_write_aborts_the_commit(location: tuple[str, dict[str, Any]]) -> None:
     """An error before publishing: the attempt is aborted (its files gone) and re-raised."""
-    storage = CheckpointStorage(str(tmp_path / "root"))
+    storage = CheckpointStorage(*location)
     first = storage.begin()
     first.write_keyed("op", _backend(1))
     first.commit()
@@ -110,28 +112,30 @@ def test_a_failed_write_aborts_the_commit(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="twice"):
         pending.commit()
     assert pending.status is PendingStatus.ABORTED
-    assert sorted(p.name for p in (tmp_path / "root" / "chk-2").iterdir()) == []
+    assert storage.storage.list_dir("chk-2") == []
     assert contents(storage.load().keyed_backend("op", 0, 1)) == written(KEYS, version=1)
 
 
-def test_a_failed_publish_keeps_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_publish_keeps_the_files(
+    location: tuple[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Publishing raised: the manifest may still land, so nothing is deleted and it is FAILED."""
-    _in(PendingStatus.FAILED, tmp_path, monkeypatch)
-    files = sorted(p.name for p in (tmp_path / "root" / "chk-1").iterdir())
+    root, options = location
+    _in(PendingStatus.FAILED, root, monkeypatch, options)
+    files = CheckpointStorage(root, options).storage.list_dir("chk-1")
     assert files and all(name.endswith(".parquet") for name in files)  # no manifest, data kept
 
 
-def test_a_lost_race_is_aborted(tmp_path: Path) -> None:
+def test_a_lost_race_is_aborted(location: tuple[str, dict[str, Any]]) -> None:
     """Another committer's manifest is there: ours is ABORTED (its files were deleted)."""
-    root = str(tmp_path / "root")
-    ours, theirs = CheckpointStorage(root).begin(1), CheckpointStorage(root).begin(1)
+    ours, theirs = CheckpointStorage(*location).begin(1), CheckpointStorage(*location).begin(1)
     ours.write_keyed("op", _backend(1))
     theirs.write_keyed("op", _backend(2))
     theirs.commit()
     with pytest.raises(CheckpointError, match="CHECKPOINT_EXISTS"):
         ours.commit()
     assert ours.status is PendingStatus.ABORTED
-    assert contents(CheckpointStorage(root).load().keyed_backend("op", 0, 1)) == written(KEYS, version=2)
+    assert contents(CheckpointStorage(*location).load().keyed_backend("op", 0, 1)) == written(KEYS, version=2)
 
 
 class _Releases:

@@ -1,9 +1,8 @@
 """A commit's retention uses the manifest it just published instead of reading it back, and
-deletes exactly what a retention pass that reads every manifest deletes."""
+deletes exactly what a retention pass that reads every manifest deletes, on every storage."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from flinkstate.state import HeapKeyedStateBackend, Types, ValueStateDescriptor
 
 @pytest.mark.parametrize("incremental", [True, False])
 def test_commit_retention_is_a_full_retention_pass(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, incremental: bool
+    location: tuple[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch, incremental: bool
 ) -> None:
     read: list[int] = []
     load = versions_module.load_version
@@ -27,7 +26,7 @@ def test_commit_retention_is_a_full_retention_pass(
     monkeypatch.setattr(versions_module, "load_version", counting)
     backend = HeapKeyedStateBackend(key_type=Types.LONG())
     state = backend.get_state(ValueStateDescriptor("v", Types.LONG()))
-    storage = CheckpointStorage(str(tmp_path / "chk"), retain=2, incremental=incremental, max_chain_files=3)
+    storage = CheckpointStorage(*location, retain=2, incremental=incremental, max_chain_files=3)
     model: dict[int, int] = {}
     for i in range(7):
         for k in range(i * 10, i * 10 + 30):

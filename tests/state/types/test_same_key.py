@@ -66,14 +66,16 @@ def _owner(backends: list[Any], key: Any, key_type: Any) -> Any:
     return next(b for b in backends if kg in b.key_group_range)
 
 
-def test_a_nan_key_and_user_key_read_back_after_a_restore(make_backend: Any, tmp_path: Path) -> None:
+def test_a_nan_key_and_user_key_read_back_after_a_restore(
+    make_backend: Any, location: tuple[str, dict[str, Any]]
+) -> None:
     backend = make_backend(key_type=DOUBLE, max_parallelism=8)
     value, entries = backend.get_state(VALUE), backend.get_map_state(MAP)
     backend.set_current_key(NANS[0])
     value.update(7)
     entries.put(NANS[1], 1)
     entries.put_all({NANS[2]: 2})
-    for backend_now in [[backend], _restored(CheckpointStorage(str(tmp_path)), backend, make_backend, 2)]:
+    for backend_now in [[backend], _restored(CheckpointStorage(*location), backend, make_backend, 2)]:
         for nan in NANS:
             b = _owner(backend_now, nan, DOUBLE)
             b.set_current_key(nan)
