@@ -13,11 +13,8 @@ import json
 import math
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from common import Result
 
 if TYPE_CHECKING:
-    from cluster.standalone import StandaloneCluster
+    from support.cluster import StandaloneCluster
 
 TESTS = str(Path(__file__).resolve().parents[1] / "tests")
 HERE = str(Path(__file__).resolve().parent)
@@ -35,35 +32,18 @@ RECORDS = 20_000
 
 
 class MotoServer:
-    """A loopback S3 server with one bucket, for the benchmark's checkpoints."""
+    """A loopback S3 server with one bucket, for the benchmark's checkpoints (``tests/support/s3.py``)."""
 
     def __init__(self) -> None:
         _tests_on_path()
-        from cluster.standalone import free_port
+        from support.s3 import S3Server, new_bucket
 
-        binary = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
-        self.port = free_port()
-        self.process = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(self.port)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(self.endpoint, timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.2)
-        self.options = {"key": "bench", "secret": "bench", "client_kwargs": {"endpoint_url": self.endpoint}}
-        import s3fs
-
-        s3fs.S3FileSystem(**self.options).mkdir("p17")
+        self.server = S3Server()
+        self.endpoint = self.server.endpoint
+        self.options = new_bucket(self.endpoint, "p17", key="bench", secret="bench")["options"]
 
     def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
+        self.server.stop()
 
 
 DRIVER = """
@@ -97,7 +77,8 @@ def _drive(cluster: StandaloneCluster, s3: MotoServer, mode: str, name: str, key
 
 
 def _tests_on_path() -> None:
-    """The cluster test tier's package (``tests/cluster``) imports as ``cluster``."""
+    """The tests' set-ups (``tests/support``) import as ``support``, the cluster test tier's package
+    (``tests/cluster``) as ``cluster``."""
     if TESTS not in sys.path:
         sys.path.insert(0, TESTS)
 
@@ -135,7 +116,7 @@ def _figures(runs: list[dict[str, Any]], label: str) -> Iterator[Result]:
 
 def bench_p17(quick: bool) -> Iterator[Result]:
     _tests_on_path()
-    from cluster.standalone import StandaloneCluster
+    from support.cluster import StandaloneCluster
 
     keys = 1_000_000 if quick else 10_000_000
     work = Path(tempfile.mkdtemp(prefix="flinkstate-p17-"))

@@ -1,104 +1,67 @@
-"""Shared fixtures: a keyed-backend factory per implementation; contract suites run on all."""
+"""Shared fixtures: the implementations the contract suites (``tests/contracts/``) run on, as
+fixtures any test can take: ``make_backend`` (every keyed backend) and ``location`` (every
+storage: memory, local, S3); the loopback S3 server; ``--connect``. The set-ups themselves are
+in ``tests/support/``."""
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from support import HELPERS, backends, s3, storages
 
-from flinkstate.state import AbstractKeyedStateBackend, HeapKeyedStateBackend, RocksDBKeyedStateBackend
+from flinkstate.state import AbstractKeyedStateBackend, RocksDBKeyedStateBackend
 
-BackendFactory = Callable[..., AbstractKeyedStateBackend]
-
-
-_SCRATCH = tempfile.TemporaryDirectory(prefix="flinkstate-tests-")
-"""Where test backends' RocksDB directories go: removed when the test process exits, also
-those of tests that do not remove their own."""
+for _folder in HELPERS:
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
-def rocksdb_backend(**kwargs: Any) -> RocksDBKeyedStateBackend:
-    """A RocksDB backend in a fresh temporary directory (removed by ``make_backend``)."""
-    return RocksDBKeyedStateBackend(tempfile.mkdtemp(prefix="rocksdb-", dir=_SCRATCH.name), **kwargs)
-
-
-KEYED_BACKENDS = {
-    "heap-cow": lambda **kw: HeapKeyedStateBackend(async_snapshots=True, **kw),
-    "heap-nested": lambda **kw: HeapKeyedStateBackend(async_snapshots=False, **kw),
-    "rocksdb": rocksdb_backend,
-}
-
-
-@pytest.fixture(params=sorted(KEYED_BACKENDS))
-def make_backend(request: pytest.FixtureRequest) -> Any:
+@pytest.fixture(params=sorted(backends.KEYED_BACKENDS))
+def make_backend(request: pytest.FixtureRequest) -> Iterator[backends.BackendFactory]:
     """Builds keyed backends of one implementation; closes them after the test."""
     made: list[AbstractKeyedStateBackend] = []
 
     def factory(**kwargs: Any) -> AbstractKeyedStateBackend:
-        backend = KEYED_BACKENDS[request.param](**kwargs)
+        backend = backends.KEYED_BACKENDS[request.param](**kwargs)
         made.append(backend)
         return backend
 
     yield factory
-    import shutil
-
     for backend in made:
         backend.close()
         if isinstance(backend, RocksDBKeyedStateBackend):
             shutil.rmtree(backend.path, ignore_errors=True)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@pytest.fixture(params=storages.STORAGES)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> storages.Location:
+    """(root URL, storage options) of a fresh, empty location on one storage."""
+    kind = request.param
+    if kind == "memory":
+        return storages.memory_location()
+    if kind == "local":
+        return storages.local_location(tmp_path)
+    request.applymarker(pytest.mark.s3)
+    return storages.s3_location(request.getfixturevalue("s3_options"))
 
 
 @pytest.fixture(scope="session")
-def s3_server() -> Any:
+def s3_server() -> Iterator[str]:
     """A real HTTP S3 server (moto_server) on a free loopback port, for the whole session."""
-    import shutil
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-    from pathlib import Path
-
-    binary = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(endpoint, timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError("moto_server did not start") from None
-            time.sleep(0.2)
-    yield endpoint
-    proc.terminate()
-    proc.wait(timeout=10)
+    server = s3.S3Server()
+    yield server.endpoint
+    server.stop()
 
 
 @pytest.fixture
 def s3_options(s3_server: str) -> dict[str, Any]:
     """Storage options for s3fs against the test server, with a fresh bucket per test."""
-    import uuid
-
-    import s3fs
-
-    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3_server}}
-    bucket = f"t-{uuid.uuid4().hex[:12]}"
-    s3fs.S3FileSystem(**options).mkdir(bucket)
-    return {"bucket": bucket, "options": options}
+    return s3.new_bucket(s3_server)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

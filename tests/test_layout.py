@@ -43,3 +43,29 @@ def test_the_layout_names_every_module_of_the_layers_folder(layer: str) -> None:
     modules = {p.stem for p in (ROOT / layer).glob("*.py") if p.stem != "__init__"}
     missing = {m for m in modules if f"`{m}`" not in bullet}
     assert missing == set(), f"{layer}/: modules docs/layout.md does not name"
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_the_tests_of_a_layer_mirror_its_packages(layer: str) -> None:
+    """Every folder under ``tests/<layer>/`` that holds tests is a package of ``<layer>/`` at the
+    same path (``tests/state/heap/`` tests ``state/heap/``, ``tests/checkpoint/flink/writer/``
+    ``checkpoint/flink/writer/``), so a test is found where its code is."""
+    tests = ROOT / "tests" / layer
+    folders = {p.parent.relative_to(tests) for p in tests.rglob("test_*.py")} - {Path(".")}
+    assert folders, f"tests/{layer}/ has no subfolder of tests"
+    unmirrored = sorted(str(f) for f in folders if not (ROOT / layer / f / "__init__.py").is_file())
+    assert unmirrored == [], f"tests/{layer}/: folders that name no package of {layer}/"
+
+
+def test_the_layout_names_the_contract_suites_and_support_modules() -> None:
+    """The ``tests/`` bullet names each contract suite (``tests/contracts/``) and each module of
+    ``tests/support/``, the places a newcomer looks for what runs on every implementation."""
+    found = re.search(r"^- `tests/`(.*?)(?=^- `|\Z)", LAYOUT.read_text(), re.S | re.M)
+    assert found, "docs/layout.md has no bullet for tests/"
+    bullet = found.group(1)
+    tests = ROOT / "tests"
+    modules = {p.stem for p in (tests / "contracts").glob("test_*.py")}
+    modules |= {p.stem for p in (tests / "support").glob("*.py") if p.stem != "__init__"}
+    assert len(modules) > 5
+    missing = {m for m in modules if f"`{m}`" not in bullet}
+    assert missing == set(), "tests/contracts/ and tests/support/ modules docs/layout.md does not name"

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -53,14 +54,18 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_edit_read_back_is_the_model_edited(source: CompletedCheckpoint, tmp_path: Path, case: str) -> None:
+def test_edit_read_back_is_the_model_edited(
+    source: CompletedCheckpoint, location: tuple[str, dict[str, Any]], case: str
+) -> None:
+    """Written to every storage (the source is local)."""
+    root, options = location
     edits, change = CASES[case]
     before = _files(Path(source.directory.root))
-    out = edit_checkpoint(source, str(tmp_path / "edited"), edits)
+    out = edit_checkpoint(source, f"{root}/edited", edits, storage=options)
     want = model()
     change(want)
     assert dump(out) == want
-    assert dump(open_checkpoint(str(tmp_path / "edited"))) == want
+    assert dump(open_checkpoint(f"{root}/edited", options)) == want
     assert _files(Path(source.directory.root)) == before, "the source is not changed"
     for op in out.manifest.operators:  # keys sit in their key groups, subtasks hold their ranges
         assert op.max_parallelism == (edits.max_parallelism or MAX_P) and op.parallelism == PARALLELISM

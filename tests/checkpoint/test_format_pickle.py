@@ -54,7 +54,7 @@ BROADCAST = MapStateDescriptor("broadcast", Types.STRING(), PICKLED)
 PLAIN_SPLIT = ListStateDescriptor("plain_split", Types.STRING())
 
 
-def write(root: Path, tripwires: bool = False) -> None:
+def write(root: Path | str, tripwires: bool = False, options: dict[str, Any] | None = None) -> None:
     backend = HeapKeyedStateBackend(key_type=Types.STRING())
     for i in range(10):
         obj: Any = Tripwire(f"k{i}") if tripwires else {"i": i, "set": frozenset({i})}
@@ -70,7 +70,7 @@ def write(root: Path, tripwires: bool = False) -> None:
     ops.get_list_state(SPLIT).add_all([complex(1, 2), {"a": (1, 2)}])
     ops.get_broadcast_state(BROADCAST).put("rule", Tripwire("op") if tripwires else {"r": 1})
     ops.get_list_state(PLAIN_SPLIT).add("plain")
-    pending = CheckpointStorage(str(root)).begin()
+    pending = CheckpointStorage(str(root), options).begin()
     pending.write_keyed("op", backend)
     pending.write_operator("op", ops)
     pending.commit()
@@ -86,10 +86,13 @@ def test_pickled_states_are_flagged_in_the_manifest(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("restore", ["keyed", "operator"])
-def test_pickled_values_are_refused_without_permission(tmp_path: Path, restore: str) -> None:
-    write(tmp_path / "root", tripwires=True)
+def test_pickled_values_are_refused_without_permission(
+    location: tuple[str, dict[str, Any]], restore: str
+) -> None:
+    root, options = location
+    write(root, tripwires=True, options=options)
     UNPICKLED.clear()
-    checkpoint = open_checkpoint(str(tmp_path / "root"))
+    checkpoint = open_checkpoint(root, options)
     with pytest.raises(CheckpointError, match=r"^\[PICKLE_NOT_ALLOWED\]") as info:
         if restore == "keyed":
             checkpoint.keyed_backend("op", 0, 1)
@@ -98,7 +101,7 @@ def test_pickled_values_are_refused_without_permission(tmp_path: Path, restore: 
     assert info.value.code == "PICKLE_NOT_ALLOWED"
     assert UNPICKLED == []  # no pickle was loaded, so no code ran
     # the refusal is per reader: the same files load once pickles are allowed
-    allowed = open_checkpoint(str(tmp_path / "root"), allow_pickle=True)
+    allowed = open_checkpoint(root, options, allow_pickle=True)
     if restore == "keyed":
         backend = allowed.keyed_backend("op", 0, 1)
         backend.set_current_key("k4")
@@ -124,24 +127,26 @@ def check_restored(checkpoint: CompletedCheckpoint) -> None:
     assert dict(ops.get_broadcast_state(BROADCAST).items()) == {"rule": {"r": 1}}
 
 
-def test_pickled_values_load_when_allowed(tmp_path: Path) -> None:
-    write(tmp_path / "root")
-    check_restored(open_checkpoint(str(tmp_path / "root"), allow_pickle=True))
-    check_restored(CheckpointStorage(str(tmp_path / "root")).load(allow_pickle=True))
-    check_restored(open_checkpoint(str(tmp_path / "root" / "chk-1"), allow_pickle=True))
+def test_pickled_values_load_when_allowed(location: tuple[str, dict[str, Any]]) -> None:
+    root, options = location
+    write(root, options=options)
+    check_restored(open_checkpoint(root, options, allow_pickle=True))
+    check_restored(CheckpointStorage(root, options).load(allow_pickle=True))
+    check_restored(open_checkpoint(f"{root}/chk-1", options, allow_pickle=True))
 
 
-def test_states_without_pickles_need_no_permission(tmp_path: Path) -> None:
-    write(tmp_path / "root")
-    checkpoint = open_checkpoint(str(tmp_path / "root"))
+def test_states_without_pickles_need_no_permission(location: tuple[str, dict[str, Any]]) -> None:
+    root, options = location
+    write(root, options=options)
+    checkpoint = open_checkpoint(root, options)
     tables = dict(checkpoint.read_keyed("op", "plain"))  # raw Arrow tables: no values decoded
     assert sum(t.num_rows for ts in tables.values() for t in ts) == 10
-    pending = CheckpointStorage(str(tmp_path / "other")).begin()
+    pending = CheckpointStorage(f"{root}-other", options).begin()
     backend = HeapKeyedStateBackend(key_type=Types.STRING())
     backend.set_current_key("k")
     backend.get_state(KEYED["plain"]).update(1)
     pending.write_keyed("op", backend)
     pending.commit()
-    restored = open_checkpoint(str(tmp_path / "other")).keyed_backend("op", 0, 1)
+    restored = open_checkpoint(f"{root}-other", options).keyed_backend("op", 0, 1)
     restored.set_current_key("k")
     assert restored.get_state(KEYED["plain"]).value() == 1

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import free_port
+from support.cluster import DRIVER_CONF, SPARK_HOME, StandaloneCluster
+from support.spark import TESTS
 
 from .counting import committed_states_match
-from .drivers import TESTS
-from .standalone import DRIVER_CONF, SPARK_HOME, StandaloneCluster, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"

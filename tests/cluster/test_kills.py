@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import procs
+from support.cluster import StandaloneCluster
+from support.spark import Driver
 
-from . import procs
 from .counting import DRIVER, committed_states_match
-from .drivers import Driver
-from .standalone import StandaloneCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

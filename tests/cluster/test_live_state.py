@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cluster import StandaloneCluster
 
 from .counting import committed_states_match
 from .live_runs import LIVE_DRIVER, lacking
-from .standalone import StandaloneCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from .standalone import StandaloneCluster
+from support.cluster import StandaloneCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from cluster.drivers import LOCAL_CLUSTER, run_driver
+from support.spark import LOCAL_CLUSTER, run_driver
 
 SCRIPT = """
 path = sys.argv[1]

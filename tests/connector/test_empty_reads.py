@@ -8,12 +8,11 @@ one Spark-tier test, through ``spark.read``.
 from __future__ import annotations
 
 import pickle
-import sys
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from flink_model import FIXTURES
 from pyspark.sql.datasource import InputPartition, LessThan
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -31,9 +30,6 @@ from flinkstate.state import (
 )
 from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.process.timers import TimeDomain, timer_descriptor
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
-from flink_model import FIXTURES
 
 FLINK = str(FIXTURES / "heap_canonical_files")
 MAX_P = 16

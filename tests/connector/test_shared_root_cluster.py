@@ -10,8 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from cluster.drivers import LOCAL_CLUSTER, run_driver
+from support.spark import LOCAL_CLUSTER, run_driver
 
 SCRIPT = textwrap.dedent(
     """

@@ -4,13 +4,12 @@ is opened once per pass (Spark pickles the source from schema() to reader())."""
 from __future__ import annotations
 
 import pickle
-import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 from checkpoint_data import fill, subtask_backend
+from flink_model import FIXTURES
 from fsspec.implementations.local import LocalFileSystem
 
 from flinkstate.checkpoint import CheckpointStorage
@@ -20,9 +19,6 @@ from flinkstate.connector.read.savepoint_reader import FlinkSavepointReader
 from flinkstate.connector.read.timer_reader import TimerReader
 from flinkstate.connector.source import FlinkStateDataSource
 from flinkstate.state import KeyGroupRange
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint" / "flink"))
-from flink_model import FIXTURES
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The Spark paths that write a version keep what they do not mean to change, field by field
-(see tests/checkpoint/test_version_fields.py for the paths that need no SparkSession):
+(see tests/checkpoint/writing/test_version_fields.py for the paths that need no SparkSession):
 ``process`` and ``foreach_batch`` runs with increments and a compaction, and a bootstrap
 append by ``df.write``, on a base ``process`` wrote with event time (subtask watermarks)."""
 
@@ -48,7 +48,7 @@ def _same_place(new: Manifest, old: Manifest) -> Manifest:
 def test_process_foreach_batch_and_append_change_only_what_they_mean_to(spark: Any, tmp_path: Path) -> None:
     """Each run is compared with the version before it. Whether a worker kept its backend
     (an increment, and past the chain bound a compaction) is Spark's choice here; the
-    checkpoint paths are driven deterministically in tests/checkpoint/test_version_fields.py."""
+    checkpoint paths are driven deterministically in tests/checkpoint/writing/test_version_fields.py."""
     root = tmp_path / "root"
     words = [f"w{i}" for i in range(30)]
 

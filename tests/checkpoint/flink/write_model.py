@@ -15,7 +15,9 @@ import math
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint, open_checkpoint
 from flinkstate.state import (
@@ -33,6 +35,9 @@ from flinkstate.state import (
 )
 from flinkstate.state.operator import OperatorStateBackend
 from flinkstate.state.ttl import ManualTimeProvider
+
+if TYPE_CHECKING:
+    from flinkstate.checkpoint.flink import FlinkSavepoint
 
 EXPIRED_TS = 1_000
 LIVE_TS = 4_000_000_000_000  # in 2096
@@ -395,3 +400,25 @@ def rows(live_only: bool = False, models: dict[str, OperatorModel] | None = None
                         extra = position
                         position += 1
                     yield uid, name, k, extra, canonical(v, s.value_type) if v is not None else None, ts
+
+
+def read_rows(sp: FlinkSavepoint) -> set[tuple[Any, ...]]:
+    """Every row of every keyed state in ``sp``, in the model's terms (key groups checked)."""
+    out = set()
+    for uid, op in model().items():
+        meta = sp.operator(uid)
+        for name, s in op.states.items():
+            table = sp.keyed_state(uid, name)
+            if s.ttl:
+                table = table.set_column(
+                    table.num_columns - 1, "ttl_timestamp", table.column("ttl_timestamp").cast(pa.int64())
+                )
+            for r in table.to_pylist():
+                assert r["key_group"] == assign_to_key_group(
+                    r["key"], meta.max_parallelism, getattr(Types, op.key_type)()
+                )
+                extra = r.get("position", r.get("user_key"))
+                value = None if r["value"] is None else canonical(r["value"], s.value_type)
+                extra = canonical(extra, s.user_key_type) if "user_key" in r else extra
+                out.add((uid, name, canonical(r["key"], op.key_type), extra, value, r.get("ttl_timestamp")))
+    return out
