@@ -58,7 +58,10 @@ def test_window_timers_converted_in_their_windows(version: str, kind: str, tmp_p
     assert len(want) > 10 and {ns for _, _, _, ns, _ in want} >= {(0, 3_600_000)}
     assert our_timers(ours, "window-sum") == want
     meta = next(m for m in ours.operator("window-sum").keyed_states if m.name == WINDOW_TIMERS)
-    assert isinstance(meta.namespace_type, RowTypeInfo) and meta.namespace_type.field_names == ("start", "end")
+    assert isinstance(meta.namespace_type, RowTypeInfo) and meta.namespace_type.field_names == (
+        "start",
+        "end",
+    )
 
 
 @pytest.mark.parametrize(("version", "kind"), sources(TIMER_KINDS + WINDOW_KINDS))
@@ -78,7 +81,9 @@ def _patched(source: Any, monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
     states = tuple(change(s) if s.name == EVENT else s for s in header.states)
     fake = replace(header, states=states)
     real = source.keyed_header
-    monkeypatch.setattr(source, "keyed_header", lambda op: fake if op == source.operator("timers").operator_id else real(op))
+    monkeypatch.setattr(
+        source, "keyed_header", lambda op: fake if op == source.operator("timers").operator_id else real(op)
+    )
 
 
 def test_timers_of_another_namespace_are_refused_before_any_file(
@@ -93,12 +98,17 @@ def test_timers_of_another_namespace_are_refused_before_any_file(
 
     _patched(source, monkeypatch, in_custom_windows)
     target = tmp_path / "out"
-    with pytest.raises(UnsupportedFlinkFeatureError, match=r"\[FLINK_UNSUPPORTED\] operator 'timers', timer service 'user-timers'"):
+    with pytest.raises(
+        UnsupportedFlinkFeatureError,
+        match=r"\[FLINK_UNSUPPORTED\] operator 'timers', timer service 'user-timers'",
+    ):
         import_savepoint(source, str(target), operators=["timers-names", "timers"])
     assert not target.exists()
 
 
-def test_a_priority_queue_not_named_as_timers_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_priority_queue_not_named_as_timers_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = read_savepoint(str(fixture("2.3", "timers_rocksdb")))
     _patched(source, monkeypatch, lambda info: replace(info, name="_timer_state/user-timers"))
     with pytest.raises(UnsupportedFlinkFeatureError, match="'_timer_state/user-timers' is not a timer queue"):
