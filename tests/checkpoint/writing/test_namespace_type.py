@@ -37,6 +37,12 @@ NAMESPACED = ["value", "list", "map", "sum", "ttl_value", "ttl_list", "ttl_map",
 Factory = Callable[[int, int, ManualTimeProvider], AbstractKeyedStateBackend]
 
 
+@pytest.fixture(autouse=True)
+def _temporary_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RocksDB's working directories (``tempfile.mkdtemp``) go under the test's ``tmp_path``."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 def _heap(subtask: int, parallelism: int, clock: ManualTimeProvider) -> AbstractKeyedStateBackend:
     rng = compute_key_group_range_for_operator_index(MAX_P, parallelism, subtask)
     return HeapKeyedStateBackend(Types.LONG(), MAX_P, rng, clock)
