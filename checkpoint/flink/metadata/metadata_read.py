@@ -28,6 +28,8 @@ MAGIC = 0x4960672D
 _MASTER_MAGIC = 0xC96B1696 - (1 << 32)
 SUPPORTED_VERSIONS = (3, 4, 5, 6)
 OPERATOR_MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
+MAX_KEY_GROUPS = 1 << 15
+"""Flink's upper bound of max parallelism: the most key groups a handle can have."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,10 @@ def _keyed(c: Cursor) -> KeyedHandle | None:
         c.i64("checkpoint id")
         c.utf("backend id")
         first = c.i32("first key group")
+        at = c.pos
         n = c.count("key-group count", 0)
+        if n > MAX_KEY_GROUPS:  # no offsets follow to bound it by the bytes left
+            raise c.fail(f"implausible key-group count {n}", at)
         if tag == 11:
             c.i64("checkpointed size")
         meta = _stream(c)
