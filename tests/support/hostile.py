@@ -26,8 +26,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import pyarrow as pa
-
 from flinkstate.checkpoint import CompletedCheckpoint, open_checkpoint
 from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.checkpoint.flink.reader.savepoint import PYTHON_PREFIX
@@ -176,11 +174,6 @@ class Read:
 Reads = Iterator[Read]
 
 
-def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    """A table's rows in a stable order (a comparable value: NaN-free fixtures)."""
-    return sorted((tuple(map(repr, r.values())) for r in table.to_pylist()), key=repr)
-
-
 def flink_reads(path: str, types: dict[str, Any], only: set[str] | None = None) -> Reads:
     """Everything a user reads from the Flink savepoint at ``path``: the ``_metadata`` and the
     releases it tells, then each operator's (each in ``only``, operator ids, when given) keyed
@@ -191,7 +184,7 @@ def flink_reads(path: str, types: dict[str, Any], only: set[str] | None = None) 
     def open_() -> object:
         sp = read_savepoint(path, types=types)
         opened.append(sp)
-        return _rows(sp.metadata_table())
+        return sp.metadata_table()
 
     yield Read("metadata", "metadata", open_)
     if not opened:
@@ -215,7 +208,7 @@ def flink_reads(path: str, types: dict[str, Any], only: set[str] | None = None) 
             if name.startswith(PYTHON_PREFIX) and name[len(PYTHON_PREFIX) :] in types:
                 name = name[len(PYTHON_PREFIX) :]
             reader = "keyed native" if native else "keyed stream"
-            yield Read(reader, f"{ref}/{name}", lambda r=ref, n=name: _rows(sp.keyed_state(r, n)))
+            yield Read(reader, f"{ref}/{name}", lambda r=ref, n=name: sp.keyed_state(r, n))
         if header is not None:
             yield Read("restore", f"{ref}/restore", lambda r=ref: sp.keyed_backend(r, 0, 1).close())
         infos: list[Any] = []
@@ -224,7 +217,7 @@ def flink_reads(path: str, types: dict[str, Any], only: set[str] | None = None) 
             yield Read(
                 "operator state",
                 f"{ref}/{info.name}",
-                lambda r=ref, n=info.name: _rows(sp.operator_state(r, n)),
+                lambda r=ref, n=info.name: sp.operator_state(r, n),
             )
 
 
@@ -259,7 +252,7 @@ def checkpoint_reads(path: str) -> Reads:
         for meta in op.keyed_states:
 
             def keyed(uid: str = op.uid, state: str = meta.name) -> object:
-                return [(kg, [_rows(t) for t in tables]) for kg, tables in cp.read_keyed(uid, state)]
+                return [(kg, list(tables)) for kg, tables in cp.read_keyed(uid, state)]
 
             yield Read("keyed files", f"{op.uid}/{meta.name}", keyed)
         if op.keyed_states:
