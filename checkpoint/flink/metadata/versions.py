@@ -7,6 +7,13 @@ is Flink 1.17 and older, 6 is 1.18 on (and flinkstate's writer). Where a state's
 between the releases left (Kryo 2 in Flink 1.x, Kryo 5 in 2.x: :mod:`..types.kryo_read`), only
 the user can say which: ``read_savepoint(..., flink_version="1.15")`` (option ``flinkVersion``);
 without it the read is ``[FLINK_VERSION_REQUIRED]``, never a guess.
+
+The other way, :class:`FlinkTarget` is the release the savepoint writer writes for and what its
+bytes are by it: operator state format 5 up to 1.17 (1.13-1.17 refuse 6), 6 from 1.18; Row
+serializer snapshots of outer version 3 for 1.13 (which refuses 4), 4 from 1.14 (as 1.17, 1.20 and
+2.3 write them); Kryo 2's bytes for 1.x, Kryo 5's for 2.x. Everything else the writer writes is
+the same for every release (``_metadata`` version 3, keyed state format 6, the other serializer
+snapshot versions: as Flink 1.17, 1.20 and 2.3 write them).
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ _BY_OPERATOR_FORMAT: dict[int, tuple[Release, ...]] = {
     5: tuple(r for r in RELEASES if r <= (1, 17)),
     6: tuple(r for r in RELEASES if r >= (1, 18)),
 }
+#: The operator state formats flinkstate's writer writes (:class:`FlinkTarget`).
+_OURS_OPERATOR_FORMATS = (5, 6)
 _VERSION = re.compile(r"\s*(\d+)\.(\d+)(?:\.\d+)?\s*")
 
 
@@ -91,7 +100,7 @@ class FlinkVersions:
         releases, ours = self.releases, self.flinkstate
         for version in seen:
             releases = tuple(r for r in releases if r in _BY_OPERATOR_FORMAT.get(version, ()))
-            ours = ours and version == 6  # flinkstate's writer writes format 6 only
+            ours = ours and version in _OURS_OPERATOR_FORMATS
         formats = ", ".join(str(v) for v in seen)
         return FlinkVersions(releases, ours, False, f"{self.evidence}, operator state format {formats}")
 
@@ -127,3 +136,52 @@ def given(text: str, found: FlinkVersions, where: str) -> FlinkVersions:
             f"Flink {found.describe()}"
         )
     return FlinkVersions((release,), False, True, f"flink_version {text!r}")
+
+
+@dataclass(frozen=True)
+class FlinkTarget:
+    """The Flink release a savepoint is written for (default: the newest), and the format
+    versions that release restores."""
+
+    release: Release = RELEASES[-1]
+
+    @staticmethod
+    def of(flink_version: str | None, default: Release | None = None) -> FlinkTarget:
+        """The release ``flink_version`` names (``"1.17"``, ``"1.17.2"``); None: ``default``, else
+        the newest."""
+        if flink_version is not None:
+            return FlinkTarget(parse_release(flink_version))
+        return FlinkTarget(default or RELEASES[-1])
+
+    def describe(self) -> str:
+        return f"Flink {release_text(self.release)}"
+
+    @property
+    def operator_format(self) -> int:
+        """``OperatorBackendSerializationProxy``'s version: 6 (a compression flag) from 1.18."""
+        return 5 if self.release <= (1, 17) else 6
+
+    @property
+    def row_outer_version(self) -> int:
+        """The Row serializer snapshot's outer version: 4 (a row-kind flag) from 1.14."""
+        return 3 if self.release < (1, 14) else 4
+
+    @property
+    def kryo(self) -> int:
+        """The Kryo major version of Kryo values: 2 (Flink 1.x) or 5 (2.x)."""
+        return 2 if self.release < (2, 0) else 5
+
+    @property
+    def pyflink_thread_mode(self) -> bool:
+        """Whether PyFlink's thread execution mode restores keyed Python state (1.16 on)."""
+        return self.release >= (1, 16)
+
+
+def default_release(found: FlinkVersions) -> Release | None:
+    """The release a savepoint carried from a Flink savepoint (``found``: the releases that can
+    have written it) is written for when none is named: for Flink 1.x (or flinkstate's writer for
+    1.x), the oldest release of that range, which every release of the range restores; None
+    (the newest) otherwise."""
+    if found.releases and found.releases[-1] < (2, 0):
+        return found.releases[0]
+    return None

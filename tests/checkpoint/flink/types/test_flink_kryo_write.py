@@ -35,7 +35,7 @@ def test_encode_of_decode_is_the_bytes_flink_wrote(
     values = [v for rows in sp.raw_keyed(op, state) for v in rows.value]
     assert len(values) >= 10
     header = state_class_header(values, "VALUE", False, java_class, state)
-    writer = KryoWriter(parse_type(ddl), java_class, header, state)
+    writer = KryoWriter(parse_type(ddl), java_class, header, state, 5)
     for v in values:
         assert writer.to_bytes(writer.from_bytes(v)) == v
 
@@ -81,7 +81,7 @@ def _random_value(rng: random.Random) -> dict[str, object]:
 
 def test_decode_of_encode_is_the_value_and_the_bytes_are_the_models() -> None:
     rng = random.Random(23)
-    writer = KryoWriter(RANDOM, "a.B", uvarint(85 + 2, 5), "random")
+    writer = KryoWriter(RANDOM, "a.B", uvarint(85 + 2, 5), "random", 5)
     for _ in range(500):
         value = _random_value(rng)
         data = writer.to_bytes(value)
@@ -91,7 +91,7 @@ def test_decode_of_encode_is_the_value_and_the_bytes_are_the_models() -> None:
 
 
 def test_a_nul_char_is_one_byte_as_kryo_writes_it() -> None:
-    writer = KryoWriter(pa.struct([pa.field("t", pa.string())]), "a.B", b"\x03", "nul")
+    writer = KryoWriter(pa.struct([pa.field("t", pa.string())]), "a.B", b"\x03", "nul", 5)
     for text in ["\x00", "\x00a", "\x00é", "x" * 40 + "\x00"]:
         data = writer.to_bytes({"t": text})
         assert writer.from_bytes(data) == {"t": text}
@@ -114,7 +114,7 @@ def test_a_nul_char_is_one_byte_as_kryo_writes_it() -> None:
 def test_values_that_do_not_fit_are_refused(bad: dict[str, object]) -> None:
     from flinkstate.state.errors import SerializationError
 
-    writer = KryoWriter(RANDOM, "a.B", b"\x57", "random")
+    writer = KryoWriter(RANDOM, "a.B", b"\x57", "random", 5)
     value = {**_random_value(random.Random(1)), **bad}
     with pytest.raises(SerializationError):
         writer.to_bytes(value)
@@ -206,7 +206,7 @@ def test_rows_that_do_not_fit_the_declared_struct_are_refused(tmp_path: Path) ->
 def test_the_class_header_is_found_in_every_entry_layout(kind: str, ttl: bool, header: bytes) -> None:
     """A value's class header (a registration id, or an unregistered class's name) after a map
     value's null flag and a TTL timestamp; null objects and null map values carry none."""
-    writer = KryoWriter(RANDOM, "a.B", header, "v")
+    writer = KryoWriter(RANDOM, "a.B", header, "v", 5)
     value = writer.to_bytes(_random_value(random.Random(3)))
     stamp = b"\x00" * 7 + b"\x05" if ttl else b""
     entries = {

@@ -21,6 +21,7 @@ from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.flink import (
     FlinkSavepoint,
+    FlinkTarget,
     UnsupportedFlinkWriteError,
     operator_id_hex,
     read_savepoint,
@@ -176,7 +177,7 @@ def test_meta_info_bytes_equal_flinks() -> None:
     key_start = c.pos
     key = read_top_level(c, "key")
     out = Output("test")
-    snapshot_of(key.type_info, "key").write_top_level(out)  # type: ignore[arg-type]
+    snapshot_of(key.type_info, "key").write_top_level(out, FlinkTarget())  # type: ignore[arg-type]
     assert bytes(out.buf) == stream[key_start : c.pos]
     compared = []
     for i in range(c.i16("count")):
@@ -185,7 +186,7 @@ def test_meta_info_bytes_equal_flinks() -> None:
         spec = _spec(info)
         if spec is not None:
             out = Output("test")
-            write_header(out, Snapshot("k"), [spec])
+            write_header(out, Snapshot("k"), [spec], FlinkTarget())
             header_len = len(out.buf) - (c.pos - start)
             assert bytes(out.buf[header_len:]) == stream[start : c.pos], info.name
             compared.append(info.name)
@@ -331,7 +332,7 @@ def test_operator_state_streams_equal_flinks(operator: str) -> None:
             user_key = info.user_key.type_info if info.user_key is not None else None
             values = sp.operator_values(operator, entry.name, sub.index)
             states.append(OperatorStateData(entry.name, mode, info.value.type_info, values, user_key))
-        data, entries = operator_stream("test", states)
+        data, entries = operator_stream("test", states, FlinkTarget())
         assert data == handle.stream.read(sp.directory)
         assert {(e.name, e.mode, e.offsets) for e in entries} == {
             (e.name, e.mode, e.offsets) for e in handle.states
