@@ -38,13 +38,12 @@ _BY_METADATA: dict[int, tuple[Release, ...]] = {
     5: ((2, 0),),
     6: tuple(r for r in RELEASES if r >= (2, 1)),
 }
-#: Operator state format version: the releases that write it.
+#: Operator state format version: the releases that write it (and that flinkstate's writer
+#: writes it for: :class:`FlinkTarget`).
 _BY_OPERATOR_FORMAT: dict[int, tuple[Release, ...]] = {
     5: tuple(r for r in RELEASES if r <= (1, 17)),
     6: tuple(r for r in RELEASES if r >= (1, 18)),
 }
-#: The operator state formats flinkstate's writer writes (:class:`FlinkTarget`).
-_OURS_OPERATOR_FORMATS = (5, 6)
 _VERSION = re.compile(r"\s*(\d+)\.(\d+)(?:\.\d+)?\s*")
 
 
@@ -52,33 +51,40 @@ def release_text(r: Release) -> str:
     return f"{r[0]}.{r[1]}"
 
 
+def _span(releases: tuple[Release, ...]) -> str:
+    low, high = releases[0], releases[-1]
+    return release_text(low) if low == high else f"{release_text(low)}-{release_text(high)}"
+
+
 @dataclass(frozen=True)
 class FlinkVersions:
     """The Flink releases that can have written a savepoint (``flinkstate``: our writer can
-    have too, carrying any release's bytes), and whether the user named the release."""
+    have too, for one of the releases ``written_for``, carrying any release's bytes), and
+    whether the user named the release."""
 
     releases: tuple[Release, ...]
     flinkstate: bool = False
     given: bool = False
     #: What the range is read from (for messages).
     evidence: str = ""
+    #: With ``flinkstate``: the releases our writer can have written the savepoint for.
+    written_for: tuple[Release, ...] = RELEASES
 
     def describe(self) -> str:
-        """``"2.1-2.3"``, ``"1.16-1.17"``, ``"1.13-1.15 or flinkstate's writer"``."""
+        """``"2.1-2.3"``, ``"1.16-1.17"``, ``"1.13-1.15 or flinkstate's writer for 1.13-1.17"``."""
         parts = []
         if self.releases:
-            low, high = self.releases[0], self.releases[-1]
-            parts.append(release_text(low) if low == high else f"{release_text(low)}-{release_text(high)}")
+            parts.append(_span(self.releases))
         if self.flinkstate:
-            parts.append("flinkstate's writer")
+            ours = "" if self.written_for == RELEASES else f" for {_span(self.written_for)}"
+            parts.append(f"flinkstate's writer{ours}")
         return " or ".join(parts) or "no known Flink release"
 
     @property
     def kryo(self) -> int | None:
         """The Kryo major version of the values (2: Flink 1.x, 5: 2.x); None: the files do not tell."""
-        if self.flinkstate:
-            return None
-        majors = {2 if r < (2, 0) else 5 for r in self.releases}
+        possible = self.releases + (self.written_for if self.flinkstate else ())
+        majors = {2 if r < (2, 0) else 5 for r in possible}
         return majors.pop() if len(majors) == 1 else None
 
     def require_kryo(self, what: str) -> int:
@@ -97,12 +103,13 @@ class FlinkVersions:
         seen = sorted(set(operator_formats))
         if not seen or self.given:
             return self
-        releases, ours = self.releases, self.flinkstate
-        for version in seen:
+        releases, ours = self.releases, self.written_for if self.flinkstate else ()
+        for version in seen:  # our writer writes each format for the releases that write it
             releases = tuple(r for r in releases if r in _BY_OPERATOR_FORMAT.get(version, ()))
-            ours = ours and version in _OURS_OPERATOR_FORMATS
+            ours = tuple(r for r in ours if r in _BY_OPERATOR_FORMAT.get(version, ()))
         formats = ", ".join(str(v) for v in seen)
-        return FlinkVersions(releases, ours, False, f"{self.evidence}, operator state format {formats}")
+        evidence = f"{self.evidence}, operator state format {formats}"
+        return FlinkVersions(releases, bool(ours), False, evidence, ours or RELEASES)
 
 
 def from_files(metadata_version: int) -> FlinkVersions:
@@ -130,7 +137,7 @@ def parse_release(text: str) -> Release:
 def given(text: str, found: FlinkVersions, where: str) -> FlinkVersions:
     """The release the user named, checked against what the files allow (``found``)."""
     release = parse_release(text)
-    if release not in found.releases and not found.flinkstate:
+    if release not in found.releases and not (found.flinkstate and release in found.written_for):
         raise InvalidArgumentError(
             f"{where}: flink_version {text!r} contradicts the files: {found.evidence} is written by "
             f"Flink {found.describe()}"

@@ -73,7 +73,7 @@ class FlinkOperator(OperatorSource):
                 self.key_type = self._same(header.key, "the key", key=True)
             except UnsupportedFlinkWriteError as exc:
                 self.key_verbatim, self.key_type = exc.detail, header.key.type_info or _BYTES
-                self._check_kryo(header.key, "the key")
+                self._check_carried(header.key, header.key_bytes, "the key")
         self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
         carried = check_carried(op) if any(s.carried for s in self.states) else None
         if carried is not None:
@@ -98,8 +98,8 @@ class FlinkOperator(OperatorSource):
                     self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
             except UnsupportedFlinkWriteError:
                 self.verbatim.add(info.name)
-                for t in (info.value, info.user_key):
-                    self._check_kryo(t, f"operator state {info.name!r}")
+                self._check_carried(info.value, info.meta, f"operator state {info.name!r}")
+                self._check_carried(info.user_key, b"", f"operator state {info.name!r}")
 
     def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
         if self.key_verbatim is not None:
@@ -143,8 +143,15 @@ class FlinkOperator(OperatorSource):
             f"{self.source.directory}: operator {self.name!r}, {what}"
         )
 
-    def _check_kryo(self, t: FlinkType | None, what: str) -> None:
-        """Refuse carrying ``t``'s bytes when they hold Kryo values of another Kryo than the target's."""
+    def _check_carried(self, t: FlinkType | None, meta: bytes, what: str) -> None:
+        """Refuse carrying as read the values of ``t`` and the serializer snapshots ``meta``
+        where the target would misread or refuse them: Kryo values of another Kryo major than
+        the target's, a Row snapshot of outer version 4 for Flink 1.13 (which refuses it)."""
+        if self.target.row_outer_version < 4 and max(row_outer_versions(meta), default=0) >= 4:
+            raise self.refuse(
+                f"{what}: its serializer snapshot, carried as read, holds a Row snapshot of outer version 4, "
+                f"which {self.target.describe()} refuses; write it for Flink 1.14 or later"
+            )
         if t is not None and _has_kryo(t) and self._source_kryo(what) != self.target.kryo:
             raise self.refuse(
                 f"{what}: its Kryo values are Kryo {self._source_kryo(what)}'s and {self.target.describe()} "
@@ -157,14 +164,13 @@ class FlinkOperator(OperatorSource):
         """``info`` carried as bytes, or, holding Kryo values of another Kryo than the target's,
         re-encoded when its class is declared (else refused, naming it)."""
         what = f"state {info.name!r}"
-        if not any(_has_kryo(t) for t in (info.value, info.user_key) if t is not None):
-            return verbatim_spec(info)
-        if self.key_verbatim is None and self._source_kryo(what) != self.target.kryo:
+        kryo = any(_has_kryo(t) for t in (info.value, info.user_key) if t is not None)
+        if kryo and self.key_verbatim is None and self._source_kryo(what) != self.target.kryo:
             spec = self.settable(info.name)
             if spec is not None:
                 return spec
-        self._check_kryo(info.value, what)
-        self._check_kryo(info.user_key, f"{what} (map key)")
+        self._check_carried(info.value, info.meta, what)
+        self._check_carried(info.user_key, b"", f"{what} (map key)")
         return verbatim_spec(info)
 
     def settable(self, name: str) -> KeyedStateSpec | None:
@@ -280,6 +286,17 @@ class FlinkOperator(OperatorSource):
                     OperatorStateData(entry.name, mode, info.value.type_info, values, user_key)
                 )
         return out
+
+
+def row_outer_versions(meta: bytes) -> set[int]:
+    """The outer versions of the Row serializer snapshots in the serializer snapshot bytes ``meta``
+    (each: the class name, then ``int version, int magic, int outer version``)."""
+    name, found, at = classes.ROW.encode(), set(), 0
+    while (at := meta.find(name, at)) >= 0:
+        at += len(name)
+        if meta[at + 4 : at + 8] == classes.COMPOSITE_MAGIC.to_bytes(4):
+            found.add(int.from_bytes(meta[at + 8 : at + 12]))
+    return found
 
 
 def _has_kryo(t: FlinkType) -> bool:

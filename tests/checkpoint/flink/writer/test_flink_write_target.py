@@ -6,8 +6,10 @@ default release; refusals before any file is written."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from flink_model import FIELDS_DDL, KEYS, VERSIONS, fields, fixture
 from kryo_model import encode
@@ -22,12 +24,21 @@ from flinkstate.checkpoint.flink import (
     UnsupportedFlinkWriteError,
     flink_target,
     read_savepoint,
+    write_operators,
     write_savepoint,
 )
+from flinkstate.checkpoint.flink.metadata.operator_id import operator_id
 from flinkstate.checkpoint.flink.streams.header_read import read_header
+from flinkstate.checkpoint.flink.streams.header_write import VERBATIM
 from flinkstate.checkpoint.flink.types import classes
 from flinkstate.checkpoint.flink.types.declared_read import parse_type
+from flinkstate.checkpoint.flink.wire.data_write import Output
+from flinkstate.checkpoint.flink.writer.flink_source import row_outer_versions
+from flinkstate.checkpoint.flink.writer.sources import OperatorSource
 from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state.keyed.snapshot import StateColumns
+from flinkstate.state.operator import OperatorStateData, OperatorStateMode
+from flinkstate.state.types.mapping import Types
 
 TARGETS = ["1.13", "1.17", "1.20", "2.3"]
 OPAQUE = "STRUCT<value: BIGINT NOT NULL>"
@@ -71,8 +82,11 @@ def test_the_model_reads_back_for_each_release(
     assert {data[:4] for data in streams(sp, "operator").values()} == {target.operator_format.to_bytes(4)}
     assert {data[:4] for data in streams(sp, "keyed").values()} == {(6).to_bytes(4)}
     # our writer's _metadata (version 3) and operator format 5: 1.13-1.15 or ours; 6: ours only
-    want = "1.13-1.15 or flinkstate's writer" if target.operator_format == 5 else "flinkstate's writer"
-    assert read_savepoint(str(tmp_path / "sp")).flink_versions.describe() == want
+    found = read_savepoint(str(tmp_path / "sp")).flink_versions
+    if target.operator_format == 5:
+        assert (found.describe(), found.kryo) == ("1.13-1.15 or flinkstate's writer for 1.13-1.17", 2)
+    else:
+        assert (found.describe(), found.kryo) == ("flinkstate's writer for 1.18-2.3", None)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -209,3 +223,57 @@ def test_pyflink_thread_mode_needs_flink_1_16(model_checkpoint: CompletedCheckpo
     for mode, version in (("process", "1.15"), ("thread", "1.16")):
         write_savepoint(model_checkpoint, str(tmp_path / mode), operators=["by-name"], pyflink_mode=mode,
                         flink_version=version)  # fmt: skip
+
+
+class _RowOfKryo(OperatorSource):
+    """An operator list state of Row<Kryo class> values with Flink's meta info (Row snapshot of
+    outer version 4, as 1.14+ write it): carried as bytes, as the writer cannot encode Kryo."""
+
+    def __init__(self) -> None:
+        self.name, self.operator_id = "row-of-kryo", operator_id("row-of-kryo")
+        self.parallelism, self.max_parallelism = 1, 128
+        self.key_type, self.states = None, ()
+
+    def keyed_columns(self, index: int) -> Iterator[tuple[int, StateColumns]]:
+        return iter(())
+
+    def operator_states(self) -> list[list[OperatorStateData]]:
+        meta = Output("meta")
+        meta.utf("rows", "name")
+        for n in (1, 1):  # backend type OPERATOR, one option
+            meta.i32(n, "int")
+        for text in ("OPERATOR_STATE_DISTRIBUTION_MODE", "SPLIT_DISTRIBUTE"):
+            meta.utf(text, "option")
+        meta.i32(1, "serializer count")
+        meta.utf("VALUE_SERIALIZER", "serializer key")
+        meta.i32(2, "top level")
+        meta.utf(classes.ROW, "class")
+        for n in (3, classes.COMPOSITE_MAGIC, 4):
+            meta.i32(n, "int")
+        meta.boolean(True)
+        for n in (classes.NESTED_MAGIC, 1, 1):
+            meta.i32(n, "int")
+        meta.utf(classes.KRYO, "class")
+        meta.i32(2, "version")
+        meta.utf("FixtureJob$Opaque", "Kryo class")
+        for _ in range(3):
+            meta.i64(classes.OPTIONAL_MAP_HEADER, "optional map")
+            meta.i32(0, "size")
+        elements = [b"\x00" + encode(pa.struct([("value", pa.int64())]), {"value": 7})]
+        bytes_type = Types.PRIMITIVE_ARRAY(Types.BYTE())
+        mode = OperatorStateMode.SPLIT_DISTRIBUTE
+        return [[OperatorStateData("rows", mode, bytes_type, elements, None, {VERBATIM: bytes(meta.buf)})]]
+
+
+def test_a_carried_row_snapshot_of_version_4_is_refused_for_flink_1_13(tmp_path: Path) -> None:
+    write_operators([_RowOfKryo()], str(tmp_path / "source"), 1)
+    source = read_savepoint(str(tmp_path / "source"), flink_version="2.3")
+    info = source.operator_infos("row-of-kryo")[0]
+    assert row_outer_versions(info.meta) == {4}
+    with pytest.raises(
+        UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\].*'rows'.*outer version 4.*1\.13"
+    ):
+        write_savepoint(source, str(tmp_path / "old"), flink_version="1.13")
+    assert not (tmp_path / "old").exists()
+    again = write_savepoint(source, str(tmp_path / "again"), flink_version="2.3")
+    assert streams(again, "operator") == streams(source, "operator")  # carried for 1.14+, as it was
