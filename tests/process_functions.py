@@ -370,3 +370,19 @@ class BatchLog:
             return []
         with open(self.path, encoding="utf-8") as file:
             return [(b, [tuple(r) for r in rows]) for b, rows in map(json.loads, file)]
+
+
+class TimerLog(KeyedProcessFunction):
+    """Registers nothing; each timer that fires emits (key, its time, its time domain, the
+    watermark when it fired)."""
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        return iter(())
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
+        yield (
+            ctx.get_current_key(),
+            timestamp,
+            ctx.time_domain().name,
+            ctx.timer_service().current_watermark(),
+        )

@@ -23,7 +23,8 @@ from ..descriptors import MapStateDescriptor
 from ..errors import StateAccessError, StateTypeError
 from ..interfaces import MapState
 from ..keyed.backend import AbstractKeyedStateBackend
-from ..types.mapping import Types
+from ..keyed.snapshot import StateMetaInfo
+from ..types.mapping import TypeInformation, Types
 
 _timerpath: ModuleType | None
 try:
@@ -49,8 +50,20 @@ _COMPACT_MIN = 1024
 _MIN_TIME, _MAX_TIME = -(1 << 63), (1 << 63) - 1
 
 
+def _timer_map(name: str) -> MapStateDescriptor:
+    return MapStateDescriptor(name, Types.LONG(), Types.BOOLEAN())
+
+
 def timer_descriptor(domain: TimeDomain) -> MapStateDescriptor:
-    return MapStateDescriptor(TIMER_STATES[domain], Types.LONG(), Types.BOOLEAN())
+    return _timer_map(TIMER_STATES[domain])
+
+
+def timer_state_meta(name: str, namespace_type: TypeInformation | None) -> StateMetaInfo:
+    """The keyed state holding the timers of the timer queue ``name`` (Flink's name,
+    ``_timer_state/<event|processing>_<service>``) in namespaces of ``namespace_type`` (None:
+    void): the map of timestamps this module keeps, for a restore of another service's timers."""
+    desc = _timer_map(name)
+    return StateMetaInfo(name, desc.kind, desc.type_info, desc.key_type_info, namespace_type)
 
 
 class TimerQueue:

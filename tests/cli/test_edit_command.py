@@ -142,9 +142,9 @@ def test_convert_to_flinkstate_refusals(local_job: Job, run: Run, tmp_path: Path
     assert not fsspec.filesystem("memory").find("/flinkstate-convert-dry-run")
     ours = run("convert", local_job.root, str(tmp_path / "x"), "--to", "flinkstate", code=3)
     assert ours.stderr.startswith("[UNSUPPORTED_FORMAT]")
-    window = ["--operator", "window-sum"]
-    timers = run("convert", str(fixture), str(tmp_path / "t"), "--to", "flinkstate", *window, code=3)
-    assert timers.stderr.startswith("[FLINK_UNSUPPORTED]") and "timers" in timers.stderr
-    assert not (tmp_path / "t" / "_metadata").exists()
+    both = ["--operator", "window-sum", "--operator", "keyed-states"]  # window-sum converts, TTL does not
+    ttl = run("convert", str(fixture), str(tmp_path / "t"), "--to", "flinkstate", *both, code=3)
+    assert ttl.stderr.startswith("[FLINK_UNSUPPORTED] operator 'keyed-states', state 'ttl_")
+    assert not (tmp_path / "t").exists()
     p = run("convert", str(fixture), str(tmp_path / "p"), "--to", "flinkstate", "-p", "2", code=3)
     assert p.stderr.startswith("[INVALID_OPTION] --parallelism")

@@ -2,7 +2,8 @@
 
 Keyed states are restored per key group of the backend's range with the types their
 serializer snapshots give; keys whose Java ``hashCode()`` we do not compute (Tuple, Row,
-POJO...) go to the key group our hash gives them, not Flink's. Operator list, union and
+POJO...) go to the key group our hash gives them, not Flink's. Timers are restored as the
+map states our timer service keeps (:mod:`.timers`). Operator list, union and
 broadcast states are repartitioned like ours. Flink does not store a state's TTL duration,
 so TTL states restore as plain state (their last-access timestamps are in
 :meth:`.savepoint.FlinkSavepoint.keyed_state`). States whose serializer cannot be decoded (Kryo,
@@ -31,6 +32,7 @@ from ..errors import UnsupportedSerializerError
 from ..metadata.metadata_read import OperatorMeta
 from ..streams.header_read import KeyedHeader, StateInfo
 from ..streams.keyed_read import KeyGroupDecoder, StateRows
+from .timers import timer_entries, timer_meta
 
 
 class Savepoint(Protocol):
@@ -45,6 +47,10 @@ class Savepoint(Protocol):
     def decode_keyed(
         self, operator: str, state: str, key_groups: Iterable[int] | None = None
     ) -> StateRows: ...
+
+    def decode_timers(
+        self, operator: str, queue: str, key_groups: Iterable[int] | None = None
+    ) -> list[StateRows]: ...
 
     def operator_infos(self, operator: str) -> list[StateInfo]: ...
 
@@ -159,12 +165,16 @@ def restore_keyed(
     key_type = header.key.type_info
     backend.restore_key_type(key_type)
     wanted = set(states) if states is not None else None
-    infos = [s for s in header.states if not s.is_timer and (wanted is None or s.name in wanted)]
-    metas = {s.name: _meta(s, sp.directory) for s in infos}
+    infos = [s for s in header.states if wanted is None or s.name in wanted]
+    what = f"{sp.directory}: operator {operator!r}"
+    metas = {s.name: timer_meta(s, what) if s.is_timer else _meta(s, sp.directory) for s in infos}
     route = _router(key_type, backend)
     groups = list(backend.key_group_range) if _flink_groups(key_type) else None
     for info in infos:
-        rows = sp.decode_keyed(operator, info.name, groups)
+        if info.is_timer:
+            rows = timer_entries(info, sp.decode_timers(operator, info.name, groups))
+        else:
+            rows = sp.decode_keyed(operator, info.name, groups)
         grouped = _grouped(rows, route, key_type, metas[info.name].user_key_type)
         for kg in sorted(grouped) or [backend.key_group_range.start]:
             backend.restore_state(metas[info.name], kg, grouped.get(kg, StateColumns([], None, [])))

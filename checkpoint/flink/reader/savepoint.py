@@ -377,9 +377,13 @@ class FlinkSavepoint:
         after the key-group prefix, ``value`` the value bytes (:mod:`..writer.passthrough`)."""
         return [rows for rows, _ in self._decode(operator, state, None, timers, RawEntries)]
 
-    def decode_timers(self, operator: str, queue: str) -> list[StateRows]:
-        """Each subtask's timers of timer queue ``queue`` (the timestamp is the ``value``)."""
-        return [rows for rows, _ in self._decode(operator, queue, None, timers=True)]
+    def decode_timers(
+        self, operator: str, queue: str, key_groups: Iterable[int] | None = None
+    ) -> list[StateRows]:
+        """Each subtask's timers of timer queue ``queue`` (the timestamp is the ``value``) in the
+        key groups ``key_groups`` (all if None)."""
+        wanted = None if key_groups is None else set(key_groups)
+        return [rows for rows, _ in self._decode(operator, queue, wanted, timers=True)]
 
     def keyed_header(self, operator: str) -> KeyedHeader | None:
         return self._header(self.operator(operator))
