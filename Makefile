@@ -11,7 +11,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: help setup demo test test-fast test-flink fuzz bench docs lint typecheck clean
+.PHONY: help setup demo test test-fast test-flink fuzz faults bench docs lint typecheck clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -57,6 +57,9 @@ SEED ?= 1
 COUNT ?= 5000
 fuzz: $(STAMP)  ## hunt hostile bytes: COUNT mutations (SEED) of every Flink fixture and a checkpoint of ours
 	$(BIN)/python tests/support/hunt.py --seed $(SEED) --count $(COUNT)
+
+faults: $(STAMP)  ## object-store faults: every fault kind at every request of each public path (S3 on loopback)
+	FAULTS=all $(BIN)/python -m pytest -m s3 -s tests/checkpoint/test_storage_faults.py
 
 bench: $(STAMP)  ## run the benchmarks (JSON lines; BENCH_ARGS="--quick --only P1")
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)

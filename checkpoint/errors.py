@@ -11,6 +11,13 @@ class CheckpointError(FlinkStateError):
     default_code = "CHECKPOINT_ERROR"
 
 
+class StorageError(CheckpointError, OSError):
+    """The storage failed a request after its retries (an object store's errors, resets,
+    timeouts; a local filesystem's I/O errors). Nothing it left half done is committed."""
+
+    default_code = "STORAGE_FAILED"
+
+
 class CheckpointCorruptError(CheckpointError):
     """A manifest or data file is truncated, altered or unreadable; the message names it."""
 

@@ -23,6 +23,7 @@ import fsspec
 from flinkstate.state.extras import missing
 
 from .errors import CheckpointError, CheckpointExistsError, CheckpointNotFoundError
+from .storage_calls import OutputFile, calling, typed, with_defaults
 
 
 class InputFile:
@@ -35,7 +36,8 @@ class InputFile:
         self._size = size
 
     def read(self, size: int = -1) -> bytes:
-        data: bytes = self._raw.read(size)
+        with calling(self._storage, "a read"):
+            data: bytes = self._raw.read(size)
         if self._storage is not None:
             self._storage._add_read(len(data))
         return data
@@ -46,7 +48,8 @@ class InputFile:
         return len(data)
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return int(self._raw.seek(offset, whence))
+        with calling(self._storage, "a seek"):
+            return int(self._raw.seek(offset, whence))
 
     def tell(self) -> int:
         return int(self._raw.tell())
@@ -87,7 +90,7 @@ class Storage:
         self.url = url
         self.options = dict(storage_options or {})
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(url, **self.options)
+            self.fs, self.root = fsspec.core.url_to_fs(url, **with_defaults(url, self.options))
         except ImportError as exc:
             if url.split("://", 1)[0] in ("s3", "s3a"):
                 raise missing("s3fs", f"storage {_redact(url)}") from exc
@@ -130,9 +133,11 @@ class Storage:
 
     # -- reading ---------------------------------------------------------------
 
+    @typed("checking")
     def exists(self, relative: str) -> bool:
         return bool(self.fs.exists(self.path(relative)))
 
+    @typed("reading")
     def read_bytes(self, relative: str) -> bytes:
         try:
             with self.fs.open(self.path(relative), "rb") as f:
@@ -144,6 +149,7 @@ class Storage:
             self.bytes_read += len(data)
         return data
 
+    @typed("opening")
     def open_input(self, relative: str) -> InputFile:
         """A seekable input file for ranged reads (Parquet footers, row groups)."""
         try:
@@ -154,9 +160,11 @@ class Storage:
             self.files_opened += 1
         return InputFile(raw, self)
 
+    @typed("sizing")
     def size(self, relative: str) -> int:
         return int(self.fs.size(self.path(relative)))
 
+    @typed("listing")
     def list_dir(self, relative: str = "") -> list[str]:
         """Names (not paths) directly under ``relative``; empty if it does not exist."""
         base = self.path(relative) if relative else self.root
@@ -167,6 +175,7 @@ class Storage:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
+    @typed("listing")
     def file_sizes(self, relative: str = "") -> dict[str, int]:
         """The files directly under ``relative`` (names, not paths) with their sizes in bytes:
         one fresh listing (a cached one is dropped first), no request per file; empty if it
@@ -194,7 +203,8 @@ class Storage:
         base = self.path(relative) if relative else self.root
         self.fs.invalidate_cache(base)
         try:
-            found = self.fs.find(base, detail=detail)
+            with calling(self, f"listing {relative}"):
+                found = self.fs.find(base, detail=detail)
         except FileNotFoundError:
             return
         prefix = self.root.rstrip("/") + "/"
@@ -207,21 +217,25 @@ class Storage:
 
     # -- writing ---------------------------------------------------------------
 
+    @typed("creating directory")
     def makedirs(self, relative: str) -> None:
         if self.is_local or self.protocol == "memory":
             self.fs.makedirs(self.path(relative), exist_ok=True)
 
+    @typed("writing")
     def write_bytes(self, relative: str, data: bytes) -> None:
         """Write a new (uniquely named) file."""
         self.makedirs(posixpath.dirname(relative))
         with self.fs.open(self.path(relative), "wb") as f:
             f.write(data)
 
+    @typed("opening for writing")
     def open_output(self, relative: str) -> Any:
         """A writable file for a new (uniquely named) file."""
         self.makedirs(posixpath.dirname(relative))
-        return self.fs.open(self.path(relative), "wb")
+        return OutputFile(self.fs.open(self.path(relative), "wb"), self, relative)
 
+    @typed("creating")
     def create_exclusive(self, relative: str, data: bytes) -> None:
         """Create ``relative`` with ``data`` whole, or raise if it already exists."""
         target = self.path(relative)
@@ -252,6 +266,7 @@ class Storage:
                 f"cannot create {relative} under {self!r}: {exc}", code="WRITE_FAILED"
             ) from exc
 
+    @typed("deleting")
     def delete(self, relative: str) -> None:
         """Delete a file or a whole directory; missing ones are ignored."""
         target = self.path(relative)
