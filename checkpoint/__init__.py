@@ -17,6 +17,7 @@ Views: state as the rows and schemas of its DataFrame views, and where its weigh
 """
 
 from .arrow_codec import to_arrow
+from .diffing.scopes import ScopeDiff, element_diff, scope_diff
 from .edits import Change, EditPlan, KeyedRows, SavepointEdits
 from .errors import (
     CheckpointCorruptError,
@@ -118,6 +119,7 @@ __all__ = [
     "PendingStatus",
     "Rollback",
     "SavepointEdits",
+    "ScopeDiff",
     "Storage",
     "SubtaskEntry",
     "SubtaskResult",
@@ -131,6 +133,7 @@ __all__ = [
     "compacted_chain",
     "completed_ids",
     "edit_checkpoint",
+    "element_diff",
     "expiry_cutoff",
     "fit",
     "key_group_files",
@@ -158,6 +161,7 @@ __all__ = [
     "rewrite_max_parallelism",
     "rollback",
     "rows_of_keys",
+    "scope_diff",
     "spark_compatible",
     "state_entries",
     "store_state_file",

@@ -35,6 +35,7 @@ from flinkstate.checkpoint import (
     only_key_groups,
     read_key_groups,
     rows_of_keys,
+    scope_diff,
 )
 
 from ...errors import ChangeFeedError, OptionError
@@ -45,7 +46,6 @@ from .diff import (
     DiffPlan,
     delta_files,
     diff_plans,
-    scope_diff,
     stored_rows,
 )
 from .native import StateDiffPartition, StatePlan, is_native, state_plans
@@ -198,9 +198,9 @@ class ChangeFeedReader(FlinkStateReader):
         for kg, old, new in groups:
             before = stored_rows(old, meta, op.key_type, kg, pickle)
             after = stored_rows(new, meta, op.key_type, kg, pickle)
-            deletes, upserts = scope_diff(before, after, meta)
-            if deletes is not None or upserts is not None:
-                yield from self._changes(deletes, upserts, checkpoint_id)
+            diff = scope_diff(before, after, meta.kind)
+            if not diff.empty:
+                yield from self._changes(diff.deletes, diff.upserts, checkpoint_id)
 
     def _changes(
         self, deletes: pa.Table | None, upserts: pa.Table | None, checkpoint_id: int
