@@ -14,10 +14,14 @@ writer's and the streaming sink's one way), stored under a name no task shares
 (:func:`store_state_file`), a chain merged into one (:func:`compacted_chain`). Offline edits
 (:class:`SavepointEdits`, :func:`edit_checkpoint`; Flink's savepoints: ``flink.edit_savepoint``).
 Views: state as the rows and schemas of its DataFrame views, and where its weight lies.
+Differences of any two snapshots, ours or Flink's (:func:`open_side`, :func:`state_pairs`,
+:func:`plan_keyed_diff`, :func:`operator_diff`; the change feed's rule, :func:`scope_diff`).
 """
 
 from .arrow_codec import to_arrow
+from .diffing.plan import DiffSettings, KeyedDiff, StatePairs, operator_diff, plan_keyed_diff, state_pairs
 from .diffing.scopes import ScopeDiff, element_diff, scope_diff
+from .diffing.sides import FlinkSide, KeyedSide, OurSide, Side, StateName, open_side
 from .edits import Change, EditPlan, KeyedRows, SavepointEdits
 from .errors import (
     CheckpointCorruptError,
@@ -27,6 +31,7 @@ from .errors import (
     CheckpointStateError,
     CommitFilesMissingError,
     EditError,
+    SnapshotDiffError,
 )
 from .local_cache import DEFAULT_CACHE_BYTES, CachedStorage, FileCache
 from .manifest import (
@@ -104,22 +109,31 @@ __all__ = [
     "CheckpointTarget",
     "CommitFilesMissingError",
     "CompletedCheckpoint",
+    "DiffSettings",
     "EditError",
     "EditPlan",
     "FileCache",
     "FileRef",
+    "FlinkSide",
     "Garbage",
     "KeyGroupFiles",
+    "KeyedDiff",
     "KeyedRows",
+    "KeyedSide",
     "Load",
     "Manifest",
     "OperatorEntry",
     "OperatorStateInfo",
+    "OurSide",
     "PendingCheckpoint",
     "PendingStatus",
     "Rollback",
     "SavepointEdits",
     "ScopeDiff",
+    "Side",
+    "SnapshotDiffError",
+    "StateName",
+    "StatePairs",
     "Storage",
     "SubtaskEntry",
     "SubtaskResult",
@@ -150,12 +164,15 @@ __all__ = [
     "nested_options",
     "only_key_groups",
     "open_checkpoint",
+    "open_side",
+    "operator_diff",
     "operator_rows",
     "operator_state_file",
     "operator_view_schema",
     "parse_id_set",
     "parse_json_keys",
     "plan_checkpoint_edits",
+    "plan_keyed_diff",
     "read_key_groups",
     "refuse_native",
     "rewrite_max_parallelism",
@@ -164,6 +181,7 @@ __all__ = [
     "scope_diff",
     "spark_compatible",
     "state_entries",
+    "state_pairs",
     "store_state_file",
     "stored_key_group",
     "subtask_loads",

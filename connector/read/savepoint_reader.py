@@ -30,11 +30,11 @@ from flinkstate.checkpoint.flink import (
     FlinkSavepoint,
     RowDataReader,
     SqlTypeInfo,
+    hashed_key_type,
     key_group_of,
     nested_view,
 )
 from flinkstate.state import FlinkStateError, assign_to_key_group
-from flinkstate.state.keygroups import java_hashed
 from flinkstate.state.types import canonical_float
 
 from ..errors import OptionError
@@ -133,15 +133,11 @@ class FlinkSavepointReader(DataSourceReader):
             found = sp.keyed_info(options.operator, options.state or "")
             keyed = found is not None
             if found is not None:
-                # Only keys whose Java hashCode() we compute (basic types) and SQL RowData keys
-                # (hashed as BinaryRowData) prune key groups; other keys (PyFlink Python state,
-                # Tuple, Row, POJO) hash unlike ours in Flink: they still filter rows.
-                python = found[1].name != options.state
+                # Keys whose Java hashCode() we compute (basic types) and SQL RowData keys (hashed
+                # as BinaryRowData) prune key groups; other keys still filter rows.
                 rowdata = found[0].key.serializer if found[0].key.snapshot_class == ROWDATA else None
                 self.rowdata_fields = rowdata.fields if isinstance(rowdata, RowDataReader) else None
-                key_type = found[0].key.type_info
-                plain = not python and self.rowdata_fields is None
-                self.key_type = key_type if plain and key_type is not None and java_hashed(key_type) else None
+                self.key_type = hashed_key_type(sp, options.operator, options.state or "")
                 self.max_parallelism = op.max_parallelism
                 self.subtask_groups = [
                     (s.index, s.managed_keyed.key_groups) for s in op.subtasks if s.managed_keyed is not None

@@ -4,12 +4,14 @@ A state whose TTL uses ``cleanup_full_snapshot`` is held in full in every checkp
 its expiry is never a recorded change, so its changes at checkpoint ``k`` are the
 difference between the full files of ``k`` and of the checkpoint before (per key group
 and scope, by :func:`flinkstate.checkpoint.scope_diff`: a scope gone is a ``delete``; a new or
-changed one an ``update``, after a ``delete`` for a LIST or MAP). Every other state's changes are the deltas ``k`` wrote.
+changed one an ``update``, after a ``delete`` for a LIST or MAP). Every other state's changes
+are the deltas ``k`` wrote.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
