@@ -20,6 +20,7 @@ Differences of any two snapshots, ours or Flink's (:func:`open_side`, :func:`sta
 
 from .arrow_codec import to_arrow
 from .diffing.plan import DiffSettings, KeyedDiff, StatePairs, operator_diff, plan_keyed_diff, state_pairs
+from .diffing.rows import FEED_FIELDS, change_rows, change_schema
 from .diffing.scopes import ScopeDiff, element_diff, scope_diff
 from .diffing.sides import FlinkSide, KeyedSide, OurSide, Side, StateName, open_side
 from .edits import Change, EditPlan, KeyedRows, SavepointEdits
@@ -109,6 +110,7 @@ __all__ = [
     "CheckpointTarget",
     "CommitFilesMissingError",
     "CompletedCheckpoint",
+    "FEED_FIELDS",
     "DiffSettings",
     "EditError",
     "EditPlan",
@@ -144,6 +146,8 @@ __all__ = [
     "broadcast_map_file",
     "check_files",
     "check_ids_below",
+    "change_rows",
+    "change_schema",
     "compacted_chain",
     "completed_ids",
     "edit_checkpoint",
