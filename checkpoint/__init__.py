@@ -23,6 +23,7 @@ from .diffing.plan import DiffSettings, KeyedDiff, StatePairs, operator_diff, pl
 from .diffing.rows import FEED_FIELDS, change_rows, change_schema
 from .diffing.scopes import ScopeDiff, element_diff, scope_diff
 from .diffing.sides import FlinkSide, KeyedSide, OurSide, Side, StateName, open_side
+from .diffing.snapshots import StateChanges, StateDiff, diff_state, plan_state_diff
 from .edits import Change, EditPlan, KeyedRows, SavepointEdits
 from .errors import (
     CheckpointCorruptError,
@@ -135,6 +136,8 @@ __all__ = [
     "Side",
     "SnapshotDiffError",
     "StateName",
+    "StateChanges",
+    "StateDiff",
     "StatePairs",
     "Storage",
     "SubtaskEntry",
@@ -150,6 +153,7 @@ __all__ = [
     "change_schema",
     "compacted_chain",
     "completed_ids",
+    "diff_state",
     "edit_checkpoint",
     "element_diff",
     "expiry_cutoff",
@@ -177,6 +181,7 @@ __all__ = [
     "parse_json_keys",
     "plan_checkpoint_edits",
     "plan_keyed_diff",
+    "plan_state_diff",
     "read_key_groups",
     "refuse_native",
     "rewrite_max_parallelism",

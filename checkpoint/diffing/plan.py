@@ -180,8 +180,11 @@ def _same_files(
     return frozenset(kg for kg, names in new_files.items() if old_files.get(kg) == names)
 
 
-def operator_diff(old: Side, new: Side, operator: str, state: str, settings: DiffSettings) -> ScopeDiff:
-    """Operator list or union state compared as elements; broadcast state as a map."""
+def operator_diff(
+    old: Side, new: Side, operator: str, state: str, settings: DiffSettings
+) -> tuple[ScopeDiff, pa.Schema]:
+    """(the difference, the view's schema) of operator list or union state, compared as
+    elements, or of broadcast state, compared as a map."""
     if settings.keys is not None or settings.key_groups is not None:
         raise SnapshotDiffError(f"keys and key groups select keyed state; {state!r} is operator state")
     sides = [_operator_table(side, operator, state) for side in (old, new)]
@@ -197,7 +200,8 @@ def operator_diff(old: Side, new: Side, operator: str, state: str, settings: Dif
     _comparable(ot.schema, nt.schema, (), f"state {state!r} of operator {operator!r}")
     from flinkstate.state.descriptors import StateKind
 
-    return scope_diff(ot, nt, StateKind.VALUE) if broadcast else element_diff(ot, nt)
+    diff = scope_diff(ot, nt, StateKind.VALUE) if broadcast else element_diff(ot, nt)
+    return diff, nt.schema
 
 
 def _operator_table(side: Side, operator: str, state: str) -> tuple[bool, pa.Table] | None:
