@@ -92,7 +92,22 @@ def flink_schema(options: ReadOptions, sp: FlinkSavepoint) -> pa.Schema:
         schema = sp.schema(options.operator, options.state or "")
         if not options.flatten and sp.keyed_info(options.operator, options.state or "") is not None:
             schema = nested_view(schema.empty_table()).schema
+    return spark_schema(schema)
+
+
+def spark_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as Spark takes it from Arrow (its types, microsecond timestamps)."""
     return pa.schema([pa.field(f.name, _micros(spark_compatible(f.type))) for f in schema])
+
+
+def to_spark(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s columns of ``schema`` (Spark's, see :func:`spark_schema`), nanosecond
+    timestamps floored to microseconds."""
+    table = table.select(schema.names)
+    if any(c.type != _micros(c.type) for c in table.columns):
+        columns = [_floor_micros(c.combine_chunks()) for c in table.columns]
+        table = pa.Table.from_arrays(columns, names=table.column_names)
+    return table.cast(schema)
 
 
 def _micros(t: pa.DataType) -> pa.DataType:
@@ -190,11 +205,7 @@ class FlinkSavepointReader(DataSourceReader):
         assert isinstance(partition, FlinkPartition)
         table = self._table(self.savepoint, partition)
         if table.num_rows:
-            table = table.select(self.arrow_schema.names)
-            if any(c.type != _micros(c.type) for c in table.columns):
-                columns = [_floor_micros(c.combine_chunks()) for c in table.columns]
-                table = pa.Table.from_arrays(columns, names=table.column_names)
-            yield from table.cast(self.arrow_schema).to_batches()
+            yield from to_spark(table, self.arrow_schema).to_batches()
 
     def _table(self, sp: FlinkSavepoint, partition: FlinkPartition) -> pa.Table:
         operator, state = self.options.operator, self.options.state or ""
