@@ -22,7 +22,7 @@ import pyarrow as pa
 from flinkstate.state import FlinkStateError, InvalidArgumentError
 
 from ..errors import CheckpointNotFoundError, SnapshotDiffError
-from ..reading.keys import key_groups_of, keys_of_type
+from ..reading.keys import check_ids_below, key_groups_of, keys_of_type
 from .scopes import ScopeDiff, element_diff, scope_diff
 from .sides import KeyedSide, Side, StateName
 
@@ -159,6 +159,8 @@ def plan_keyed_diff(
             f"{what} has max parallelism {o.max_parallelism} in the old snapshot and {n.max_parallelism} "
             "in the new one, so key groups are numbered otherwise on each side: select keys instead"
         )
+    if settings.key_groups is not None:
+        check_ids_below(settings.key_groups, n.max_parallelism, "keyGroups", "key groups")
     old_keys, new_keys = _typed(settings.keys, o, old.label), _typed(settings.keys, n, new.label)
     old_groups = _wanted(o, old_keys, settings.key_groups) if found_old else frozenset()
     new_groups = _wanted(n, new_keys, settings.key_groups) if found_new else frozenset()
