@@ -15,14 +15,14 @@ writer's and the streaming sink's one way), stored under a name no task shares
 (:class:`SavepointEdits`, :func:`edit_checkpoint`; Flink's savepoints: ``flink.edit_savepoint``).
 Views: state as the rows and schemas of its DataFrame views, and where its weight lies.
 Differences of any two snapshots, ours or Flink's (:func:`open_side`, :func:`state_pairs`,
-:func:`plan_keyed_diff`, :func:`operator_diff`; the change feed's rule, :func:`scope_diff`).
+:func:`plan_state_diff`, :func:`diff_state`; the change feed's rule, :func:`scope_diff`).
 """
 
 from .arrow_codec import to_arrow
-from .diffing.plan import DiffSettings, KeyedDiff, StatePairs, operator_diff, plan_keyed_diff, state_pairs
-from .diffing.rows import FEED_FIELDS, change_rows, change_schema
-from .diffing.scopes import ScopeDiff, element_diff, scope_diff
-from .diffing.sides import FlinkSide, KeyedSide, OurSide, Side, StateName, open_side
+from .diffing.plan import DiffSettings, KeyedDiff, StatePairs, state_pairs
+from .diffing.rows import change_rows, change_schema
+from .diffing.scopes import ScopeDiff, scope_diff
+from .diffing.sides import KeyedSide, Side, StateName, open_side
 from .diffing.snapshots import StateChanges, StateDiff, diff_state, plan_state_diff
 from .edits import Change, EditPlan, KeyedRows, SavepointEdits
 from .errors import (
@@ -111,13 +111,11 @@ __all__ = [
     "CheckpointTarget",
     "CommitFilesMissingError",
     "CompletedCheckpoint",
-    "FEED_FIELDS",
     "DiffSettings",
     "EditError",
     "EditPlan",
     "FileCache",
     "FileRef",
-    "FlinkSide",
     "Garbage",
     "KeyGroupFiles",
     "KeyedDiff",
@@ -127,7 +125,6 @@ __all__ = [
     "Manifest",
     "OperatorEntry",
     "OperatorStateInfo",
-    "OurSide",
     "PendingCheckpoint",
     "PendingStatus",
     "Rollback",
@@ -155,7 +152,6 @@ __all__ = [
     "completed_ids",
     "diff_state",
     "edit_checkpoint",
-    "element_diff",
     "expiry_cutoff",
     "fit",
     "key_group_files",
@@ -173,14 +169,12 @@ __all__ = [
     "only_key_groups",
     "open_checkpoint",
     "open_side",
-    "operator_diff",
     "operator_rows",
     "operator_state_file",
     "operator_view_schema",
     "parse_id_set",
     "parse_json_keys",
     "plan_checkpoint_edits",
-    "plan_keyed_diff",
     "plan_state_diff",
     "read_key_groups",
     "refuse_native",

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.state import FlinkStateError, InvalidArgumentError
+from flinkstate.state.descriptors import StateKind
 
 from ..errors import CheckpointNotFoundError, SnapshotDiffError
 from ..reading.keys import check_ids_below, key_groups_of, keys_of_type
@@ -200,8 +201,6 @@ def operator_diff(
             f"state {state!r} of operator {operator!r} is broadcast state on one side only"
         )
     _comparable(ot.schema, nt.schema, (), f"state {state!r} of operator {operator!r}")
-    from flinkstate.state.descriptors import StateKind
-
     diff = scope_diff(ot, nt, StateKind.VALUE) if broadcast else element_diff(ot, nt)
     return diff, nt.schema
 
