@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import USERS, Job, Run, model
+from conftest import ORDERS, USERS, Job, Run, model
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "flink" / "rocksdb_canonical"
 
@@ -37,6 +37,10 @@ def test_two_checkpoints_of_a_root(job: Job, run: Run) -> None:
     assert {r["change_type"] for r in count_rows} == {"update"}  # type: ignore[union-attr]
     events = found[("counter", "events")]["rows"]
     assert sum(r["change_type"] == "delete" for r in events) == len(USERS)  # type: ignore[union-attr]
+    amount = found[("orders", "amount")]  # ROW keys
+    assert (amount["added"], amount["removed"], amount["changed"]) == (0, 0, len(ORDERS))
+    got = {(r["key"]["region"], r["key"]["id"]): r["value"] for r in amount["rows"]}  # type: ignore[union-attr]
+    assert got == new["amount"]
     for state in ("offsets", "sources", "rules"):
         assert _states(doc)[("source", state)]["changed"] == 0 and not found[("source", state)]["rows"]
 

@@ -5,6 +5,7 @@ parallelism; a self-diff; states that cannot be compared."""
 
 from __future__ import annotations
 
+from collections import namedtuple
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,23 @@ def test_states_that_do_not_compare_are_refused(tmp_path: Path) -> None:
     maps = one(tmp_path / "c", {"x": 1})
     with pytest.raises(SnapshotDiffError, match="DIFF_INCOMPARABLE"):
         diff_state(open_side(longs), open_side(maps), "op", "s", DiffSettings())
+
+
+def test_namedtuple_keys_and_namespaces(tmp_path: Path) -> None:
+    """ROW keys given as namedtuples (and as JSON arrays to select them), float fields, nulls."""
+    point = namedtuple("point", ["region", "x"])
+    desc = ValueStateDescriptor("v", Types.STRING())
+    storage = CheckpointStorage(str(tmp_path / "rows"))
+    live = HeapKeyedStateBackend(max_parallelism=MAX_P)
+    keys = [point(r, x) for r in ("eu", "ünï", "") for x in (0.5, -0.0, 2.0)]
+    paths = []
+    for round_ in range(2):
+        for i, key in enumerate(keys):
+            live.set_current_key(key)
+            if (i + round_) % 4:
+                live.get_partitioned_state(i % 2, desc).update(f"{key.region}/{(i * round_) % 3}")
+            else:
+                live.get_partitioned_state(i % 2, desc).clear()
+        paths.append(checkpoint_now(storage, live).directory.url)
+    for settings in (DiffSettings(), DiffSettings(keys=(["ünï", 0.5], ["eu", -0.0], ["nowhere", 1.0]))):
+        assert not _check(paths[0], paths[1], "v", settings).identical
