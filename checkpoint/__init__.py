@@ -14,9 +14,16 @@ writer's and the streaming sink's one way), stored under a name no task shares
 (:func:`store_state_file`), a chain merged into one (:func:`compacted_chain`). Offline edits
 (:class:`SavepointEdits`, :func:`edit_checkpoint`; Flink's savepoints: ``flink.edit_savepoint``).
 Views: state as the rows and schemas of its DataFrame views, and where its weight lies.
+Differences of any two snapshots, ours or Flink's (:func:`open_side`, :func:`state_pairs`,
+:func:`plan_state_diff`, :func:`diff_state`; the change feed's rule, :func:`scope_diff`).
 """
 
 from .arrow_codec import to_arrow
+from .diffing.plan import DiffSettings, KeyedDiff, StatePairs, state_pairs
+from .diffing.rows import change_rows, change_schema
+from .diffing.scopes import ScopeDiff, scope_diff
+from .diffing.sides import KeyedSide, Side, StateName, open_side
+from .diffing.snapshots import StateChanges, StateDiff, diff_state, plan_state_diff
 from .edits import Change, EditPlan, KeyedRows, SavepointEdits
 from .errors import (
     CheckpointCorruptError,
@@ -26,6 +33,7 @@ from .errors import (
     CheckpointStateError,
     CommitFilesMissingError,
     EditError,
+    SnapshotDiffError,
 )
 from .local_cache import DEFAULT_CACHE_BYTES, CachedStorage, FileCache
 from .manifest import (
@@ -103,13 +111,16 @@ __all__ = [
     "CheckpointTarget",
     "CommitFilesMissingError",
     "CompletedCheckpoint",
+    "DiffSettings",
     "EditError",
     "EditPlan",
     "FileCache",
     "FileRef",
     "Garbage",
     "KeyGroupFiles",
+    "KeyedDiff",
     "KeyedRows",
+    "KeyedSide",
     "Load",
     "Manifest",
     "OperatorEntry",
@@ -118,6 +129,13 @@ __all__ = [
     "PendingStatus",
     "Rollback",
     "SavepointEdits",
+    "ScopeDiff",
+    "Side",
+    "SnapshotDiffError",
+    "StateName",
+    "StateChanges",
+    "StateDiff",
+    "StatePairs",
     "Storage",
     "SubtaskEntry",
     "SubtaskResult",
@@ -128,8 +146,11 @@ __all__ = [
     "broadcast_map_file",
     "check_files",
     "check_ids_below",
+    "change_rows",
+    "change_schema",
     "compacted_chain",
     "completed_ids",
+    "diff_state",
     "edit_checkpoint",
     "expiry_cutoff",
     "fit",
@@ -147,19 +168,23 @@ __all__ = [
     "nested_options",
     "only_key_groups",
     "open_checkpoint",
+    "open_side",
     "operator_rows",
     "operator_state_file",
     "operator_view_schema",
     "parse_id_set",
     "parse_json_keys",
     "plan_checkpoint_edits",
+    "plan_state_diff",
     "read_key_groups",
     "refuse_native",
     "rewrite_max_parallelism",
     "rollback",
     "rows_of_keys",
+    "scope_diff",
     "spark_compatible",
     "state_entries",
+    "state_pairs",
     "store_state_file",
     "stored_key_group",
     "subtask_loads",

@@ -56,6 +56,13 @@ class EditError(CheckpointError):
     default_code = "INVALID_EDIT"
 
 
+class SnapshotDiffError(CheckpointError):
+    """Two snapshots whose states cannot be compared entry by entry (another kind or type, key
+    groups numbered by another max parallelism), or a diff asked of what one cannot diff."""
+
+    default_code = "DIFF_INCOMPARABLE"
+
+
 __all__ = [
     "CheckpointCorruptError",
     "CheckpointError",
@@ -64,6 +71,7 @@ __all__ = [
     "CheckpointStateError",
     "CommitFilesMissingError",
     "EditError",
+    "SnapshotDiffError",
     "StateMigrationError",
 ]
 

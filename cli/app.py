@@ -2,7 +2,7 @@
 
 Every command takes a local path or any fsspec URL (``s3://bucket/path``, ``memory://...``)
 with ``--storage-option KEY=VALUE``. Exit status: 0 success, 1 ``verify`` found a missing or
-corrupt file, 2 bad usage, 3 an error (``[CODE] message`` on stderr).
+corrupt file (or ``diff`` found differences), 2 bad usage, 3 an error (``[CODE] message`` on stderr).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from . import catalog, convert, edit, maintain, show, skew, verify
+from . import catalog, convert, diff, edit, maintain, show, skew, verify
 
 app = typer.Typer(
     name="flinkstate",
@@ -52,6 +52,7 @@ app.command("inspect", epilog=catalog.INSPECT_EXAMPLE)(catalog.inspect)
 app.command("show", epilog=show.EXAMPLE)(show.show)
 app.command("skew", epilog=skew.EXAMPLE)(skew.skew)
 app.command("verify", epilog=verify.EXAMPLE)(verify.verify)
+app.command("diff", epilog=diff.EXAMPLE)(diff.diff)
 app.command("rescale", epilog=maintain.RESCALE_EXAMPLE)(maintain.rescale)
 app.command("gc", epilog=maintain.GC_EXAMPLE)(maintain.gc)
 app.command("rollback", epilog=maintain.ROLLBACK_EXAMPLE)(maintain.rollback_root)

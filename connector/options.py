@@ -21,7 +21,7 @@ READ_OPTIONS = (
     "path", "checkpointid", "operator", "state", "flatten", "includeexpired", "allowpickle",
     "keygroupsperpartition", "watermark", "keys", "keygroups", "subtasks", "timers",
     "readchangefeed", "changestartcheckpointid", "changeendcheckpointid", "valuetype", "userkeytype",
-    "statetype", "types", "flinkversion",
+    "statetype", "types", "flinkversion", "diffagainst", "diffagainstcheckpointid", "comparettl",
 )  # fmt: skip
 DECLARING = ("valuetype", "userkeytype", "statetype", "types")
 WRITE_OPTIONS = (
@@ -41,7 +41,8 @@ _CANONICAL = {
     "changestartcheckpointid": "changeStartCheckpointId", "changeendcheckpointid": "changeEndCheckpointId",
     "valuetype": "valueType", "userkeytype": "userKeyType", "flinkkeytype": "flinkKeyType",
     "flinkvaluetype": "flinkValueType", "flinkuserkeytype": "flinkUserKeyType",
-    "sharedfilesystem": "sharedFilesystem", "flinkversion": "flinkVersion",
+    "sharedfilesystem": "sharedFilesystem", "flinkversion": "flinkVersion", "diffagainst": "diffAgainst",
+    "diffagainstcheckpointid": "diffAgainstCheckpointId", "comparettl": "compareTtl",
 }  # fmt: skip
 
 
@@ -131,6 +132,8 @@ class ReadOptions:
     flink_version: str | None = None
     """Option flinkVersion: the Flink release that wrote the Flink savepoint read (``"1.15"``),
     where its files do not tell (``read_savepoint(..., flink_version=)``)."""
+    diff: DiffOptions | None = None
+    """Option diffAgainst: the state's changes from that snapshot to the one read."""
 
     @property
     def declares(self) -> bool:
@@ -163,7 +166,46 @@ class ReadOptions:
             timers,
             _declared(plain, state),
             flink_version=_flink_version(plain),
+            diff=_diff(plain, state is not None),
         )
+
+
+@dataclass(frozen=True)
+class DiffOptions:
+    """Options diffAgainst (the old snapshot's path, opened with the same fs.* options),
+    diffAgainstCheckpointId (a checkpoint under that root) and compareTtl."""
+
+    against: str
+    checkpoint_id: int | None = None
+    compare_ttl: bool = False
+
+
+_NOT_WITH_DIFF = ("readchangefeed", "timers", "subtasks", "watermark", "flinkversion")
+
+
+def _diff(plain: Mapping[str, str], names_a_state: bool) -> DiffOptions | None:
+    """Options ``diffAgainst``, ``diffAgainstCheckpointId``, ``compareTtl``."""
+    against = plain.get("diffagainst")
+    if against is None:
+        given = [_name(k) for k in ("diffagainstcheckpointid", "comparettl") if k in plain]
+        if given:
+            raise OptionError(f"option(s) {given} need option diffAgainst")
+        return None
+    if not against.strip():
+        raise OptionError("option diffAgainst names the snapshot to compare with: a path, got nothing")
+    if not names_a_state:
+        raise OptionError("option diffAgainst compares one state: name it with options operator and state")
+    clashing = [_name(k) for k in _NOT_WITH_DIFF if k in plain]
+    if not _bool(plain, "flatten", True):
+        clashing.append("flatten=false")
+    if clashing:
+        raise OptionError(
+            f"option(s) {clashing} do not apply with diffAgainst (one state's changes between two "
+            "snapshots, one row per value, list element or map entry)"
+        )
+    return DiffOptions(
+        against.strip(), _int(plain, "diffagainstcheckpointid", None), _bool(plain, "comparettl", False)
+    )
 
 
 def _flink_version(plain: Mapping[str, str]) -> str | None:

@@ -2,9 +2,10 @@
 
 A read is decided once per data source instance (:func:`plan_read`): the options are parsed,
 the checkpoint opened (its ``_metadata`` read once), and the view chosen: a Flink savepoint,
-an operator's timers, a change feed, or one of our checkpoint's views (metadata, keyed,
-operator). The plan is kept on the instance, which Spark pickles from ``schema()`` to
-``reader()`` (they may run in separate worker processes), so neither opens it again.
+an operator's timers, a change feed, a state's diff between two snapshots, or one of our
+checkpoint's views (metadata, keyed, operator). The plan is kept on the instance, which Spark
+pickles from ``schema()`` to ``reader()`` (they may run in separate worker processes), so
+neither opens it again.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def plan_read(options: ReadOptions) -> ReadPlan:
     )
     from .read.timer_reader import TimerReader, timers_schema
 
+    if options.diff is not None:  # two snapshots, ours or Flink's, either side
+        from .read.diff_reader import DiffReader, diff_schema, plan_diff
+
+        return ReadPlan(options, plan_diff(options), diff_schema, DiffReader)
     if options.read_change_feed:  # a root of retained checkpoints, never a Flink savepoint
         check_not_declaring(options)
         return ReadPlan(options, open_range(options), change_feed_schema_of, ChangeFeedReader)

@@ -22,6 +22,7 @@ from .metadata.versions import parse_release as parse_flink_release
 from .reader.importing import import_savepoint
 from .reader.nested import nested_view
 from .reader.savepoint import FlinkSavepoint, FlinkState, is_flink_savepoint, read_savepoint
+from .reader.tables import hashed_key_type
 from .types.classes import ROWDATA
 from .types.declared_read import StateDeclaration, declarations, parse_type
 from .types.declared_write import flink_type
@@ -54,6 +55,7 @@ __all__ = [
     "edit_savepoint",
     "flink_target",
     "flink_type",
+    "hashed_key_type",
     "import_savepoint",
     "is_flink_metadata",
     "is_flink_savepoint",

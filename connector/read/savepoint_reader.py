@@ -30,11 +30,11 @@ from flinkstate.checkpoint.flink import (
     FlinkSavepoint,
     RowDataReader,
     SqlTypeInfo,
+    hashed_key_type,
     key_group_of,
     nested_view,
 )
 from flinkstate.state import FlinkStateError, assign_to_key_group
-from flinkstate.state.keygroups import java_hashed
 from flinkstate.state.types import canonical_float
 
 from ..errors import OptionError
@@ -92,7 +92,22 @@ def flink_schema(options: ReadOptions, sp: FlinkSavepoint) -> pa.Schema:
         schema = sp.schema(options.operator, options.state or "")
         if not options.flatten and sp.keyed_info(options.operator, options.state or "") is not None:
             schema = nested_view(schema.empty_table()).schema
+    return spark_schema(schema)
+
+
+def spark_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as Spark takes it from Arrow (its types, microsecond timestamps)."""
     return pa.schema([pa.field(f.name, _micros(spark_compatible(f.type))) for f in schema])
+
+
+def to_spark(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s columns of ``schema`` (Spark's, see :func:`spark_schema`), nanosecond
+    timestamps floored to microseconds."""
+    table = table.select(schema.names)
+    if any(c.type != _micros(c.type) for c in table.columns):
+        columns = [_floor_micros(c.combine_chunks()) for c in table.columns]
+        table = pa.Table.from_arrays(columns, names=table.column_names)
+    return table.cast(schema)
 
 
 def _micros(t: pa.DataType) -> pa.DataType:
@@ -133,15 +148,11 @@ class FlinkSavepointReader(DataSourceReader):
             found = sp.keyed_info(options.operator, options.state or "")
             keyed = found is not None
             if found is not None:
-                # Only keys whose Java hashCode() we compute (basic types) and SQL RowData keys
-                # (hashed as BinaryRowData) prune key groups; other keys (PyFlink Python state,
-                # Tuple, Row, POJO) hash unlike ours in Flink: they still filter rows.
-                python = found[1].name != options.state
+                # Keys whose Java hashCode() we compute (basic types) and SQL RowData keys (hashed
+                # as BinaryRowData) prune key groups; other keys still filter rows.
                 rowdata = found[0].key.serializer if found[0].key.snapshot_class == ROWDATA else None
                 self.rowdata_fields = rowdata.fields if isinstance(rowdata, RowDataReader) else None
-                key_type = found[0].key.type_info
-                plain = not python and self.rowdata_fields is None
-                self.key_type = key_type if plain and key_type is not None and java_hashed(key_type) else None
+                self.key_type = hashed_key_type(sp, options.operator, options.state or "")
                 self.max_parallelism = op.max_parallelism
                 self.subtask_groups = [
                     (s.index, s.managed_keyed.key_groups) for s in op.subtasks if s.managed_keyed is not None
@@ -194,11 +205,7 @@ class FlinkSavepointReader(DataSourceReader):
         assert isinstance(partition, FlinkPartition)
         table = self._table(self.savepoint, partition)
         if table.num_rows:
-            table = table.select(self.arrow_schema.names)
-            if any(c.type != _micros(c.type) for c in table.columns):
-                columns = [_floor_micros(c.combine_chunks()) for c in table.columns]
-                table = pa.Table.from_arrays(columns, names=table.column_names)
-            yield from table.cast(self.arrow_schema).to_batches()
+            yield from to_spark(table, self.arrow_schema).to_batches()
 
     def _table(self, sp: FlinkSavepoint, partition: FlinkPartition) -> pa.Table:
         operator, state = self.options.operator, self.options.state or ""

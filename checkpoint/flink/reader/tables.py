@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from flinkstate.state.keygroups import java_hashed
+from flinkstate.state.types.mapping import TypeInformation
+
 from ...arrow_codec import to_arrow
 from ..streams.keyed_read import StateRows
+from ..types.classes import ROWDATA
 from ..types.flink_type import FlinkType
+
+if TYPE_CHECKING:
+    from .savepoint import FlinkSavepoint
 
 TTL_TYPE = pa.timestamp("ms", tz="UTC")
 
@@ -24,6 +31,17 @@ def arrow_type(t: FlinkType | None) -> pa.DataType:
         return pa.string()
     at: pa.DataType = t.type_info.to_arrow()
     return at
+
+
+def hashed_key_type(sp: FlinkSavepoint, operator: str, state: str) -> TypeInformation | None:
+    """The key type of a keyed state whose Java ``hashCode()`` we compute (basic types), so that
+    a key's group is ours; ``None`` for other keys (PyFlink Python state, SQL RowData, Tuple,
+    Row, POJO keys hash otherwise in Flink: they still filter rows, but prune no key group)."""
+    found = sp.keyed_info(operator, state)
+    if found is None or found[1].name != state or found[0].key.snapshot_class == ROWDATA:
+        return None
+    key_type = found[0].key.type_info
+    return key_type if key_type is not None and java_hashed(key_type) else None
 
 
 def keyed_schema(rows: StateRows, key: FlinkType) -> pa.Schema:

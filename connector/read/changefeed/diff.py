@@ -3,14 +3,14 @@
 A state whose TTL uses ``cleanup_full_snapshot`` is held in full in every checkpoint and
 its expiry is never a recorded change, so its changes at checkpoint ``k`` are the
 difference between the full files of ``k`` and of the checkpoint before (per key group
-and scope: a scope gone is a ``delete``; a new or changed one an ``update``, after a
-``delete`` for a LIST or MAP). Every other state's changes are the deltas ``k`` wrote.
+and scope, by :func:`flinkstate.checkpoint.scope_diff`: a scope gone is a ``delete``; a new or
+changed one an ``update``, after a ``delete`` for a LIST or MAP). Every other state's changes
+are the deltas ``k`` wrote.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -24,8 +24,7 @@ from flinkstate.checkpoint import (
     only_key_groups,
     stored_key_group,
 )
-from flinkstate.state import StateKind, StateMetaInfo, TypeInformation
-from flinkstate.state.types import key_token
+from flinkstate.state import StateMetaInfo, TypeInformation
 
 from ...errors import ChangeFeedError
 
@@ -167,44 +166,3 @@ def stored_rows(
     if not tables:
         return None
     return stored_key_group(tables, meta, key_type, kg, allow_pickle)
-
-
-def _scopes(table: pa.Table | None) -> dict[Any, tuple[list[int], list[str]]]:
-    """Scope (by Flink's rule: :func:`~flinkstate.state.types.canonical.key_token`) -> (its row
-    indexes, its rows as sorted comparable text)."""
-    if table is None:
-        return {}
-    names = [c for c in table.column_names if c not in ("key_group", "op")]
-    scope = [c for c in ("key", "namespace") if c in names]
-    out: dict[Any, tuple[list[int], list[str]]] = {}
-    for i, row in enumerate(table.select(names).to_pylist()):
-        rows, texts = out.setdefault(key_token([row[c] for c in scope]), ([], []))
-        rows.append(i)
-        texts.append(repr([row[c] for c in names]))
-    for _, texts in out.values():
-        texts.sort()
-    return out
-
-
-def scope_diff(
-    old: pa.Table | None, new: pa.Table | None, meta: StateMetaInfo
-) -> tuple[pa.Table | None, pa.Table | None]:
-    """(one row of each scope to delete, of ``old``; the rows to upsert, of ``new``): applied
-    to ``old``'s entries they give ``new``'s. A changed LIST or MAP is deleted and rewritten."""
-    whole = meta.kind in (StateKind.LIST, StateKind.MAP)
-    before, after = _scopes(old), _scopes(new)
-    deleted: list[int] = []
-    upserted: list[int] = []
-    for scope, (rows, texts) in before.items():
-        now = after.get(scope)
-        if now is None or (whole and now[1] != texts):
-            deleted.append(rows[0])
-    for scope, (rows, texts) in after.items():
-        was = before.get(scope)
-        if was is None or was[1] != texts:
-            upserted.extend(rows)
-
-    def take(table: pa.Table | None, rows: list[int]) -> Any:
-        return None if table is None or not rows else table.take(pa.array(rows, pa.int64()))
-
-    return take(old, deleted), take(new, upserted)

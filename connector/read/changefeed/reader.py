@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,12 +28,15 @@ from flinkstate.checkpoint import (
     KeyGroupFiles,
     OperatorEntry,
     Storage,
+    change_rows,
+    change_schema,
     key_group_files,
     keyed_view,
     keyed_view_schema,
     only_key_groups,
     read_key_groups,
     rows_of_keys,
+    scope_diff,
 )
 
 from ...errors import ChangeFeedError, OptionError
@@ -45,14 +47,10 @@ from .diff import (
     DiffPlan,
     delta_files,
     diff_plans,
-    scope_diff,
     stored_rows,
 )
 from .native import StateDiffPartition, StatePlan, is_native, state_plans
 from .scope import deletes_then_updates, rewritten
-
-FEED_FIELDS = [pa.field("checkpoint_id", pa.int64()), pa.field("change_type", pa.string())]
-_SCOPE = ("key_group", "key", "namespace")
 
 
 @dataclass(frozen=True)
@@ -70,8 +68,7 @@ def change_feed_schema(op: OperatorEntry, state: str, flatten: bool) -> pa.Schem
     meta = op.keyed_state(state)
     if meta is None:
         raise OptionError(f"option readChangeFeed: {state!r} is not a keyed state of operator {op.uid!r}")
-    view = keyed_view_schema(meta, op.key_type, flatten)
-    return pa.schema([*view, *FEED_FIELDS])
+    return change_schema(keyed_view_schema(meta, op.key_type, flatten))
 
 
 def change_feed_schema_of(options: ReadOptions, checkpoints: list[CompletedCheckpoint]) -> pa.Schema:
@@ -198,9 +195,9 @@ class ChangeFeedReader(FlinkStateReader):
         for kg, old, new in groups:
             before = stored_rows(old, meta, op.key_type, kg, pickle)
             after = stored_rows(new, meta, op.key_type, kg, pickle)
-            deletes, upserts = scope_diff(before, after, meta)
-            if deletes is not None or upserts is not None:
-                yield from self._changes(deletes, upserts, checkpoint_id)
+            diff = scope_diff(before, after, meta.kind)
+            if not diff.empty:
+                yield from self._changes(diff.deletes, diff.upserts, checkpoint_id)
 
     def _changes(
         self, deletes: pa.Table | None, upserts: pa.Table | None, checkpoint_id: int
@@ -209,39 +206,10 @@ class ChangeFeedReader(FlinkStateReader):
         op, meta = self.op, self.meta
         assert op is not None and meta is not None and op.key_type is not None
         keys = self._wanted_keys()
-        parts = []
-        for table, change in ((deletes, "delete"), (upserts, "update")):
-            if table is None:
-                continue
-            if keys is not None:
-                table = rows_of_keys(table, keys, op.key_type)
-            if table.num_rows:
-                view = (
-                    self._deletes(table, checkpoint_id)
-                    if change == "delete"
-                    else self._stamped(
-                        keyed_view(table, meta, self.options.flatten, None), checkpoint_id, change
-                    )
-                )
-                parts.append(view)
-        if parts:
-            yield from pa.concat_tables(parts).to_batches()
-
-    def _stamped(self, view: pa.Table, checkpoint_id: int, change: str) -> pa.Table:
-        n = view.num_rows
-        view = view.append_column("checkpoint_id", pa.repeat(pa.scalar(checkpoint_id, pa.int64()), n))
-        return self._cast(view.append_column("change_type", pa.repeat(pa.scalar(change), n)))
-
-    def _deletes(self, table: pa.Table, checkpoint_id: int) -> pa.Table:
-        """Delete rows: the scope's columns, nulls for the rest."""
-        n = table.num_rows
-        columns: dict[str, Any] = {
-            "checkpoint_id": pa.repeat(pa.scalar(checkpoint_id, pa.int64()), n),
-            "change_type": pa.repeat(pa.scalar("delete"), n),
-        }
-        for name in _SCOPE:
-            if name in table.column_names:
-                columns[name] = table.column(name)
-        fields = self.arrow_schema
-        arrays = [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type) for f in fields]
-        return pa.Table.from_arrays(arrays, schema=fields)
+        if keys is not None:
+            deletes = None if deletes is None else rows_of_keys(deletes, keys, op.key_type)
+            upserts = None if upserts is None else rows_of_keys(upserts, keys, op.key_type)
+        view = None if upserts is None else keyed_view(upserts, meta, self.options.flatten, None)
+        rows = change_rows(deletes, view, self.arrow_schema, checkpoint_id)
+        if rows is not None:
+            yield from rows.to_batches()
