@@ -1,19 +1,34 @@
-"""Whole key groups decoded as columns for the commonest keyed state: a VALUE of Long/Int
-keys in the void namespace holding ASCII strings or fixed-width numbers, without TTL.
+"""Whole key groups decoded as columns for the commonest keyed states: a VALUE (or
+REDUCING, AGGREGATING) state in the void namespace without TTL.
 
-One Python pass finds where each entry's key and value start (two int reads per entry);
-NumPy then gathers the keys and values at once. A block this cannot take
-(another layout, non-ASCII text) returns None and is decoded by the general path.
+With the C accelerator ``_keyed_columns`` (built where a compiler is), keys and values of
+every atomic type (LONG, INT, SHORT, BYTE, BOOLEAN, DOUBLE, FLOAT, CHAR, STRING, byte[]) are
+decoded in one pass straight into Arrow buffers (:func:`native_kinds`, :func:`native_columns`).
+Without it, or for a block it does not take, LONG/INT keys with ASCII strings or fixed-width
+numbers go by NumPy: one Python pass finds where each entry's key and value start (two int
+reads per entry), then NumPy gathers the keys and values at once. A block neither takes
+(another layout, a malformed entry) returns None and is decoded by the general path
+(:mod:`.keyed_read`), which is the model of both and names a bad entry in its typed error.
 """
 
 from __future__ import annotations
 
 import struct
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 
+from flinkstate.state.serializers.batch import batch_kind
+
+from ..types.flink_type import FlinkType
 from .header_read import StateInfo
+
+_native: ModuleType | None
+try:
+    from . import _keyed_columns as _native
+except ImportError:  # built without a C compiler: the NumPy and general paths alone
+    _native = None
 
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">H")
@@ -27,22 +42,79 @@ _ARROW = {
 }
 
 
-def eligible(info: StateInfo, key_name: str | None) -> bool:
-    value = info.value.type_info
+#: The Arrow type of each kind of the accelerator (state/serializers/batch.py's kinds).
+_KIND_ARROW = {
+    1: pa.int64(),
+    2: pa.int32(),
+    3: pa.int16(),
+    4: pa.int8(),
+    5: pa.bool_(),
+    6: pa.float64(),
+    7: pa.float32(),
+    8: pa.string(),
+    9: pa.string(),
+    10: pa.binary(),
+}
+
+
+def _plain(info: StateInfo) -> bool:
+    """A single-value state in the void namespace, without TTL."""
     return (
         info.kind in ("VALUE", "REDUCING", "AGGREGATING")
         and not info.ttl
-        and key_name in ("LONG", "INT")
         and info.namespace is not None
         and info.namespace.void
+    )
+
+
+def eligible(info: StateInfo, key_name: str | None) -> bool:
+    """Whether the NumPy path may take the state's blocks."""
+    value = info.value.type_info
+    return (
+        _plain(info)
+        and key_name in ("LONG", "INT")
         and value is not None
         and str(value) in (*_NUMERIC, "STRING")
     )
 
 
+def _kind(t: FlinkType) -> int | None:
+    """The accelerator's kind of ``t``: an atomic serializer whose Arrow type is the kind's."""
+    if t.serializer is None or t.type_info is None:
+        return None
+    kind = batch_kind(t.serializer)
+    return kind if kind is not None and t.type_info.to_arrow() == _KIND_ARROW[kind] else None
+
+
+def native_kinds(info: StateInfo, key: FlinkType) -> tuple[int, int] | None:
+    """(key kind, value kind) for :func:`native_columns`, or None: the state is not its to take."""
+    if _native is None or not _plain(info):
+        return None
+    key_kind, value_kind = _kind(key), _kind(info.value)
+    return None if key_kind is None or value_kind is None else (key_kind, value_kind)
+
+
+def _array(kind: int, n: int, data: bytes, offsets: bytes | None) -> pa.Array:
+    buffers = [None, pa.py_buffer(data)] if offsets is None else [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(_KIND_ARROW[kind], n, buffers)
+
+
+def native_columns(
+    buf: bytes, pos: int, kg: int, state_id: int, states: int, prefix: int, kinds: tuple[int, int]
+) -> tuple[pa.Array, pa.Array] | None:
+    """(keys, values) of state ``state_id`` (of ``states``) in the block at ``pos``, decoded by
+    the accelerator; None: not taken (the general path decodes the block or names what is wrong)."""
+    assert _native is not None  # native_kinds gave the kinds
+    found = _native.decode_block(buf, pos, kg, state_id, states, prefix, *kinds)
+    if found is None:
+        return None
+    n, key_data, key_offsets, value_data, value_offsets = found
+    return _array(kinds[0], n, key_data, key_offsets), _array(kinds[1], n, value_data, value_offsets)
+
+
 def block_columns(
     buf: bytes, pos: int, kg: int, state_id: int, prefix: int, key_name: str, value_name: str
-) -> tuple[np.ndarray, pa.Array] | None:
+) -> tuple[pa.Array, pa.Array] | None:
     """(keys, values) of state ``state_id`` in the key group block at ``pos``; None: not taken."""
     unpack_int, unpack_short = _INT.unpack_from, _SHORT.unpack_from
     key_len = prefix + (8 if key_name == "LONG" else 4) + 1
@@ -89,7 +161,7 @@ def block_columns(
     )
     vstarts = np.asarray(value_starts, np.int64)
     values = _values(data, vstarts, value_name)
-    return None if values is None else (keys, values)
+    return None if values is None else (pa.array(keys), values)
 
 
 def _values(data: np.ndarray, vstarts: np.ndarray, name: str) -> pa.Array | None:
@@ -120,7 +192,7 @@ def _values(data: np.ndarray, vstarts: np.ndarray, name: str) -> pa.Array | None
 
 def entry_columns(
     keys: list[bytes], values: list[bytes], kg: int, prefix: int, key_name: str, value_name: str
-) -> tuple[np.ndarray, pa.Array] | None:
+) -> tuple[pa.Array, pa.Array] | None:
     """(keys, values) of one key group's RocksDB entries (key bytes, value bytes); None: not taken."""
     kwidth = 8 if key_name == "LONG" else 4
     n, key_len = len(keys), prefix + kwidth + 1
@@ -156,4 +228,4 @@ def entry_columns(
         column = pa.Array.from_buffers(
             pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())]
         ).cast(pa.string())
-    return out_keys.astype(np.int64 if kwidth == 8 else np.int32), column
+    return pa.array(out_keys.astype(np.int64 if kwidth == 8 else np.int32)), column

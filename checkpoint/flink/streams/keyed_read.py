@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from flinkstate.state.errors import SerializationError
@@ -31,7 +30,7 @@ from ..metadata.metadata_read import KeyedHandle
 from ..wire.data_read import Cursor
 from ..wire.snappy_read import snappy_block
 from .header_read import KeyedHeader, StateInfo
-from .keyed_columns_read import block_columns, eligible
+from .keyed_columns_read import block_columns, eligible, native_columns, native_kinds
 
 END_OF_GROUP = 0xFFFF
 LIST_DELIMITER = 0x2C
@@ -49,8 +48,8 @@ class StateRows:
     extra: list[Any] = field(default_factory=list)
     value: list[Any] = field(default_factory=list)
     ttl: list[int | None] = field(default_factory=list)
-    #: Key groups decoded by the vectorized path: (key group, keys, values).
-    chunks: list[tuple[int, np.ndarray, pa.Array]] = field(default_factory=list)
+    #: Key groups decoded as columns (:mod:`.keyed_columns_read`): (key group, keys, values).
+    chunks: list[tuple[int, pa.Array, pa.Array]] = field(default_factory=list)
 
     def add(self, kg: int, key: Any, ns: Any, extra: Any, value: Any) -> None:
         if self.info.ttl:
@@ -90,6 +89,8 @@ class KeyGroupDecoder:
         self.key_name = str(key.type_info)
         only = list(self.rows.values())
         self.columnar = only[0] if len(only) == 1 and eligible(only[0].info, self.key_name) else None
+        #: The single wanted state's (key, value) kinds for the C accelerator, or None.
+        self.native = native_kinds(only[0].info, key) if len(only) == 1 else None
 
     def _state(self, c: Cursor, state_id: int, at: int) -> StateRows | None:
         if not 0 <= state_id < len(self.header.states):
@@ -183,13 +184,20 @@ class KeyGroupDecoder:
         """Decode one (key bytes, value bytes) entry; ``at`` says where it is, for errors."""
         try:
             self._add(rows, kg, key_raw, value_raw)
-        except (SerializationError, IndexError, ValueError) as exc:
+        except (SerializationError, IndexError, ValueError, struct.error) as exc:
             raise FlinkFormatError(
                 f"{self.where}: state {rows.info.name}, key group {kg}: {exc} ({at})"
             ) from exc
 
     def canonical(self, buf: bytes, pos: int, kg: int) -> None:
         """Decode the canonical key-group block starting at ``buf[pos]``."""
+        if self.native is not None:
+            only = next(iter(self.rows.values()))
+            states = len(self.header.states)
+            taken = native_columns(buf, pos, kg, only.info.state_id, states, self.prefix, self.native)
+            if taken is not None:
+                only.chunks.append((kg, *taken))
+                return
         if self.columnar is not None:
             only = self.columnar
             value_name = str(only.info.value.type_info)
