@@ -113,21 +113,23 @@ def native_columns(
 
 
 def block_columns(
-    buf: bytes, pos: int, kg: int, state_id: int, prefix: int, key_name: str, value_name: str
+    buf: bytes, pos: int, kg: int, state_id: int, states: int, prefix: int, key_name: str, value_name: str
 ) -> tuple[pa.Array, pa.Array] | None:
-    """(keys, values) of state ``state_id`` in the key group block at ``pos``; None: not taken."""
+    """(keys, values) of state ``state_id`` (of ``states``) in the key group block at ``pos``;
+    None: not taken."""
     unpack_int, unpack_short = _INT.unpack_from, _SHORT.unpack_from
     key_len = prefix + (8 if key_name == "LONG" else 4) + 1
     key_starts: list[int] = []
     value_starts: list[int] = []
+    end = len(buf)
+    if pos + 2 > end:
+        return None
     (current,) = unpack_short(buf, pos)
     pos += 2
-    end = len(buf)
-    while True:
+    while current < states:
         if pos + 4 > end:
             return None
         (klen,) = unpack_int(buf, pos)
-        flagged = buf[pos + 4] & 0x80 if klen > 0 else 0
         vpos = pos + 4 + klen
         if klen < 1 or vpos + 4 > end or (klen != key_len and current == state_id):
             return None
@@ -137,12 +139,17 @@ def block_columns(
         if current == state_id:
             key_starts.append(pos + 4 + prefix)
             value_starts.append(vpos)
+        flagged = buf[pos + 4] & 0x80
         pos = vpos + 4 + vlen
         if flagged:
+            if pos + 2 > end:
+                return None
             (current,) = unpack_short(buf, pos)
             pos += 2
             if current == 0xFFFF:
                 break
+    else:
+        return None  # an unknown state id
     data = np.frombuffer(buf, np.uint8)
     kwidth = 8 if key_name == "LONG" else 4
     ks = np.asarray(key_starts, np.int64)

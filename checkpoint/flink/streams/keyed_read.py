@@ -189,22 +189,27 @@ class KeyGroupDecoder:
                 f"{self.where}: state {rows.info.name}, key group {kg}: {exc} ({at})"
             ) from exc
 
+    def _columns(self, buf: bytes, pos: int, kg: int) -> bool:
+        """Whether the C or the NumPy path took the block at ``buf[pos]`` (into the one wanted
+        state's chunks); not taken, the general path decodes it or names what is wrong."""
+        if self.native is None and self.columnar is None:
+            return False
+        only = next(iter(self.rows.values()))
+        state_id, states = only.info.state_id, len(self.header.states)
+        found = None
+        if self.native is not None:
+            found = native_columns(buf, pos, kg, state_id, states, self.prefix, self.native)
+        if found is None and self.columnar is not None:
+            value = str(only.info.value.type_info)
+            found = block_columns(buf, pos, kg, state_id, states, self.prefix, self.key_name, value)
+        if found is not None:
+            only.chunks.append((kg, *found))
+        return found is not None
+
     def canonical(self, buf: bytes, pos: int, kg: int) -> None:
         """Decode the canonical key-group block starting at ``buf[pos]``."""
-        if self.native is not None:
-            only = next(iter(self.rows.values()))
-            states = len(self.header.states)
-            taken = native_columns(buf, pos, kg, only.info.state_id, states, self.prefix, self.native)
-            if taken is not None:
-                only.chunks.append((kg, *taken))
-                return
-        if self.columnar is not None:
-            only = self.columnar
-            value_name = str(only.info.value.type_info)
-            found = block_columns(buf, pos, kg, only.info.state_id, self.prefix, self.key_name, value_name)
-            if found is not None:
-                only.chunks.append((kg, found[0], found[1]))
-                return
+        if self._columns(buf, pos, kg):
+            return
         c = Cursor(buf, self.where, pos)
         at = c.pos
         state_id = c.u16("state id")
