@@ -19,55 +19,8 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { K_LONG = 1, K_INT, K_SHORT, K_BYTE, K_BOOL, K_DOUBLE, K_FLOAT, K_CHAR, K_STRING, K_BYTES };
-
-typedef struct {
-    uint8_t *data;
-    size_t len, cap;
-} Buf;
-
-/* A column being filled: its data and, for the variable-width kinds, its offsets. */
-typedef struct {
-    int kind;
-    Buf data, offsets;
-} Column;
-
-static int
-reserve(Buf *b, size_t more)
-{
-    if (b->len + more <= b->cap) {
-        return 0;
-    }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more) {
-        cap *= 2;
-    }
-    uint8_t *data = realloc(b->data, cap);
-    if (data == NULL) {
-        return -1;
-    }
-    b->data = data;
-    b->cap = cap;
-    return 0;
-}
-
-static int
-fixed_width(int kind)
-{
-    switch (kind) {
-    case K_LONG: case K_DOUBLE: return 8;
-    case K_INT: case K_FLOAT: return 4;
-    case K_SHORT: return 2;
-    case K_BYTE: return 1;
-    default: return 0;
-    }
-}
-
-static int
-variable(int kind)
-{
-    return kind == K_CHAR || kind == K_STRING || kind == K_BYTES;
-}
+#include "_columns.h"
+#include "_kryo_fields.h"
 
 /* Flink's unsigned varint, 7 bits a byte, low first, at most ``max_bytes`` bytes. */
 static int
@@ -76,36 +29,19 @@ read_varint(const uint8_t **p, const uint8_t *end, int max_bytes, uint32_t *out)
     uint32_t result = 0;
     for (int i = 0; i < max_bytes; i++) {
         if (*p >= end) {
-            return -1;
+            return NOT_TAKEN;
         }
         uint8_t b = *(*p)++;
+        if (i == 4 && b > 0x0F) {
+            return NOT_TAKEN; /* past 32 bits: the general path's to judge */
+        }
         result |= (uint32_t)(b & 0x7F) << (7 * i);
         if (b < 0x80) {
             *out = result;
-            return 0;
+            return TAKEN;
         }
     }
-    return -1;
-}
-
-static void
-put_utf8(uint8_t *o, size_t *n, uint32_t c)
-{
-    if (c < 0x80) {
-        o[(*n)++] = (uint8_t)c;
-    } else if (c < 0x800) {
-        o[(*n)++] = (uint8_t)(0xC0 | c >> 6);
-        o[(*n)++] = (uint8_t)(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-        o[(*n)++] = (uint8_t)(0xE0 | c >> 12);
-        o[(*n)++] = (uint8_t)(0x80 | (c >> 6 & 0x3F));
-        o[(*n)++] = (uint8_t)(0x80 | (c & 0x3F));
-    } else {
-        o[(*n)++] = (uint8_t)(0xF0 | c >> 18);
-        o[(*n)++] = (uint8_t)(0x80 | (c >> 12 & 0x3F));
-        o[(*n)++] = (uint8_t)(0x80 | (c >> 6 & 0x3F));
-        o[(*n)++] = (uint8_t)(0x80 | (c & 0x3F));
-    }
+    return NOT_TAKEN;
 }
 
 /* StringValue: varint(UTF-16 units + 1) (0: null, refused), then each unit as a varint; a
@@ -156,81 +92,61 @@ read_string(const uint8_t **p, const uint8_t *end, Buf *out)
     return 0;
 }
 
-/* Appends the value of ``col``'s kind at *p (ending at or before ``end``) and moves *p past it.
- * 0: done; -1: not taken; -2: out of memory. */
+/* Appends the value of ``col``'s kind at *p (ending at or before ``end``) and moves *p past it. */
 static int
 read_field(Column *col, Py_ssize_t row, const uint8_t **p, const uint8_t *end)
 {
     const uint8_t *s = *p;
     int width = fixed_width(col->kind);
-    if (width) {
-        if (end - s < width || reserve(&col->data, 8) < 0) {
-            return end - s < width ? -1 : -2;
+    if (width || col->kind == K_BOOL || col->kind == K_CHAR) {
+        int need = width ? width : col->kind == K_BOOL ? 1 : 2;
+        if (end - s < need) {
+            return NOT_TAKEN;
         }
-        uint8_t *o = col->data.data + col->data.len;
-        for (int i = 0; i < width; i++) {
-            o[i] = s[width - 1 - i];
+        *p = s + need;
+        if (width) {
+            return put_fixed(col, load(s, width, 1), width);
         }
-        col->data.len += (size_t)width;
-        *p = s + width;
-        return 0;
-    }
-    if (col->kind == K_BOOL) {
-        if (end - s < 1 || reserve(&col->data, 1) < 0) {
-            return end - s < 1 ? -1 : -2;
-        }
-        if ((size_t)(row >> 3) == col->data.len) {
-            col->data.data[col->data.len++] = 0;
-        }
-        if (*s) {
-            col->data.data[row >> 3] |= (uint8_t)(1 << (row & 7));
-        }
-        *p = s + 1;
-        return 0;
-    }
-    int r = 0;
-    if (col->kind == K_CHAR) {
-        if (end - s < 2) {
-            return -1;
+        if (col->kind == K_BOOL) {
+            return set_bit(&col->data, row, *s != 0);
         }
         uint32_t c = (uint32_t)s[0] << 8 | s[1];
         if ((c >= 0xD800 && c <= 0xDFFF) || reserve(&col->data, 3) < 0) {
-            return c >= 0xD800 && c <= 0xDFFF ? -1 : -2;
+            return c >= 0xD800 && c <= 0xDFFF ? NOT_TAKEN : NO_MEMORY;
         }
         put_utf8(col->data.data, &col->data.len, c);
-        *p = s + 2;
-    } else if (col->kind == K_STRING) {
-        r = read_string(p, end, &col->data);
-    } else {
-        if (end - s < 4) {
-            return -1;
-        }
-        int32_t n = (int32_t)((uint32_t)s[0] << 24 | (uint32_t)s[1] << 16 | (uint32_t)s[2] << 8 | s[3]);
-        if (n < 0 || end - s - 4 < n || reserve(&col->data, (size_t)n) < 0) {
-            return n < 0 || end - s - 4 < n ? -1 : -2;
-        }
-        memcpy(col->data.data + col->data.len, s + 4, (size_t)n);
-        col->data.len += (size_t)n;
-        *p = s + 4 + n;
+        return end_value(col);
     }
-    if (r == 0 && col->data.len > INT32_MAX) {
-        return -1;
+    if (col->kind == K_STRING) {
+        int r = read_string(p, end, &col->data);
+        return r < 0 ? r : end_value(col);
     }
-    if (r == 0) {
-        if (reserve(&col->offsets, 4) < 0) {
-            return -2;
-        }
-        int32_t off = (int32_t)col->data.len;
-        memcpy(col->offsets.data + col->offsets.len, &off, 4);
-        col->offsets.len += 4;
+    if (end - s < 4) {
+        return NOT_TAKEN;
     }
-    return r;
+    int32_t n = (int32_t)load(s, 4, 1);
+    if (n < 0 || end - s - 4 < n || reserve(&col->data, (size_t)n) < 0) {
+        return n < 0 || end - s - 4 < n ? NOT_TAKEN : NO_MEMORY;
+    }
+    memcpy(col->data.data + col->data.len, s + 4, (size_t)n);
+    col->data.len += (size_t)n;
+    *p = s + 4 + n;
+    return end_value(col);
 }
 
-static int32_t
-be32(const uint8_t *p)
+/* Reads one value at *p (ending at ``end``) into the row ``row`` of what ``ctx`` fills. */
+typedef int (*ValueReader)(void *ctx, Py_ssize_t row, const uint8_t **p, const uint8_t *end);
+
+static int
+atomic_value(void *ctx, Py_ssize_t row, const uint8_t **p, const uint8_t *end)
 {
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+    return read_field(ctx, row, p, end);
+}
+
+static int
+kryo_reader(void *ctx, Py_ssize_t row, const uint8_t **p, const uint8_t *end)
+{
+    return kryo_value(ctx, row, p, end);
 }
 
 typedef struct {
@@ -240,53 +156,53 @@ typedef struct {
     int prefix;
 } Block;
 
-/* Scans the block into the two columns: the number of rows, -1: not taken, -2: out of memory. */
+/* Scans the block: the number of rows, or NOT_TAKEN, NO_MEMORY. */
 static Py_ssize_t
-scan(const Block *b, Column *key, Column *value)
+scan(const Block *b, Column *key, ValueReader read_value, void *ctx)
 {
     const uint8_t *end = b->buf + b->len, *p = b->buf + b->pos;
     uint32_t flag_mask = b->prefix == 1 ? 0x80 : 0x8000;
-    if (end - p < 2) {
-        return -1;
+    if (b->pos > b->len || end - p < 2) {
+        return NOT_TAKEN;
     }
     long current = p[0] << 8 | p[1];
     p += 2;
     if (current >= b->states) {
-        return -1;
+        return NOT_TAKEN;
     }
     Py_ssize_t rows = 0;
     for (;;) {
         if (end - p < 4) {
-            return -1;
+            return NOT_TAKEN;
         }
-        int32_t klen = be32(p);
+        int32_t klen = (int32_t)load(p, 4, 1);
         const uint8_t *k = p + 4;
         if (klen < 1 || end - k < (Py_ssize_t)klen + 4) {
-            return -1;
+            return NOT_TAKEN;
         }
         const uint8_t *v = k + klen + 4;
-        int32_t vlen = be32(k + klen);
+        int32_t vlen = (int32_t)load(k + klen, 4, 1);
         if (vlen < 0 || end - v < vlen) {
-            return -1;
+            return NOT_TAKEN;
         }
         int flagged = k[0] & 0x80;
         if (current == b->state_id) {
             if (klen < b->prefix + 1) {
-                return -1;
+                return NOT_TAKEN;
             }
             uint32_t group = b->prefix == 1 ? k[0] : (uint32_t)k[0] << 8 | k[1];
             if ((long)(group & ~flag_mask) != b->kg) {
-                return -1;
+                return NOT_TAKEN;
             }
             const uint8_t *q = k + b->prefix;
             int r = read_field(key, rows, &q, k + klen - 1);
-            if (r == 0 && q != k + klen - 1) {
-                r = -1; /* the key must end right before the void namespace's byte */
+            if (r == TAKEN && q != k + klen - 1) {
+                r = NOT_TAKEN; /* the key must end right before the void namespace's byte */
             }
-            if (r == 0) {
+            if (r == TAKEN) {
                 q = v;
-                r = read_field(value, rows, &q, v + vlen);
-                r = r == 0 && q != v + vlen ? -1 : r;
+                r = read_value(ctx, rows, &q, v + vlen);
+                r = r == TAKEN && q != v + vlen ? NOT_TAKEN : r;
             }
             if (r < 0) {
                 return r;
@@ -296,7 +212,7 @@ scan(const Block *b, Column *key, Column *value)
         p = v + vlen;
         if (flagged) {
             if (end - p < 2) {
-                return -1;
+                return NOT_TAKEN;
             }
             current = p[0] << 8 | p[1];
             p += 2;
@@ -304,10 +220,28 @@ scan(const Block *b, Column *key, Column *value)
                 return rows;
             }
             if (current >= b->states) {
-                return -1;
+                return NOT_TAKEN;
             }
         }
     }
+}
+
+static int
+column_start(Column *col, int kind, int nullable)
+{
+    memset(col, 0, sizeof(*col));
+    col->kind = kind;
+    col->nullable = nullable;
+    if (!variable(kind)) {
+        return 0;
+    }
+    int32_t zero = 0;
+    if (reserve(&col->offsets, 4) < 0) {
+        return -1;
+    }
+    memcpy(col->offsets.data, &zero, 4);
+    col->offsets.len = 4;
+    return 0;
 }
 
 static PyObject *
@@ -316,18 +250,41 @@ as_bytes(const Buf *b)
     return PyBytes_FromStringAndSize((const char *)b->data, (Py_ssize_t)b->len);
 }
 
+/* (data, offsets or None, validity or None) of a filled column. */
 static PyObject *
-offsets_of(Column *col)
+column_tuple(const Column *col)
 {
-    if (!variable(col->kind)) {
-        Py_RETURN_NONE;
+    PyObject *offsets = variable(col->kind) ? as_bytes(&col->offsets) : Py_NewRef(Py_None);
+    PyObject *validity = col->nullable ? as_bytes(&col->validity) : Py_NewRef(Py_None);
+    return Py_BuildValue("(NNN)", as_bytes(&col->data), offsets, validity);
+}
+
+static int
+parse_block(Block *b, Py_buffer *view, int key_kind)
+{
+    b->buf = view->buf;
+    b->len = view->len;
+    if (key_kind < K_LONG || key_kind > K_BYTES || (b->prefix != 1 && b->prefix != 2) || b->pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad key kind, key-group prefix or position");
+        return -1;
     }
-    return as_bytes(&col->offsets);
+    return 0;
+}
+
+/* The scan's outcome: None (not taken), or what ``build`` makes of the columns. */
+static PyObject *
+outcome(Py_ssize_t rows)
+{
+    if (rows == NO_MEMORY) {
+        return PyErr_NoMemory();
+    }
+    return rows == NOT_TAKEN ? Py_NewRef(Py_None) : NULL;
 }
 
 static PyObject *
 decode_block(PyObject *self, PyObject *args)
 {
+    (void)self;
     Py_buffer view;
     Block b;
     int key_kind, value_kind;
@@ -336,52 +293,104 @@ decode_block(PyObject *self, PyObject *args)
         return NULL;
     }
     PyObject *result = NULL;
-    Column key = {key_kind, {0}, {0}}, value = {value_kind, {0}, {0}};
-    if (key_kind < K_LONG || key_kind > K_BYTES || value_kind < K_LONG || value_kind > K_BYTES ||
-        (b.prefix != 1 && b.prefix != 2) || b.pos < 0) {
-        PyErr_SetString(PyExc_ValueError, "decode_block: bad kind, prefix or position");
-        goto done;
+    Column key = {0}, value = {0};
+    Py_ssize_t rows = NO_MEMORY;
+    int bad = parse_block(&b, &view, key_kind) < 0;
+    if (!bad && (value_kind < K_LONG || value_kind > K_BYTES)) {
+        PyErr_SetString(PyExc_ValueError, "bad value kind");
+        bad = 1;
     }
-    b.buf = view.buf;
-    b.len = view.len;
-    int32_t zero = 0;
-    Py_ssize_t rows = -2;
-    if (reserve(&key.offsets, 4) == 0 && reserve(&value.offsets, 4) == 0) {
-        memcpy(key.offsets.data, &zero, 4);
-        memcpy(value.offsets.data, &zero, 4);
-        key.offsets.len = value.offsets.len = 4;
-        if (b.pos <= b.len) {
-            Py_BEGIN_ALLOW_THREADS
-            rows = scan(&b, &key, &value);
-            Py_END_ALLOW_THREADS
-        } else {
-            rows = -1;
+    if (!bad && column_start(&key, key_kind, 0) == 0 && column_start(&value, value_kind, 0) == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rows = scan(&b, &key, atomic_value, &value);
+        Py_END_ALLOW_THREADS
+    }
+    if (!bad) {
+        result = outcome(rows);
+        if (result == NULL && rows >= 0) {
+            result = Py_BuildValue("(nNN)", rows, column_tuple(&key), column_tuple(&value));
+        }
+        column_free(&key);
+        column_free(&value);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *
+decode_kryo_block(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view, name;
+    Block b;
+    int key_kind, version;
+    const char *spec;
+    Py_ssize_t nfields;
+    Kryo k;
+    memset(&k, 0, sizeof(k));
+    if (!PyArg_ParseTuple(args, "y*nllliiy#iLy*:decode_kryo_block", &view, &b.pos, &b.kg, &b.state_id,
+                          &b.states, &b.prefix, &key_kind, &spec, &nfields, &version, &k.class_id, &name)) {
+        return NULL;
+    }
+    k.big_endian = version == 2;
+    k.name = name.buf;
+    k.name_len = name.len;
+    k.nfields = nfields;
+    PyObject *result = NULL;
+    Column key = {0};
+    Py_ssize_t rows = NO_MEMORY, ready = 0;
+    int bad = parse_block(&b, &view, key_kind) < 0;
+    for (Py_ssize_t i = 0; !bad && i < nfields; i++) {
+        int kind = spec[i] & 0x7F;
+        if (kind < K_LONG || kind > K_STRING || kind == K_CHAR) {
+            PyErr_SetString(PyExc_ValueError, "bad Kryo field kind");
+            bad = 1;
         }
     }
-    if (rows == -2) {
-        PyErr_NoMemory();
-    } else if (rows == -1) {
-        result = Py_NewRef(Py_None);
-    } else {
-        result = Py_BuildValue("(nNNNN)", rows, as_bytes(&key.data), offsets_of(&key), as_bytes(&value.data),
-                               offsets_of(&value));
+    k.fields = bad ? NULL : calloc((size_t)(nfields ? nfields : 1), sizeof(Column));
+    if (!bad && k.fields != NULL && column_start(&key, key_kind, 0) == 0) {
+        while (ready < nfields && column_start(&k.fields[ready], spec[ready] & 0x7F, spec[ready] >> 7 & 1) == 0) {
+            ready++;
+        }
+        if (ready == nfields) {
+            Py_BEGIN_ALLOW_THREADS
+            rows = scan(&b, &key, kryo_reader, &k);
+            Py_END_ALLOW_THREADS
+        }
     }
-done:
-    free(key.data.data);
-    free(key.offsets.data);
-    free(value.data.data);
-    free(value.offsets.data);
+    if (!bad) {
+        result = outcome(rows);
+        PyObject *fields = result == NULL && rows >= 0 ? PyTuple_New(nfields) : NULL;
+        for (Py_ssize_t i = 0; fields != NULL && i < nfields; i++) {
+            PyTuple_SET_ITEM(fields, i, column_tuple(&k.fields[i]));
+        }
+        if (fields != NULL) {
+            result = Py_BuildValue("(nNNL)", rows, column_tuple(&key), fields, k.class_id);
+        }
+        column_free(&key);
+    }
+    for (Py_ssize_t i = 0; k.fields != NULL && i < ready; i++) {
+        column_free(&k.fields[i]);
+    }
+    free(k.fields);
+    free(k.units.data);
+    free(k.text.data);
     PyBuffer_Release(&view);
+    PyBuffer_Release(&name);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"decode_block", decode_block, METH_VARARGS,
      "decode_block(buf, pos, kg, state_id, states, prefix, key_kind, value_kind) -> columns or None"},
+    {"decode_kryo_block", decode_kryo_block, METH_VARARGS,
+     "decode_kryo_block(buf, pos, kg, state_id, states, prefix, key_kind, fields, kryo, class_id, "
+     "java_class) -> columns or None"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_keyed_columns", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_keyed_columns", NULL, -1, methods, NULL, NULL,
+                                    NULL, NULL};
 
 PyMODINIT_FUNC
 PyInit__keyed_columns(void)

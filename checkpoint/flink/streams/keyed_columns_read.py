@@ -2,8 +2,9 @@
 REDUCING, AGGREGATING) state in the void namespace without TTL.
 
 With the C accelerator ``_keyed_columns`` (built where a compiler is), keys and values of
-every atomic type (LONG, INT, SHORT, BYTE, BOOLEAN, DOUBLE, FLOAT, CHAR, STRING, byte[]) are
-decoded in one pass straight into Arrow buffers (:func:`native_kinds`, :func:`native_columns`).
+every atomic type (LONG, INT, SHORT, BYTE, BOOLEAN, DOUBLE, FLOAT, CHAR, STRING, byte[]), and
+Kryo values read as a declared struct (:class:`..types.kryo_read.KryoReader`), are decoded in
+one pass straight into Arrow buffers (:func:`native_plan`, :func:`native_columns`).
 Without it, or for a block it does not take, LONG/INT keys with ASCII strings or fixed-width
 numbers go by NumPy: one Python pass finds where each entry's key and value start (two int
 reads per entry), then NumPy gathers the keys and values at once. A block neither takes
@@ -14,14 +15,17 @@ reads per entry), then NumPy gathers the keys and values at once. A block neithe
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 
+from flinkstate.state.errors import FlinkStateError
 from flinkstate.state.serializers.batch import batch_kind
 
 from ..types.flink_type import FlinkType
+from ..types.kryo_read import KryoReader, encoding
 from .header_read import StateInfo
 
 _native: ModuleType | None
@@ -86,30 +90,75 @@ def _kind(t: FlinkType) -> int | None:
     return kind if kind is not None and t.type_info.to_arrow() == _KIND_ARROW[kind] else None
 
 
-def native_kinds(info: StateInfo, key: FlinkType) -> tuple[int, int] | None:
-    """(key kind, value kind) for :func:`native_columns`, or None: the state is not its to take."""
-    if _native is None or not _plain(info):
+#: The accelerator's kind of each Kryo field encoding (:data:`..types.kryo_read.ENCODINGS`).
+_KRYO_KIND = {"long": 1, "int": 2, "short": 3, "byte": 4, "boolean": 5, "double": 6, "float": 7, "string": 9}
+
+
+@dataclass(frozen=True)
+class NativePlan:
+    """What the C decoder is given for one state: the key's kind, and the value's kind or
+    the Kryo reader of a declared struct (``fields``: a kind byte per field in Kryo's order,
+    bit 0x80 set for a nullable one)."""
+
+    key_kind: int
+    value_kind: int = 0
+    kryo: KryoReader | None = None
+    fields: bytes = b""
+
+
+def native_plan(info: StateInfo, key: FlinkType) -> NativePlan | None:
+    """How :func:`native_columns` decodes the state's blocks, or None: not the accelerator's."""
+    key_kind = _kind(key)
+    if _native is None or not _plain(info) or key_kind is None:
         return None
-    key_kind, value_kind = _kind(key), _kind(info.value)
-    return None if key_kind is None or value_kind is None else (key_kind, value_kind)
+    reader = info.value.serializer
+    if type(reader) is KryoReader:
+        fields = [(_KRYO_KIND.get(encoding(f.type) or ""), f.nullable) for f in reader.written]
+        if any(kind is None for kind, _ in fields):
+            return None
+        return NativePlan(key_kind, kryo=reader, fields=bytes((k or 0) | (0x80 if n else 0) for k, n in fields))
+    value_kind = _kind(info.value)
+    return None if value_kind is None else NativePlan(key_kind, value_kind)
 
 
-def _array(kind: int, n: int, data: bytes, offsets: bytes | None) -> pa.Array:
-    buffers = [None, pa.py_buffer(data)] if offsets is None else [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    return pa.Array.from_buffers(_KIND_ARROW[kind], n, buffers)
+def _array(t: pa.DataType, n: int, data: bytes, offsets: bytes | None, validity: bytes | None) -> pa.Array:
+    mask = None if validity is None else pa.py_buffer(validity)
+    body = [pa.py_buffer(data)] if offsets is None else [pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(t, n, [mask, *body])
 
 
 def native_columns(
-    buf: bytes, pos: int, kg: int, state_id: int, states: int, prefix: int, kinds: tuple[int, int]
+    buf: bytes, pos: int, kg: int, state_id: int, states: int, prefix: int, plan: NativePlan
 ) -> tuple[pa.Array, pa.Array] | None:
     """(keys, values) of state ``state_id`` (of ``states``) in the block at ``pos``, decoded by
     the accelerator; None: not taken (the general path decodes the block or names what is wrong)."""
-    assert _native is not None  # native_kinds gave the kinds
-    found = _native.decode_block(buf, pos, kg, state_id, states, prefix, *kinds)
+    assert _native is not None  # native_plan made the plan
+    key_type = _KIND_ARROW[plan.key_kind]
+    if plan.kryo is None:
+        found = _native.decode_block(buf, pos, kg, state_id, states, prefix, plan.key_kind, plan.value_kind)
+        if found is None:
+            return None
+        n, keys, values = found
+        return _array(key_type, n, *keys), _array(_KIND_ARROW[plan.value_kind], n, *values)
+    reader = plan.kryo
+    try:
+        version = reader.kryo
+    except FlinkStateError:
+        return None  # the general path raises it where it reads the first value
+    known = -1 if reader.class_id is None else reader.class_id
+    java_class = reader.java_class.encode("utf-8", "surrogatepass")
+    found = _native.decode_kryo_block(
+        buf, pos, kg, state_id, states, prefix, plan.key_kind, plan.fields, version, known, java_class
+    )
     if found is None:
         return None
-    n, key_data, key_offsets, value_data, value_offsets = found
-    return _array(kinds[0], n, key_data, key_offsets), _array(kinds[1], n, value_data, value_offsets)
+    n, keys, columns, class_id = found
+    if reader.class_id is None and class_id >= 0:
+        reader.class_id = class_id
+    children = {f.name: _array(f.type, n, *c) for f, c in zip(reader.written, columns, strict=True)}
+    declared = [reader.declared.field(i) for i in range(reader.declared.num_fields)]
+    values = pa.StructArray.from_arrays([children[f.name] for f in declared], fields=declared)
+    return _array(key_type, n, *keys), values
 
 
 def block_columns(

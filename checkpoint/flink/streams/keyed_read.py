@@ -30,7 +30,7 @@ from ..metadata.metadata_read import KeyedHandle
 from ..wire.data_read import Cursor
 from ..wire.snappy_read import snappy_block
 from .header_read import KeyedHeader, StateInfo
-from .keyed_columns_read import block_columns, eligible, native_columns, native_kinds
+from .keyed_columns_read import block_columns, eligible, native_columns, native_plan
 
 END_OF_GROUP = 0xFFFF
 LIST_DELIMITER = 0x2C
@@ -89,8 +89,8 @@ class KeyGroupDecoder:
         self.key_name = str(key.type_info)
         only = list(self.rows.values())
         self.columnar = only[0] if len(only) == 1 and eligible(only[0].info, self.key_name) else None
-        #: The single wanted state's (key, value) kinds for the C accelerator, or None.
-        self.native = native_kinds(only[0].info, key) if len(only) == 1 else None
+        #: How the C accelerator decodes the single wanted state, or None.
+        self.native = native_plan(only[0].info, key) if len(only) == 1 else None
 
     def _state(self, c: Cursor, state_id: int, at: int) -> StateRows | None:
         if not 0 <= state_id < len(self.header.states):

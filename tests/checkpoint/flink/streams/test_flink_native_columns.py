@@ -18,6 +18,7 @@ from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.checkpoint.flink.reader.tables import keyed_table
 from flinkstate.checkpoint.flink.streams import keyed_columns_read
 from flinkstate.checkpoint.flink.streams.header_read import KeyedHeader, StateInfo
+from flinkstate.checkpoint.flink.streams.keyed_columns_read import NativePlan
 from flinkstate.checkpoint.flink.streams.keyed_read import KeyGroupDecoder
 from flinkstate.checkpoint.flink.types import classes
 from flinkstate.checkpoint.flink.types.flink_type import FlinkType
@@ -184,7 +185,7 @@ def test_strings_flink_can_write_decode_alike(raw: bytes) -> None:
 def test_hostile_strings_give_the_python_paths_error(raw: bytes) -> None:
     header = _header("LONG", "STRING")
     buf = _string_value(raw)
-    assert keyed_columns_read.native_columns(buf, 0, 9, 1, 3, 1, (1, 9)) is None
+    assert keyed_columns_read.native_columns(buf, 0, 9, 1, 3, 1, NativePlan(1, 9)) is None
     with pytest.raises(FlinkStateError) as c:
         _table_or_error(header, buf, 9, True)
     with pytest.raises(FlinkStateError) as python:
@@ -237,7 +238,7 @@ def test_every_truncation_and_corruption_alike(key: str, value: str) -> None:
     ],
 )
 def test_malformed_entries_are_left_to_the_python_path(block: bytes) -> None:
-    assert keyed_columns_read.native_columns(block, 0, 3, 1, 3, 1, (1, 9)) is None
+    assert keyed_columns_read.native_columns(block, 0, 3, 1, 3, 1, NativePlan(1, 9)) is None
     header = _header("LONG", "STRING")
     assert _outcome(header, block, 3, True) == _outcome(header, block, 3, False)
 
