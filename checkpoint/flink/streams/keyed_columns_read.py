@@ -30,7 +30,9 @@ from .header_read import StateInfo
 
 _native: ModuleType | None
 try:
-    from . import _keyed_columns as _native
+    from . import _keyed_columns
+
+    _native = _keyed_columns
 except ImportError:  # built without a C compiler: the NumPy and general paths alone
     _native = None
 
@@ -116,7 +118,9 @@ def native_plan(info: StateInfo, key: FlinkType) -> NativePlan | None:
         fields = [(_KRYO_KIND.get(encoding(f.type) or ""), f.nullable) for f in reader.written]
         if any(kind is None for kind, _ in fields):
             return None
-        return NativePlan(key_kind, kryo=reader, fields=bytes((k or 0) | (0x80 if n else 0) for k, n in fields))
+        return NativePlan(
+            key_kind, kryo=reader, fields=bytes((k or 0) | (0x80 if n else 0) for k, n in fields)
+        )
     value_kind = _kind(info.value)
     return None if value_kind is None else NativePlan(key_kind, value_kind)
 

@@ -57,5 +57,7 @@ def test_ascii_strings_fast_and_others_fall_back() -> None:
     assert found is not None
     assert found[0].tolist() == [5, 9, 12] and found[1].to_pylist() == [v for _, v in entries]
     assert block_columns(_block(3, [(1, "caf\u00e9")]), 0, 3, 0, 1, 1, "LONG", "STRING") is None
-    assert block_columns(_block(3, [(1, "y" * 200)]), 0, 3, 0, 1, 1, "LONG", "STRING") is None  # two-byte length
+    assert (
+        block_columns(_block(3, [(1, "y" * 200)]), 0, 3, 0, 1, 1, "LONG", "STRING") is None
+    )  # two-byte length
     assert block_columns(_block(3, entries), 0, 4, 0, 1, 1, "LONG", "STRING") is None  # wrong key group
