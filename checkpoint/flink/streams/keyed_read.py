@@ -118,6 +118,8 @@ class KeyGroupDecoder:
             ns, pos = ns_type.serializer.read(raw, pos)
             if ambiguous:
                 pos += _length_bytes(pos - start)
+        if pos > len(raw):
+            raise SerializationError(f"truncated key bytes: {len(raw)} bytes, {pos} needed")
         return key, ns, raw[pos:]
 
     def _value(self, info: StateInfo, raw: bytes) -> Any:
