@@ -11,7 +11,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: help setup demo test test-fast test-flink bench docs lint typecheck clean
+.PHONY: help setup demo test test-fast test-flink fuzz bench docs lint typecheck clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -47,8 +47,16 @@ test-fast: $(STAMP)  ## run the tests that are not marked slow
 	$(BIN)/python -m pytest -m "not slow and not flink"
 
 FLINK_VENV ?= /work/flinkvenv
-test-flink: $(STAMP)  ## restore written savepoints in real Flink 2.3 (FLINK_VENV: a venv with apache-flink 2.3)
-	FLINK_VENV=$(abspath $(FLINK_VENV)) $(BIN)/python -m pytest -m flink
+FLINK120_VENV ?=
+FLINK117_LIB ?=
+test-flink: $(STAMP)  ## restore written savepoints in real Flink (FLINK_VENV: a venv with apache-flink 2.3; FLINK120_VENV: one with 1.20.5; FLINK117_LIB: deps/lib of the apache-flink-libraries 1.17.2 sdist; each release runs where named)
+	FLINK_VENV=$(abspath $(FLINK_VENV)) FLINK120_VENV=$(abspath $(FLINK120_VENV)) \
+		FLINK117_LIB=$(abspath $(FLINK117_LIB)) $(BIN)/python -m pytest -m flink
+
+SEED ?= 1
+COUNT ?= 5000
+fuzz: $(STAMP)  ## hunt hostile bytes: COUNT mutations (SEED) of every Flink fixture and a checkpoint of ours
+	$(BIN)/python tests/support/hunt.py --seed $(SEED) --count $(COUNT)
 
 bench: $(STAMP)  ## run the benchmarks (JSON lines; BENCH_ARGS="--quick --only P1")
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)

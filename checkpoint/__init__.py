@@ -8,7 +8,7 @@ path in :class:`CheckpointTarget`), a version appended on the latest one
 Reading: a checkpoint opened (:func:`open_checkpoint`), chosen key groups of a state
 (:func:`read_key_groups`, the one path of restores, the Spark reader and the change feed;
 :func:`rows_of_keys` picks keys),
-a file verified whole (:func:`check_file`). A task's Arrow rows as our state files
+files verified whole (:func:`check_files`). A task's Arrow rows as our state files
 (:func:`keyed_state_files`, :func:`operator_state_file`, :func:`broadcast_map_file`: the Spark
 writer's and the streaming sink's one way), stored under a name no task shares
 (:func:`store_state_file`), a chain merged into one (:func:`compacted_chain`). Offline edits
@@ -51,7 +51,7 @@ from .reading.keys import (
 from .reading.merge import DELETE, stored_key_group
 from .reading.native import native_key_groups, refuse_native
 from .reading.restore import CompletedCheckpoint
-from .reading.verified import check_file
+from .reading.verified import check_files
 from .state_rows import fit
 from .storage import Storage, nested_options
 from .views.metadata import metadata_table
@@ -126,7 +126,7 @@ __all__ = [
     "begin_append",
     "begin_savepoint",
     "broadcast_map_file",
-    "check_file",
+    "check_files",
     "check_ids_below",
     "compacted_chain",
     "completed_ids",

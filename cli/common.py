@@ -64,6 +64,15 @@ CheckpointId = Annotated[
     typer.Option("--checkpoint-id", "-c", min=1, help="A checkpoint under a root (default: the latest)."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of tables.")]
+FlinkVersion = Annotated[
+    str | None,
+    typer.Option(
+        "--flink-version",
+        metavar="RELEASE",
+        help="The Flink release (1.13-2.3, e.g. 1.17 or 1.17.2) to write a Flink savepoint for. Default: "
+        "the newest, or for a Flink 1.x savepoint the oldest release it can be from.",
+    ),
+]
 AllowPickle = Annotated[
     bool,
     typer.Option(

@@ -24,6 +24,7 @@ from flinkstate.state import InvalidArgumentError
 from .common import (
     CheckpointId,
     CheckpointPath,
+    FlinkVersion,
     JsonFlag,
     StorageOptions,
     TargetOptions,
@@ -137,13 +138,16 @@ def convert(
             "runs code: only for trusted checkpoints.",
         ),
     ] = False,
+    flink_version: FlinkVersion = None,
     checkpoint_id: CheckpointId = None,
     as_json: JsonFlag = False,
     storage_option: StorageOptions = None,
     target_option: TargetOptions = None,
 ) -> None:
     """Write a checkpoint or savepoint (ours, or a Flink savepoint read) as a canonical Flink
-    savepoint that Flink 2.3 restores (``flink run -s TARGET``), operators matched by uid; or
+    savepoint that Flink restores (``flink run -s TARGET``; the release ``--flink-version``
+    names, by default the newest, or for a Flink 1.x savepoint the oldest release it can be
+    from), operators matched by uid; or
     (``--to flinkstate``) a Flink savepoint as one of our savepoints; with ``--pyflink-mode``, our
     operators' keyed state as a PyFlink job keeps Python state.
 
@@ -157,7 +161,15 @@ def convert(
     if dry_run:  # written in memory, read back, dropped
         where, where_options = f"memory://flinkstate-convert-dry-run/{uuid.uuid4().hex}", {}
     if to is Target.flinkstate:
-        given = [n for n, v in (("--parallelism", parallelism), ("--max-parallelism", max_parallelism)) if v]
+        given = [
+            n
+            for n, v in (
+                ("--parallelism", parallelism),
+                ("--max-parallelism", max_parallelism),
+                ("--flink-version", flink_version),
+            )
+            if v
+        ]
         if given:
             raise InvalidArgumentError(f"{given[0]} applies to --to flink only", code="INVALID_OPTION")
         _to_ours(checkpoint, target, (where, where_options), operator, uid or [], dry_run, as_json)
@@ -167,7 +179,7 @@ def convert(
             sp = write_savepoint(
                 checkpoint, where, parallelism=parallelism, max_parallelism=max_parallelism,
                 operators=operator, storage=where_options, inline_threshold=inline_threshold,
-                pyflink_mode=_pyflink_mode(pyflink_mode, pickled_keys),
+                pyflink_mode=_pyflink_mode(pyflink_mode, pickled_keys), flink_version=flink_version,
                 progress=bar("encoding, writing" if not dry_run else "encoding, checking"),
             )  # fmt: skip
         operators = _describe(sp)

@@ -23,6 +23,7 @@ from flinkstate.state import InvalidArgumentError
 from .common import (
     CheckpointId,
     CheckpointPath,
+    FlinkVersion,
     JsonFlag,
     StorageOptions,
     TargetOptions,
@@ -95,13 +96,16 @@ def edit(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Check the edits and show what would change; write nothing.")
     ] = False,
+    flink_version: FlinkVersion = None,
     checkpoint_id: CheckpointId = None,
     as_json: JsonFlag = False,
     storage_option: StorageOptions = None,
     target_option: TargetOptions = None,
 ) -> None:
     """Edit a savepoint offline (what Flink's SavepointWriter edits) into a new savepoint of the
-    same format: one of ours, or a canonical Flink savepoint Flink 2.3 restores.
+    same format: one of ours, or a canonical Flink savepoint Flink restores (the release
+    ``--flink-version`` names; by default, for a Flink 1.x savepoint, the oldest release it can be
+    from, so its own Flink restores it; else the newest).
 
     Edits name operators by their uid in SOURCE (a Flink operator also by id or name);
     renames apply last. Bad edits (an unknown operator or state, two operators with one
@@ -114,10 +118,14 @@ def edit(
     plan: EditPlan
     if isinstance(checkpoint, FlinkSavepoint):
         fmt, source_id = "flink", checkpoint.meta.checkpoint_id
-        plan = plan_savepoint_edits(checkpoint, edits)
+        plan = plan_savepoint_edits(checkpoint, edits, flink_version)
         if not dry_run:
-            edit_savepoint(checkpoint, target, edits, storage=target_options)
+            edit_savepoint(checkpoint, target, edits, storage=target_options, flink_version=flink_version)
     else:
+        if flink_version is not None:
+            raise InvalidArgumentError(
+                "--flink-version applies to a Flink savepoint; SOURCE is one of ours", code="INVALID_OPTION"
+            )
         fmt, source_id = "flinkstate", checkpoint.checkpoint_id
         plan = plan_checkpoint_edits(checkpoint, edits)
         if not dry_run:

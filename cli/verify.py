@@ -7,7 +7,6 @@ Exit status 0 only when the manifest (its own checksum) and every file it refere
 from __future__ import annotations
 
 import posixpath
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -30,7 +29,7 @@ from flinkstate.checkpoint import (
     FileRef,
     Manifest,
     Storage,
-    check_file,
+    check_files,
     completed_ids,
 )
 
@@ -51,8 +50,6 @@ EXAMPLE = (
     "Example: flinkstate verify /tmp/my-job/checkpoints && echo intact ; "
     "flinkstate verify s3://bucket/job/checkpoints --all -o client_kwargs.endpoint_url=http://..."
 )
-WORKERS = 4
-"""Files checked at once (reads from object stores overlap)."""
 
 
 @dataclass(frozen=True)
@@ -119,12 +116,8 @@ def verify(
     )
     with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task("verify", total=total)
-
-        def check(item: tuple[str, Storage, FileRef]) -> str | None:
-            return check_file(item[1], item[2], lambda n: progress.advance(task, n))
-
-        with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="verify") as pool:
-            results = list(pool.map(check, files.values()))
+        items = [(directory, ref) for _, directory, ref in files.values()]
+        results = check_files(items, lambda n: progress.advance(task, n))
     for (label, _, ref), problem in zip(files.values(), results, strict=True):
         if problem is not None:
             problems.append({"checkpoint": label, "path": ref.path, "problem": problem})

@@ -27,7 +27,7 @@ DECLARING = ("valuetype", "userkeytype", "statetype", "types")
 WRITE_OPTIONS = (
     "path", "operator", "state", "statetype", "keycolumns", "valuecolumns", "maxparallelism",
     "parallelism", "opcolumn", "positioncolumn", "namespacecolumn", "userkeycolumn", "ttl", "retain",
-    "format", "flinkkeytype", "flinkvaluetype", "flinkuserkeytype", "sharedfilesystem",
+    "format", "flinkkeytype", "flinkvaluetype", "flinkuserkeytype", "sharedfilesystem", "flinkversion",
 )  # fmt: skip
 WRITE_FORMATS = ("flinkstate", "flink")
 FLINK_TYPES = ("flinkkeytype", "flinkvaluetype", "flinkuserkeytype")
@@ -291,6 +291,10 @@ class WriteOptions:
     shared_filesystem: bool = False
     """A local path (``file://`` or plain) is declared shared by every host of a cluster (see
     :mod:`.shared_root`); without it, a cluster's tasks refuse to write to one."""
+    flink_version: str | None = None
+    """Option flinkVersion (format flink): the Flink release the savepoint is written for
+    (``write_operators(..., flink_version=)``; default: the newest, or for an append to a Flink
+    1.x savepoint the oldest release it can be from)."""
 
     @property
     def flink(self) -> bool:
@@ -335,6 +339,7 @@ class WriteOptions:
             _int(plain, "retain", None),
             *_format(plain),
             shared_filesystem=_bool(plain, "sharedfilesystem", False),
+            flink_version=_flink_version(plain),
         )
 
 
@@ -344,6 +349,10 @@ def _format(plain: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     if fmt not in WRITE_FORMATS:
         raise OptionError(f"option format must be one of {list(WRITE_FORMATS)}, got {plain['format']!r}")
     types = {k: plain[k] for k in FLINK_TYPES if k in plain}
+    if "flinkversion" in plain and fmt != "flink":
+        raise OptionError(
+            "option flinkVersion names the Flink release to write for: it needs option format flink"
+        )
     if types and fmt != "flink":
         names = [_name(k) for k in types]
         raise OptionError(f"option(s) {names} declare Flink types: they need option format flink")

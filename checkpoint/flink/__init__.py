@@ -17,7 +17,7 @@ from .errors import (
 )
 from .metadata.metadata_read import is_flink_metadata
 from .metadata.operator_id import operator_id_hex
-from .metadata.versions import FlinkVersions
+from .metadata.versions import FlinkTarget, FlinkVersions
 from .metadata.versions import parse_release as parse_flink_release
 from .reader.importing import import_savepoint
 from .reader.nested import nested_view
@@ -29,7 +29,7 @@ from .types.rowdata_read import RowDataReader, SqlTypeInfo, key_group_of
 from .writer.arrow import ArrowOperator, ArrowState, with_operator
 from .writer.edit import edit_savepoint, plan_savepoint_edits
 from .writer.pyflink import PICKLED_KEY, PYFLINK_MODES
-from .writer.savepoint import write_operators, write_savepoint
+from .writer.savepoint import flink_target, write_operators, write_savepoint
 
 __all__ = [
     "PICKLED_KEY",
@@ -41,6 +41,7 @@ __all__ = [
     "FlinkFormatError",
     "FlinkSavepoint",
     "FlinkState",
+    "FlinkTarget",
     "FlinkVersionRequiredError",
     "FlinkVersions",
     "RowDataReader",
@@ -51,6 +52,7 @@ __all__ = [
     "UnsupportedSerializerError",
     "declarations",
     "edit_savepoint",
+    "flink_target",
     "flink_type",
     "import_savepoint",
     "is_flink_metadata",

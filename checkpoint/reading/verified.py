@@ -10,7 +10,8 @@ the file.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -93,3 +94,16 @@ def check_file(directory: Storage, ref: FileRef, on_read: Callable[[int], None] 
     if digest.hexdigest() != ref.sha256:
         return "its SHA-256 is not the manifest's: altered"
     return None
+
+
+CHECK_WORKERS = 4
+"""Files :func:`check_files` checks at once (reads from object stores overlap)."""
+
+
+def check_files(
+    items: Sequence[tuple[Storage, FileRef]], on_read: Callable[[int], None] | None = None
+) -> list[str | None]:
+    """:func:`check_file` of each (directory, file) in ``items``, :data:`CHECK_WORKERS` at once,
+    in their order; ``on_read(n)`` as bytes are read (from any of the threads)."""
+    with ThreadPoolExecutor(max_workers=CHECK_WORKERS, thread_name_prefix="verify") as pool:
+        return list(pool.map(lambda item: check_file(item[0], item[1], on_read), items))

@@ -14,16 +14,16 @@ before anything is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flinkstate.state.errors import InvalidArgumentError
 
 from ..errors import CheckpointCorruptError, CheckpointNotFoundError
 from ..manifest import RUN_TOKEN_PROPERTY
-from ..reading.verified import check_file
+from ..reading.verified import check_files
 from ..storage import Storage
-from .append import VersionAppend
-from .versions import completed_ids, load_version, version_ids
+from .append import begin_append
+from .versions import completed_ids, load_version
 
 ROLLED_BACK_TO = "flinkstate.rollback.to"
 """The property of a rolled-back version naming the checkpoint it equals."""
@@ -70,17 +70,18 @@ def rollback(root: Storage, to: int, *, dry_run: bool = False, retain: int | Non
     chosen = load_version(root, to)
     directory = root.child(f"chk-{to}")
     refs = list(chosen.files())
-    problems = [(ref.path, p) for ref in refs if (p := check_file(directory, ref)) is not None]
+    checked = check_files([(directory, ref) for ref in refs])
+    problems = [(ref.path, p) for ref, p in zip(refs, checked, strict=True) if p is not None]
     if problems:
         listed = "; ".join(f"{path}: {p}" for path, p in problems)
         raise CheckpointCorruptError(
             f"checkpoint {to} under {root!r} does not verify, so it cannot be rolled back to ({listed})"
         )
-    version = version_ids(root)[-1] + 1
-    result = Rollback(to, previous, version, len(refs), sum(r.size for r in refs), committed=not dry_run)
+    append = replace(begin_append(root, derive=False), base_version=to)
+    size = sum(r.size for r in refs)
+    result = Rollback(to, previous, append.version, len(refs), size, committed=not dry_run)
     if dry_run:
         return result
-    append = VersionAppend(version, to)
     base = append.load_base(root)
     assert base is not None
     properties = {k: v for k, v in base.properties.items() if k != RUN_TOKEN_PROPERTY}

@@ -1,5 +1,7 @@
 """``df.write.format("flinkstate").option("format", "flink")``: a canonical Flink savepoint
-from a DataFrame, which Flink 2.3 restores (``flink run -s <path>``).
+from a DataFrame, which Flink restores (``flink run -s <path>``): the release option
+``flinkVersion`` names (1.13-2.3; default the newest, or, appending to a Flink 1.x savepoint, the
+oldest release it can be from).
 
 The options are the bootstrap writer's (:mod:`.batch`); ``flinkKeyType``, ``flinkValueType``
 and ``flinkUserKeyType`` declare Flink types the columns do not say (a Java class name or a
@@ -29,6 +31,7 @@ from flinkstate.checkpoint.flink import (
     ArrowOperator,
     ArrowState,
     FlinkSavepoint,
+    flink_target,
     flink_type,
     is_flink_savepoint,
     read_savepoint,
@@ -189,9 +192,11 @@ class FlinkSavepointWriter(DataSourceArrowWriter):
         old: FlinkSavepoint | None = None
         if self._root().exists(METADATA):
             old = read_savepoint(opts.path, opts.storage)
-        ops = with_operator(None if self.overwrite else old, op)
+        base = None if self.overwrite else old
+        flink = flink_target(opts.flink_version, base)
+        ops = with_operator(base, op, flink)
         checkpoint_id = old.meta.checkpoint_id + 1 if old is not None else 1
-        write_operators(ops, opts.path, checkpoint_id, storage=opts.storage, replace=True)
+        write_operators(ops, opts.path, checkpoint_id, flink=flink, storage=opts.storage, replace=True)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to undo: tasks write no files, the commit writes the savepoint."""

@@ -105,17 +105,25 @@ class TypeSerializer(ABC):
                 data = bytes(data)
             except TypeError as exc:
                 raise SerializationError(f"expected bytes, got {type(data).__name__}") from exc
-        try:
-            value, pos = self.read(data, 0)
-        except SerializationError:
-            raise
-        except _READ_ERRORS as exc:
-            raise SerializationError(f"cannot deserialize {len(data)} bytes with {self}: {exc}") from exc
-        if pos > len(data):
-            raise SerializationError(f"truncated value of {self}: {len(data)} bytes, {pos} needed")
+        value, pos = self.read_at(data, 0)
         if pos != len(data):
             raise SerializationError(f"{len(data) - pos} trailing bytes after a value of {self}")
         return value
+
+    def read_at(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        """:meth:`read` of untrusted bytes: a position outside ``buf`` and a short or malformed
+        value (whatever the parsing raised) are a :class:`SerializationError`."""
+        if not 0 <= pos <= len(buf):
+            raise SerializationError(f"a value of {self} at byte {pos}, outside the {len(buf)} bytes")
+        try:
+            value, end = self.read(buf, pos)
+        except SerializationError:
+            raise
+        except _READ_ERRORS as exc:
+            raise SerializationError(f"cannot deserialize a value of {self} at byte {pos}: {exc}") from exc
+        if end > len(buf):
+            raise SerializationError(f"truncated value of {self}: {len(buf)} bytes, {end} needed")
+        return value, end
 
     def __repr__(self) -> str:
         return type(self).__name__

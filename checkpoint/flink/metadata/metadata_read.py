@@ -28,6 +28,8 @@ MAGIC = 0x4960672D
 _MASTER_MAGIC = 0xC96B1696 - (1 << 32)
 SUPPORTED_VERSIONS = (3, 4, 5, 6)
 OPERATOR_MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
+MAX_KEY_GROUPS = 1 << 15
+"""Flink's upper bound of max parallelism: the most key groups a handle can have."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class StreamHandle:
                 data: bytes = f.read() if limit is None else f.read(limit)
         except FileNotFoundError as exc:
             raise FlinkFormatError(f"state file {path} (handle {self.name}) is missing") from exc
+        except OSError as exc:  # a directory, a name the filesystem refuses
+            raise FlinkFormatError(f"state file {path} (handle {self.name}) cannot be read: {exc}") from exc
         if len(data) != (self.size if limit is None else min(limit, self.size)) and self.kind != "bytes":
             raise FlinkFormatError(f"state file {path} has {len(data)} bytes, _metadata says {self.size}")
         return data
@@ -154,11 +158,20 @@ def _stream(c: Cursor) -> StreamHandle | None:
         return StreamHandle("bytes", name, len(data), data)
     if tag == 2:
         size = c.i64("file size")
-        return StreamHandle("file", c.utf("file path"), size)
+        return StreamHandle("file", _file_name(c, "file path", "\x00"), size)
     if tag == 6:
-        rel = c.utf("relative path")
+        rel = _file_name(c, "relative path", "\x00/")  # Flink's is the file's name alone
         return StreamHandle("relative", rel, c.i64("file size"))
     raise c.fail(f"unknown stream handle tag {tag}", at)
+
+
+def _file_name(c: Cursor, what: str, refused: str) -> str:
+    """A path in a stream handle: not empty, none of the ``refused`` characters."""
+    at = c.pos
+    name = c.utf(what)
+    if not name or any(ch in name for ch in refused) or name in (".", ".."):
+        raise c.fail(f"{what} {name!r} is not a file name", at)
+    return name
 
 
 def _keyed(c: Cursor) -> KeyedHandle | None:
@@ -180,7 +193,10 @@ def _keyed(c: Cursor) -> KeyedHandle | None:
         c.i64("checkpoint id")
         c.utf("backend id")
         first = c.i32("first key group")
+        at = c.pos
         n = c.count("key-group count", 0)
+        if n > MAX_KEY_GROUPS:  # no offsets follow to bound it by the bytes left
+            raise c.fail(f"implausible key-group count {n}", at)
         if tag == 11:
             c.i64("checkpointed size")
         meta = _stream(c)

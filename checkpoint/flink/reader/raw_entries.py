@@ -18,6 +18,7 @@ from ..errors import FlinkFormatError, UnsupportedSerializerError
 from ..metadata.metadata_read import OperatorHandle
 from ..streams.header_read import KeyedHeader
 from ..streams.keyed_read import KeyGroupDecoder, StateRows
+from ..streams.operator_read import element_spans
 from ..wire.snappy_read import snappy_block
 
 
@@ -57,12 +58,5 @@ def operator_elements(
 ) -> list[bytes]:
     """The bytes of each element of operator list or union state ``name`` in one subtask's
     stream (each runs to the next recorded offset); of a broadcast state, its whole map."""
-    entry = next((e for e in handle.states if e.name == name), None)
-    if entry is None:
-        raise FlinkFormatError(f"{where}: no operator state {name!r}")
-    bounds = sorted({o for e in handle.states for o in e.offsets} | {len(data)})
-    out = []
-    for offset in entry.offsets:
-        end = bounds[bounds.index(offset) + 1]
-        out.append(snappy_block(data, offset, end, where) if compressed else bytes(data[offset:end]))
-    return out
+    spans = element_spans(data, handle, name, where)
+    return [snappy_block(data, s, e, where) if compressed else bytes(data[s:e]) for s, e in spans]

@@ -1,6 +1,7 @@
 """The headers of the state streams the savepoint writer writes: the inverse of :mod:`.header_read`.
 
-A keyed state stream's header (``KeyedBackendSerializationProxy``, version 6, not compressed):
+A keyed state stream's header (``KeyedBackendSerializationProxy``, version 6 for every release
+1.13-2.3, not compressed):
 ``int version, bool compressed, key serializer snapshot, short n`` state meta infos, each
 ``UTF name, int backend state type, options (UTF, UTF)*, serializer snapshots (UTF key,
 snapshot)*``: a keyed state's (backend type KEY_VALUE, option KEYED_STATE_TYPE, its
@@ -8,7 +9,8 @@ VALUE_SERIALIZER and NAMESPACE_SERIALIZER) or a timer queue's (backend type PRIO
 options, a ``TimerSerializerSnapshot``). An operator state's meta info (backend type OPERATOR,
 option OPERATOR_STATE_DISTRIBUTION_MODE, the element's VALUE_SERIALIZER; a broadcast state's:
 backend type BROADCAST, its VALUE_SERIALIZER and KEY_SERIALIZER). A state carried from a Flink
-savepoint as it was has its meta info written as the bytes read.
+savepoint as it was has its meta info written as the bytes read. Serializer snapshots are
+written as the target release writes them (:class:`..metadata.versions.FlinkTarget`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from flinkstate.state.operator import OperatorStateData, OperatorStateMode
 from flinkstate.state.serializers.base import TypeSerializer
 from flinkstate.state.types.mapping import TypeInformation
 
+from ..metadata.versions import FlinkTarget
 from ..types.snapshots_write import (
     Snapshot,
     VerbatimSnapshot,
@@ -82,10 +85,12 @@ class KeyedStateSpec:
         return value
 
 
-def write_header(out: Output, key: Snapshot | VerbatimSnapshot, states: Sequence[KeyedStateSpec]) -> None:
+def write_header(
+    out: Output, key: Snapshot | VerbatimSnapshot, states: Sequence[KeyedStateSpec], flink: FlinkTarget
+) -> None:
     out.i32(HEADER_VERSION, "keyed state format version")
     out.boolean(False)  # not compressed
-    key.write_top_level(out)
+    key.write_top_level(out, flink)
     out.i16(len(states), "state count")
     for s in states:
         if s.verbatim is not None:
@@ -98,7 +103,7 @@ def write_header(out: Output, key: Snapshot | VerbatimSnapshot, states: Sequence
             out.i32(0, "option count")
             out.i32(1, "serializer count")
             out.utf("VALUE_SERIALIZER", "serializer key")
-            timer_snapshot(key, s.namespace).write_top_level(out)
+            timer_snapshot(key, s.namespace).write_top_level(out, flink)
             continue
         out.i32(_KEY_VALUE, "backend state type")
         out.i32(1, "option count")
@@ -106,12 +111,12 @@ def write_header(out: Output, key: Snapshot | VerbatimSnapshot, states: Sequence
         out.utf(s.kind, "option value")
         out.i32(2, "serializer count")
         out.utf("VALUE_SERIALIZER", "serializer key")
-        s.value_snapshot().write_top_level(out)
+        s.value_snapshot().write_top_level(out, flink)
         out.utf("NAMESPACE_SERIALIZER", "serializer key")
-        s.namespace.snapshot.write_top_level(out)
+        s.namespace.snapshot.write_top_level(out, flink)
 
 
-def write_operator_meta(out: Output, s: OperatorStateData) -> None:
+def write_operator_meta(out: Output, s: OperatorStateData, flink: FlinkTarget) -> None:
     """An operator (list, union) or broadcast state's meta info; a verbatim one as read."""
     if VERBATIM in s.meta:
         out.raw(s.meta[VERBATIM])
@@ -124,8 +129,8 @@ def write_operator_meta(out: Output, s: OperatorStateData) -> None:
     out.utf(s.mode.name, "option value")
     out.i32(2 if broadcast else 1, "serializer count")
     out.utf("VALUE_SERIALIZER", "serializer key")
-    snapshot_of(s.value_type, s.name).write_top_level(out)
+    snapshot_of(s.value_type, s.name).write_top_level(out, flink)
     if broadcast:
         assert s.user_key_type is not None
         out.utf("KEY_SERIALIZER", "serializer key")
-        key_snapshot(s.user_key_type, s.name).write_top_level(out)
+        key_snapshot(s.user_key_type, s.name).write_top_level(out, flink)

@@ -15,7 +15,6 @@ bytes sort as numbers), the key, the namespace; its rows hold the timestamp as t
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +106,7 @@ class KeyGroupDecoder:
         info = rows.info
         ns_type = info.namespace
         ambiguous = not self.key_fixed and ns_type is not None and not ns_type.fixed_width
-        key, pos = self.key_serializer.read(raw, self.prefix)
+        key, pos = self.key_serializer.read_at(raw, self.prefix)
         if ambiguous:
             pos += _length_bytes(pos - self.prefix)
         if ns_type is None or ns_type.void:
@@ -115,7 +114,7 @@ class KeyGroupDecoder:
         else:
             assert ns_type.serializer is not None
             start = pos
-            ns, pos = ns_type.serializer.read(raw, pos)
+            ns, pos = ns_type.serializer.read_at(raw, pos)
             if ambiguous:
                 pos += _length_bytes(pos - start)
         if pos > len(raw):
@@ -136,14 +135,14 @@ class KeyGroupDecoder:
         if len(buf) < pos + 8:
             raise SerializationError("truncated timer timestamp")
         flipped = int.from_bytes(buf[pos : pos + 8], "big") ^ _SIGN
-        key, pos = self.key_serializer.read(buf, pos + 8)
+        key, pos = self.key_serializer.read_at(buf, pos + 8)
         ns_type = children[1]
         if ns_type.void:
             ns, pos = None, pos + 1
         else:
             if ns_type.serializer is None:
                 raise SerializationError(f"no decoder for the timer namespace {ns_type.describe()}")
-            ns, pos = ns_type.serializer.read(buf, pos)
+            ns, pos = ns_type.serializer.read_at(buf, pos)
         return key, ns, flipped - (flipped >> 63 << 64), pos
 
     def _add(self, rows: StateRows, kg: int, key_raw: bytes, value_raw: bytes) -> None:
@@ -178,7 +177,7 @@ class KeyGroupDecoder:
                 if value_raw[pos] != LIST_DELIMITER:
                     raise SerializationError(f"missing list delimiter at value byte {pos}")
                 pos += 1
-            element, pos = serializer.read(value_raw, pos)
+            element, pos = serializer.read_at(value_raw, pos)
             rows.add(kg, key, ns, position, element)
             position += 1
 
@@ -261,7 +260,7 @@ class KeyGroupDecoder:
                 else:
                     for _ in range(c.count(f"entry count of state {info.name}")):
                         self._heap_entry(c, info, rows, kg)
-            except (SerializationError, IndexError, ValueError, struct.error) as exc:
+            except (SerializationError, IndexError, ValueError) as exc:
                 raise FlinkFormatError(
                     f"{self.where}: state {info.name}, key group {kg}: {exc} (near byte offset {c.pos})"
                 ) from exc
@@ -269,8 +268,7 @@ class KeyGroupDecoder:
     def _read(self, c: Cursor, serializer: TypeSerializer | None, what: str) -> Any:
         if serializer is None:
             raise SerializationError(f"no decoder for the {what}")
-        value, c.pos = serializer.read(c.buf, c.pos)
-        return value
+        return c.value(serializer, what)
 
     def _heap_entry(self, c: Cursor, info: StateInfo, rows: StateRows | None, kg: int) -> None:
         ns_type = info.namespace

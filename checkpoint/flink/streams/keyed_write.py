@@ -28,6 +28,7 @@ from flinkstate.state.serializers.batch import batch_kind, encode_block
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import TypeInformation
 
+from ..metadata.versions import FlinkTarget
 from ..types.snapshots_write import (
     Snapshot,
     VerbatimSnapshot,
@@ -164,13 +165,14 @@ def keyed_stream(
     key_groups: range,
     max_parallelism: int,
     columns: Mapping[int, Sequence[StateColumns | None]],
+    flink: FlinkTarget,
     key_serializer: Snapshot | VerbatimSnapshot | None = None,
 ) -> tuple[bytes, list[int]]:
-    """(the stream, one offset per key group of ``key_groups``). ``columns`` maps a key group
-    to each state's entries there (by state index; None or absent: no entries);
+    """(the stream, one offset per key group of ``key_groups``) for release ``flink``. ``columns``
+    maps a key group to each state's entries there (by state index; None or absent: no entries);
     ``key_serializer``: the key's serializer snapshot (default: that of the atomic ``key``)."""
     out = Output(where)
-    write_header(out, key_serializer or key_snapshot(key, "the key"), states)
+    write_header(out, key_serializer or key_snapshot(key, "the key"), states, flink)
     encoders = [EntryEncoder(s, key, max_parallelism) for s in states]
     offsets: list[int] = []
     for kg in key_groups:

@@ -1,7 +1,8 @@
 """One subtask's operator state stream: the inverse of :mod:`.operator_read`.
 
-Header (``OperatorBackendSerializationProxy``, version 6, not compressed; the meta infos
-written by :mod:`.header_write`): ``short n`` list and union state meta infos, ``short m``
+Header (``OperatorBackendSerializationProxy``: the target release's version, 5 up to Flink 1.17,
+which refuses 6, or 6 with its compression flag, not compressed; the meta infos written by
+:mod:`.header_write`): ``short n`` list and union state meta infos, ``short m``
 broadcast state meta infos. Then each list's elements one after the other and each broadcast
 map as ``int size`` and key/value pairs; ``_metadata`` records each element's offset (one
 offset per broadcast map). States go in the order of the ``java.util.HashMap`` Flink's
@@ -23,9 +24,10 @@ from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import TypeInformation
 
 from ..metadata.metadata_write import OperatorStateEntryOut
+from ..metadata.versions import FlinkTarget
 from ..types.snapshots_write import key_snapshot, snapshot_of
 from ..wire.data_write import Output
-from .header_write import HEADER_VERSION, VERBATIM, write_operator_meta
+from .header_write import VERBATIM, write_operator_meta
 
 
 def check_types(what: str, value: TypeInformation, user_key: TypeInformation | None, broadcast: bool) -> None:
@@ -68,17 +70,18 @@ def _data(out: Output, s: OperatorStateData) -> tuple[int, ...]:
 
 
 def operator_stream(
-    where: str, states: Sequence[OperatorStateData]
+    where: str, states: Sequence[OperatorStateData], flink: FlinkTarget
 ) -> tuple[bytes, list[OperatorStateEntryOut]]:
-    """(the stream, each state's handle entry) of one subtask's operator states."""
+    """(the stream, each state's handle entry) of one subtask's operator states, for release ``flink``."""
     out = Output(where)
     lists, maps = _ordered(states, False), _ordered(states, True)
-    out.i32(HEADER_VERSION, "operator state format version")
-    out.boolean(False)  # not compressed
+    out.i32(flink.operator_format, "operator state format version")
+    if flink.operator_format >= 6:
+        out.boolean(False)  # not compressed
     for group in (lists, maps):
         out.i16(len(group), "state count")
         for s in group:
-            write_operator_meta(out, s)
+            write_operator_meta(out, s, flink)
     entries = []
     for s in lists + maps:
         try:

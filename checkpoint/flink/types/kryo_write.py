@@ -1,12 +1,14 @@
 """Kryo-serialized values encoded from a declared struct: the inverse of :mod:`.kryo_read`.
 
-:class:`KryoWriter` writes what Flink 2.3's ``KryoSerializer`` writes for one class: the class
-header (the registration id, or the class name, as the state's own values carry it: Kryo's
-registrations live in the serializer snapshot, which the writer carries as read), the
-reference marker of a new object, then the declared fields sorted by name, each as
-:mod:`.kryo_read` reads it. Strings are Kryo 5's ``Output.writeString``: an ASCII run for 2 to 32
-ASCII chars, else a flagged varint of char count + 1 and the UTF-16 code units in Kryo's
-UTF-8 (one byte up to 0x7F, two up to 0x7FF, else three; astral chars as two surrogates).
+:class:`KryoWriter` writes what Flink's ``KryoSerializer`` writes for one class, with Kryo 5
+(Flink 2.x) or Kryo 2 (Flink 1.x): the class header (the registration id, or the class name, as
+the state's own values carry it: Kryo's registrations live in the serializer snapshot, which
+the writer carries as read), the reference marker of a new object, then the declared fields
+sorted by name, each as :mod:`.kryo_read` reads it (``short``, ``float`` and ``double``
+little-endian in Kryo 5, big-endian in Kryo 2). Strings are ``Output.writeString``: an ASCII
+run for 2 to 32 ASCII chars (Kryo 2: 2 to 63), else a flagged varint of char count + 1 and the
+UTF-16 code units in Kryo's UTF-8 (one byte up to 0x7F, two up to 0x7FF, else three; astral
+chars as two surrogates).
 
 :func:`class_header` takes the class header from a value's bytes; :func:`state_class_header`
 the one header all values of a state share (a state holding none, or values of several
@@ -26,11 +28,21 @@ from flinkstate.state.errors import SerializationError
 from flinkstate.state.serializers.base import TypeSerializer
 
 from ..errors import UnsupportedFlinkWriteError
-from .kryo_read import FIXED, KryoReader, encoding, java_order, kryo_string, varint
+from .kryo_read import (
+    FIXED,
+    FIXED_KRYO2,
+    KRYO_VERSIONS,
+    KryoReader,
+    encoding,
+    java_order,
+    kryo_string,
+    varint,
+)
 
 Write = Callable[[Any, bytearray], None]
 _NEW_OBJECT = b"\x01"  # Kryo's reference marker of an object not seen before
-_ASCII_RUN = range(2, 33)  # Kryo writes 2 to 32 ASCII chars as an ASCII run
+#: The lengths of ASCII strings Kryo writes as an ASCII run, by Kryo version.
+_ASCII_RUN = {5: range(2, 33), 2: range(2, 64)}
 
 
 def uvarint(v: int, out: bytearray, max_bytes: int) -> None:
@@ -58,13 +70,13 @@ def _zigzag(bits: int) -> Write:
     return write
 
 
-def write_string(s: str, out: bytearray) -> None:
-    """Kryo 5's ``Output.writeString`` of a non-null string."""
+def write_string(s: str, out: bytearray, kryo: int) -> None:
+    """Kryo ``kryo``'s ``Output.writeString`` of a non-null string."""
     if not isinstance(s, str):
         raise SerializationError(f"{s!r} is not a string")
     raw = s.encode("utf-16-be", "surrogatepass")
     units = struct.unpack(f">{len(raw) // 2}H", raw)
-    if len(units) in _ASCII_RUN and all(u < 0x80 for u in units):
+    if len(units) in _ASCII_RUN[kryo] and all(u < 0x80 for u in units):
         out += bytes(units[:-1])
         out.append(units[-1] | 0x80)
         return
@@ -81,8 +93,8 @@ def write_string(s: str, out: bytearray) -> None:
             out += bytes((0xE0 | u >> 12, 0x80 | u >> 6 & 0x3F, 0x80 | u & 0x3F))
 
 
-def _fixed(name: str) -> Write:
-    s = FIXED[name]
+def _fixed(name: str, table: Mapping[str, struct.Struct]) -> Write:
+    s = table[name]
     kinds = (int, float) if name in ("float", "double") else (int,)
 
     def write(v: Any, out: bytearray) -> None:
@@ -102,22 +114,27 @@ def _boolean(v: Any, out: bytearray) -> None:
     out.append(1 if v else 0)
 
 
-_WRITE: dict[str, Write] = {
-    "long": _zigzag(64),
-    "int": _zigzag(32),
-    "boolean": _boolean,
-    "string": write_string,
-    **{name: _fixed(name) for name in FIXED},
-}
+def _writers(kryo: int, fixed: Mapping[str, struct.Struct]) -> dict[str, Write]:
+    return {
+        "long": _zigzag(64),
+        "int": _zigzag(32),
+        "boolean": _boolean,
+        "string": lambda v, out: write_string(v, out, kryo),
+        **{name: _fixed(name, fixed) for name in fixed},
+    }
 
 
-def _field_writer(field: pa.Field) -> Write:
+#: Field writers by Kryo version.
+_WRITE: dict[int, dict[str, Write]] = {5: _writers(5, FIXED), 2: _writers(2, FIXED_KRYO2)}
+
+
+def _field_writer(field: pa.Field, kryo: int) -> Write:
     name = encoding(field.type)
     if name is None:
         raise SerializationError(
             f"type {field.type} has no Kryo field encoding"
         )  # the reader refused it first
-    inner = _WRITE[name]
+    inner = _WRITE[kryo][name]
     if pa.types.is_string(field.type) or field.nullable:
 
         def nullable(v: Any, out: bytearray) -> None:
@@ -138,13 +155,16 @@ def _field_writer(field: pa.Field) -> Write:
 
 
 class KryoWriter(TypeSerializer):
-    """Writes (and reads) one declared Kryo class's values, dicts of the declared fields;
-    ``header``: the class header bytes the state's values carry (:func:`state_class_header`)."""
+    """Writes (and reads) one declared Kryo class's values, dicts of the declared fields, with
+    Kryo ``kryo`` (2: Flink 1.x, 5: 2.x); ``header``: the class header bytes the state's values
+    carry (:func:`state_class_header`)."""
 
-    def __init__(self, declared: pa.DataType, java_class: str, header: bytes, what: str) -> None:
-        self.reader = KryoReader(declared, java_class, what)  # checks the declaration
+    def __init__(self, declared: pa.DataType, java_class: str, header: bytes, what: str, kryo: int) -> None:
+        if kryo not in KRYO_VERSIONS:
+            raise SerializationError(f"{what}: Kryo version {kryo} (known: 2 and 5)")
+        self.reader = KryoReader(declared, java_class, what, kryo)  # checks the declaration
         fields = [declared.field(i) for i in range(declared.num_fields)]
-        self.fields = [(f.name, _field_writer(f)) for f in java_order(fields)]
+        self.fields = [(f.name, _field_writer(f, kryo)) for f in java_order(fields)]
         self.header = header + _NEW_OBJECT
         self.java_class = java_class
 

@@ -8,7 +8,9 @@ snapshot (a Tuple's class name, a Row's row-kind flag), then their nested snapsh
 then three "linked optional maps" (``long magic, int count``, per entry ``UTF name`` and two
 framed parts, each ``bool present, int length, bytes``): its fields (the declaring class and
 field name; the field's snapshot) and two empty maps of subclasses. The class names and magic
-numbers are the reader's; the versions are those Flink 2.3 writes.
+numbers are the reader's; the versions are those Flink 1.17, 1.20 and 2.3 write, but for the
+Row's outer version, which is the target release's (:class:`..metadata.versions.FlinkTarget`:
+3, without the row-kind flag, for Flink 1.13).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from flinkstate.state.types.mapping import (
 )
 
 from ..errors import UnsupportedFlinkWriteError
+from ..metadata.versions import FlinkTarget
 from ..wire.data_write import Output
 from . import classes
 
@@ -39,7 +42,7 @@ _OUTER_VERSIONS = {
     classes.MAP: 1,
     classes.TTL: 2,
     classes.TUPLE: 2,
-    classes.ROW: 4,
+    classes.ROW: 4,  # the newest: FlinkTarget.row_outer_version
     classes.TIMER: 2,
 }
 _TUPLE_CLASS = "org.apache.flink.api.java.tuple.Tuple{}"
@@ -65,28 +68,30 @@ class Snapshot:
     def composite(self) -> bool:
         return self.class_name in _OUTER_VERSIONS
 
-    def write(self, out: Output) -> None:
+    def write(self, out: Output, flink: FlinkTarget) -> None:
+        """This snapshot as Flink release ``flink`` writes it."""
         out.utf(self.class_name, "snapshot class")
         if self.class_name == classes.POJO:
-            self._write_pojo(out)
+            self._write_pojo(out, flink)
             return
         if not self.composite:
             out.i32(SIMPLE_VERSION, "snapshot version")
             return
         out.i32(COMPOSITE_VERSION, "snapshot version")
         out.i32(classes.COMPOSITE_MAGIC, "composite magic")
-        out.i32(_OUTER_VERSIONS[self.class_name], "outer version")
+        row = self.class_name == classes.ROW
+        out.i32(flink.row_outer_version if row else _OUTER_VERSIONS[self.class_name], "outer version")
         if self.class_name == classes.TUPLE:
             out.utf(self.tuple_class, "tuple class")
-        elif self.class_name == classes.ROW:
-            out.boolean(True)  # Flink's Row serializer writes the row kind
+        elif row and flink.row_outer_version >= 4:
+            out.boolean(True)  # Flink's Row serializer writes the row kind (implied by version 3)
         out.i32(classes.NESTED_MAGIC, "nested magic")
         out.i32(NESTED_VERSION, "nested version")
         out.i32(len(self.nested), "nested count")
         for n in self.nested:
-            n.write(out)
+            n.write(out, flink)
 
-    def _write_pojo(self, out: Output) -> None:
+    def _write_pojo(self, out: Output, flink: FlinkTarget) -> None:
         out.i32(POJO_VERSION, "snapshot version")
         out.utf(self.pojo_class, "POJO class")
         out.i64(classes.OPTIONAL_MAP_HEADER, "optional map header")
@@ -97,7 +102,7 @@ class Snapshot:
             declared.utf(self.pojo_class, "POJO field class")
             declared.utf(name, "POJO field")
             snapshot = Output(out.where)
-            field.write(snapshot)
+            field.write(snapshot, flink)
             for part in (declared, snapshot):
                 out.boolean(True)
                 out.sized(bytes(part.buf), "POJO field part")
@@ -105,9 +110,9 @@ class Snapshot:
             out.i64(classes.OPTIONAL_MAP_HEADER, "optional map header")
             out.i32(0, "subclass count")
 
-    def write_top_level(self, out: Output) -> None:
+    def write_top_level(self, out: Output, flink: FlinkTarget) -> None:
         out.i32(TOP_LEVEL_VERSION, "snapshot format version")
-        self.write(out)
+        self.write(out, flink)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,8 @@ class VerbatimSnapshot:
 
     data: bytes
 
-    def write_top_level(self, out: Output) -> None:
+    def write_top_level(self, out: Output, flink: FlinkTarget) -> None:
+        """The bytes read (``flink``: unused; what they hold is the source release's)."""
         out.raw(self.data)
 
 

@@ -8,6 +8,10 @@ being read and the byte offset.
 from __future__ import annotations
 
 import struct
+from typing import Any
+
+from flinkstate.state.errors import SerializationError
+from flinkstate.state.serializers.base import TypeSerializer
 
 from ..errors import FlinkFormatError
 
@@ -26,6 +30,8 @@ class Cursor:
         self.buf = buf
         self.pos = pos
         self.where = where
+        if not 0 <= pos <= len(buf):  # a negative one would read from the end
+            raise self.fail(f"position outside the {len(buf)} bytes")
 
     def fail(self, message: str, at: int | None = None) -> FlinkFormatError:
         offset = self.pos if at is None else at
@@ -93,6 +99,14 @@ class Cursor:
         got = self.i32(what)
         if got != value:
             raise self.fail(f"{what} {got:#x}, expected {value:#x}", at)
+
+    def value(self, serializer: TypeSerializer, what: str) -> Any:
+        """One value of ``serializer`` (:meth:`TypeSerializer.read_at`: checked bounds)."""
+        try:
+            value, self.pos = serializer.read_at(self.buf, self.pos)
+        except SerializationError as exc:
+            raise self.fail(f"{what}: {exc}") from exc
+        return value
 
     def at_end(self) -> bool:
         return self.pos >= len(self.buf)

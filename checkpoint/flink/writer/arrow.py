@@ -34,11 +34,12 @@ from ...arrow_codec import from_arrow
 from ...state_rows import fit, fit_keyed, fit_keys, key_group_columns, refuse_null_elements
 from ..errors import UnsupportedFlinkWriteError
 from ..metadata.operator_id import operator_id
+from ..metadata.versions import FlinkTarget
 from ..reader.savepoint import FlinkSavepoint
 from ..streams.header_write import KeyedStateSpec
 from ..streams.operator_write import check_types
 from ..types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
-from .savepoint import operators_of
+from .savepoint import flink_target, operators_of
 from .sources import OperatorSource
 
 KEYED_KINDS = tuple(k.name for k in StateKind)
@@ -167,7 +168,7 @@ class MergedOperator(OperatorSource):
 
     def __init__(self, base: OperatorSource, added: ArrowOperator) -> None:
         self.base, self.added = base, added
-        self.name, self.operator_id = base.name, base.operator_id
+        self.name, self.operator_id, self.flink = base.name, base.operator_id, base.flink
         self.parallelism, self.max_parallelism = base.parallelism, base.max_parallelism
         if (base.parallelism, base.max_parallelism) != (added.parallelism, added.max_parallelism):
             raise InvalidArgumentError(
@@ -227,10 +228,14 @@ class MergedOperator(OperatorSource):
         return out
 
 
-def with_operator(savepoint: FlinkSavepoint | None, added: ArrowOperator) -> list[OperatorSource]:
+def with_operator(
+    savepoint: FlinkSavepoint | None, added: ArrowOperator, flink: FlinkTarget | None = None
+) -> list[OperatorSource]:
     """The operators of ``savepoint`` (none when None) with ``added``: its states added to the
-    operator of the same uid (replacing states of the same names), or a new operator."""
-    ops = operators_of(savepoint, None) if savepoint is not None else []
+    operator of the same uid (replacing states of the same names), or a new operator; for release
+    ``flink`` (default: :func:`.savepoint.flink_target`'s for ``savepoint``)."""
+    target = flink or flink_target(None, savepoint)
+    ops = operators_of(savepoint, None, target) if savepoint is not None else []
     out: list[OperatorSource] = []
     for op in ops:
         out.append(MergedOperator(op, added) if op.operator_id == added.operator_id else op)

@@ -9,7 +9,9 @@ a state set from rows is added or replaced as the Spark writer's append does
 operator is an :class:`.arrow.ArrowOperator`), and a new max parallelism places every
 key in its new key group. Everything goes through
 :func:`.savepoint.write_operators`: all is encoded before any file is written, and
-``_metadata`` is written last.
+``_metadata`` is written last. The edited savepoint is written for the release
+``flink_version`` names; by default, for a Flink 1.x savepoint, for the oldest release it can be
+from (every release of its range restores it: :func:`.savepoint.flink_target`), else the newest.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from ...edits import EditPlan, KeyedRows, OperatorLayout, OperatorPlan, Savepoin
 from ...errors import CheckpointError
 from ..errors import UnsupportedFlinkWriteError
 from ..metadata.operator_id import operator_id, operator_id_hex
+from ..metadata.versions import FlinkTarget
 from ..reader.savepoint import FlinkSavepoint
 from ..streams.header_write import KeyedStateSpec
 from ..types.snapshots_write import Snapshot, VerbatimSnapshot
 from .arrow import ArrowOperator, ArrowState, MergedOperator
 from .flink_source import FlinkOperator
-from .savepoint import DEFAULT_INLINE_THRESHOLD, write_operators
+from .savepoint import DEFAULT_INLINE_THRESHOLD, flink_target, write_operators
 from .sources import OperatorSource
 
 FLINK_TTL = StateTtlConfig.new_builder(timedelta(days=1)).build()
@@ -46,11 +49,11 @@ class EditedOperator(OperatorSource):
 
     def __init__(self, inner: OperatorSource, plan: OperatorPlan) -> None:
         self.inner, self.plan = inner, plan
-        self.name = plan.uid
+        self.name, self.flink = plan.uid, inner.flink
         renamed = plan.uid != plan.source.name
         self.operator_id = operator_id(plan.uid) if renamed else inner.operator_id
         self.parallelism, self.max_parallelism = inner.parallelism, inner.max_parallelism
-        carried = {s.name for s in inner.states if s.carried}
+        carried = {s.name for s in inner.states if s.verbatim is not None}
         for rows in plan.set_states:
             if rows.name in carried and inner.settable(rows.name) is None:
                 raise UnsupportedFlinkWriteError(
@@ -116,7 +119,7 @@ def _edited_operator(inner: OperatorSource | None, plan: OperatorPlan) -> Operat
     if not plan.set_states:
         return edited
     key_type = source.key_type or plan.set_states[0].key_type
-    carried = {s.name for s in source.states if s.carried}
+    carried = {s.name for s in source.states if s.verbatim is not None}  # re-encoded ones too
     states = [
         _arrow_state(r, source.settable(r.name) if r.name in carried else None) for r in plan.set_states
     ]
@@ -178,8 +181,10 @@ def _resolved(source: FlinkSavepoint, edits: SavepointEdits, names: Mapping[str,
     )
 
 
-def _planned(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[dict[str, OperatorSource], EditPlan]:
-    """The source's operators by plan name, and the plan."""
+def _planned(
+    source: FlinkSavepoint, edits: SavepointEdits, flink: FlinkTarget
+) -> tuple[dict[str, OperatorSource], EditPlan]:
+    """The source's operators by plan name (for release ``flink``), and the plan."""
     names = _names(source, edits)
     resolved = _resolved(source, edits, names)
     removed = set(resolved.removed_operators)
@@ -192,8 +197,8 @@ def _planned(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[dict[str, O
                 OperatorLayout(name, meta.parallelism, meta.max_parallelism, {}, frozenset(), None)
             )
             continue
-        flink = operators[name] = FlinkOperator(source, meta)
-        layouts.append(_layout(flink, name))
+        op = operators[name] = FlinkOperator(source, meta, flink)
+        layouts.append(_layout(op, name))
     return operators, plan_edits(layouts, resolved)
 
 
@@ -204,16 +209,21 @@ def _holds_state(plan: OperatorPlan) -> bool:
     return bool(keyed or plan.set_states or plan.source.operator_states - plan.removed_operator)
 
 
-def _edited(source: FlinkSavepoint, edits: SavepointEdits) -> tuple[EditPlan, list[OperatorSource]]:
-    """The plan, and the operators to write as edited (each checked writable; none read)."""
-    operators, plan = _planned(source, edits)
+def _edited(
+    source: FlinkSavepoint, edits: SavepointEdits, flink: FlinkTarget
+) -> tuple[EditPlan, list[OperatorSource]]:
+    """The plan, and the operators to write as edited (each checked writable for ``flink``; none read)."""
+    operators, plan = _planned(source, edits, flink)
     edited = [_edited_operator(operators.get(p.source.name), p) for p in plan.operators if _holds_state(p)]
     return plan, edited
 
 
-def plan_savepoint_edits(source: FlinkSavepoint, edits: SavepointEdits) -> EditPlan:
-    """``edits`` checked against ``source`` (no state read, nothing written): what would change."""
-    return _edited(source, edits)[0]
+def plan_savepoint_edits(
+    source: FlinkSavepoint, edits: SavepointEdits, flink_version: str | None = None
+) -> EditPlan:
+    """``edits`` checked against ``source`` for release ``flink_version`` (see
+    :func:`edit_savepoint`; no state read, nothing written): what would change."""
+    return _edited(source, edits, flink_target(flink_version, source))[0]
 
 
 def edit_savepoint(
@@ -223,15 +233,20 @@ def edit_savepoint(
     *,
     storage: Mapping[str, Any] | None = None,
     inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+    flink_version: str | None = None,
 ) -> FlinkSavepoint:
     """Write the Flink savepoint ``source`` (``read_savepoint(...)``) with ``edits`` applied as a
     new canonical savepoint in the directory ``target`` and return it, read back. The source
-    is not changed; what cannot be written is refused before any file is written."""
+    is not changed; what cannot be written is refused before any file is written.
+    ``flink_version``: the release to write for (default: for a Flink 1.x savepoint the oldest
+    release it can be from, else the newest: :func:`.savepoint.flink_target`)."""
     if not isinstance(source, FlinkSavepoint):
         raise CheckpointError(
             f"edit_savepoint edits Flink savepoints (ours: edit_checkpoint), not {type(source).__name__}",
             code="UNSUPPORTED_FORMAT",
         )
-    plan, edited = _edited(source, edits)
-    return write_operators(edited, target, source.meta.checkpoint_id, max_parallelism=plan.max_parallelism,
-                           storage=storage, inline_threshold=inline_threshold)  # fmt: skip
+    flink = flink_target(flink_version, source)
+    plan, edited = _edited(source, edits, flink)
+    return write_operators(edited, target, source.meta.checkpoint_id, flink=flink,
+                           max_parallelism=plan.max_parallelism, storage=storage,
+                           inline_threshold=inline_threshold)  # fmt: skip

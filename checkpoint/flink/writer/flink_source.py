@@ -1,7 +1,12 @@
 """The savepoint writer's source for an operator of a Flink savepoint read: each state is
 written again with the serializers it had; a state whose serializer the writer cannot write
 again is carried as bytes (:mod:`.passthrough`), and timers are the savepoint's priority-queue
-states."""
+states.
+
+Kryo bytes differ between Flink 1.x (Kryo 2) and 2.x (Kryo 5): a Kryo state of a savepoint of
+one Kryo major written for a release of the other is re-encoded when its class is declared
+(:func:`kryo_spec`: decoded with the source's Kryo, encoded with the target's), else refused
+(``[FLINK_UNSUPPORTED]`` naming it), never carried as bytes the target misreads."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from flinkstate.state.types.mapping import TypeInformation
 
 from ..errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from ..metadata.metadata_read import OperatorMeta
+from ..metadata.versions import FlinkTarget
 from ..reader.savepoint import FlinkSavepoint
 from ..streams.header_read import KeyedHeader, StateInfo
 from ..streams.header_write import KeyedStateSpec
@@ -48,8 +54,8 @@ class FlinkOperator(OperatorSource):
         """A Flink savepoint's keys are where Flink put them."""
         return True
 
-    def __init__(self, source: FlinkSavepoint, op: OperatorMeta) -> None:
-        self.source, self.op = source, op
+    def __init__(self, source: FlinkSavepoint, op: OperatorMeta, flink: FlinkTarget) -> None:
+        self.source, self.op, self.flink, self.target = source, op, flink, flink
         self.name, self.operator_id = op.uid or op.operator_id, bytes.fromhex(op.operator_id)
         self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
         if any(s.raw_keyed or s.raw_operator for s in op.subtasks):
@@ -67,6 +73,7 @@ class FlinkOperator(OperatorSource):
                 self.key_type = self._same(header.key, "the key", key=True)
             except UnsupportedFlinkWriteError as exc:
                 self.key_verbatim, self.key_type = exc.detail, header.key.type_info or _BYTES
+                self._check_carried(header.key, header.key_bytes, "the key")
         self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
         carried = check_carried(op) if any(s.carried for s in self.states) else None
         if carried is not None:
@@ -91,6 +98,8 @@ class FlinkOperator(OperatorSource):
                     self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
             except UnsupportedFlinkWriteError:
                 self.verbatim.add(info.name)
+                self._check_carried(info.value, info.meta, f"operator state {info.name!r}")
+                self._check_carried(info.user_key, b"", f"operator state {info.name!r}")
 
     def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
         if self.key_verbatim is not None:
@@ -116,7 +125,8 @@ class FlinkOperator(OperatorSource):
         return t.type_info
 
     def _spec(self, info: StateInfo) -> KeyedStateSpec:
-        """The state written with its own serializers; else (one we cannot encode) carried verbatim."""
+        """The state written with its own serializers; else (one we cannot encode) carried
+        verbatim, or re-encoded for the target's Kryo (:meth:`_kryo_checked`)."""
         if self.key_verbatim is None:
             try:
                 return self._written(info)
@@ -124,6 +134,43 @@ class FlinkOperator(OperatorSource):
                 self.why[info.name] = exc.detail
         else:
             self.why[info.name] = self.key_verbatim
+        return self._kryo_checked(info)
+
+    def _source_kryo(self, what: str) -> int:
+        """The Kryo major of the source's values (``[FLINK_VERSION_REQUIRED]`` where its files
+        do not tell)."""
+        return self.source.flink_versions.require_kryo(
+            f"{self.source.directory}: operator {self.name!r}, {what}"
+        )
+
+    def _check_carried(self, t: FlinkType | None, meta: bytes, what: str) -> None:
+        """Refuse carrying as read the values of ``t`` and the serializer snapshots ``meta``
+        where the target would misread or refuse them: Kryo values of another Kryo major than
+        the target's, a Row snapshot of outer version 4 for Flink 1.13 (which refuses it)."""
+        if self.target.row_outer_version < 4 and max(row_outer_versions(meta), default=0) >= 4:
+            raise self.refuse(
+                f"{what}: its serializer snapshot, carried as read, holds a Row snapshot of outer version 4, "
+                f"which {self.target.describe()} refuses; write it for Flink 1.14 or later"
+            )
+        if t is not None and _has_kryo(t) and self._source_kryo(what) != self.target.kryo:
+            raise self.refuse(
+                f"{what}: its Kryo values are Kryo {self._source_kryo(what)}'s and {self.target.describe()} "
+                f"reads Kryo {self.target.kryo}'s; they cannot be carried as bytes and cannot be re-encoded "
+                "here (only a keyed state's declared Kryo class can: declare it, e.g. "
+                "read_savepoint(..., types={state: 'STRUCT<...>'}))"
+            )
+
+    def _kryo_checked(self, info: StateInfo) -> KeyedStateSpec:
+        """``info`` carried as bytes, or, holding Kryo values of another Kryo than the target's,
+        re-encoded when its class is declared (else refused, naming it)."""
+        what = f"state {info.name!r}"
+        kryo = any(_has_kryo(t) for t in (info.value, info.user_key) if t is not None)
+        if kryo and self.key_verbatim is None and self._source_kryo(what) != self.target.kryo:
+            spec = self.settable(info.name)
+            if spec is not None:
+                return spec
+        self._check_carried(info.value, info.meta, what)
+        self._check_carried(info.user_key, b"", f"{what} (map key)")
         return verbatim_spec(info)
 
     def settable(self, name: str) -> KeyedStateSpec | None:
@@ -131,7 +178,8 @@ class FlinkOperator(OperatorSource):
         if info is None or self.key_verbatim is not None:
             return None
         what, at = f"operator {self.name!r}, state {name!r}", f"state {name!r} (map key)"
-        return kryo_spec(self.source, self.op.operator_id, info, what, lambda t: self._same(t, at, True))
+        check = lambda t: self._same(t, at, True)  # noqa: E731
+        return kryo_spec(self.source, self.op.operator_id, info, what, check, self.target)
 
     def check_key_groups(self) -> None:
         if self.key_verbatim is not None:
@@ -240,32 +288,44 @@ class FlinkOperator(OperatorSource):
         return out
 
 
+def row_outer_versions(meta: bytes) -> set[int]:
+    """The outer versions of the Row serializer snapshots in the serializer snapshot bytes ``meta``
+    (each: the class name, then ``int version, int magic, int outer version``)."""
+    name, found, at = classes.ROW.encode(), set(), 0
+    while (at := meta.find(name, at)) >= 0:
+        at += len(name)
+        if meta[at + 4 : at + 8] == classes.COMPOSITE_MAGIC.to_bytes(4):
+            found.add(int.from_bytes(meta[at + 8 : at + 12]))
+    return found
+
+
+def _has_kryo(t: FlinkType) -> bool:
+    """Whether Flink type ``t`` is or holds a Kryo-serialized class."""
+    inner = t.inner if t.inner is not None else t
+    return inner.snapshot_class == classes.KRYO or any(_has_kryo(c) for c in inner.children)
+
+
 def kryo_spec(
     source: FlinkSavepoint,
     operator_id: str,
     info: StateInfo,
     what: str,
     check_key: Callable[[FlinkType], object],
+    flink: FlinkTarget,
 ) -> KeyedStateSpec | None:
-    """How keyed state ``info`` of a Flink savepoint, a declared Kryo class, is set from rows:
-    its meta info written as read (the Kryo serializer snapshot and its registrations with it),
-    its values encoded by a :class:`KryoWriter` with the class header its values carry
-    (``check_key`` refuses a map key the writer cannot encode). None: not a declared Kryo state."""
+    """How keyed state ``info`` of a Flink savepoint, a declared Kryo class, is set from rows
+    (or re-encoded) for release ``flink``: its meta info written as read (the Kryo serializer
+    snapshot and its registrations with it), its values encoded by a :class:`KryoWriter` of the
+    target's Kryo with the class header its values carry (``check_key`` refuses a map key the
+    writer cannot encode). None: not a declared Kryo state."""
     value = info.value.inner if info.value.inner is not None else info.value
     if info.is_timer or value.snapshot_class != classes.KRYO or not isinstance(value.serializer, KryoReader):
         return None
-    # The Kryo its values are in ([FLINK_VERSION_REQUIRED] where the files do not tell): the
-    # writer encodes Kryo 5's bytes, which only Flink 2.x reads.
-    if value.serializer.kryo != 5:
-        raise UnsupportedFlinkWriteError(
-            f"{what}: its values are Kryo 2's (a Flink {source.flink_versions.describe()} savepoint); "
-            "a Kryo state is set from rows with Kryo 5's bytes (Flink 2.x) only"
-        )
     if info.user_key is not None:
         check_key(info.user_key)
     namespace = flink_namespace(info.namespace, what)
     raw = (v for rows in source.raw_keyed(operator_id, info.name) for v in rows.value)
     header = state_class_header(raw, info.kind, info.ttl, value.java_class, what)
     assert value.type_info is not None
-    writer = KryoWriter(value.type_info.to_arrow(), value.java_class, header, what)
+    writer = KryoWriter(value.type_info.to_arrow(), value.java_class, header, what, flink.kryo)
     return replace(verbatim_spec(info), namespace=namespace, encoder=writer)

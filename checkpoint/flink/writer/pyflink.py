@@ -18,7 +18,8 @@ How a Python state ``name`` is kept depends on ``python.execution-mode``:
   values are pickles in a byte array.
 
 TTL carries over as Flink's TTL serializer in both modes. An operator of a Flink savepoint
-keyed by such a Row is written back as it was (its mode kept).
+keyed by such a Row is written back as it was (its mode kept). Thread mode's keyed state is
+restored from Flink 1.16 on: for an older target release it is ``[FLINK_UNSUPPORTED]``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ...manifest import OperatorEntry
 from ...reading.restore import CompletedCheckpoint
 from ..errors import UnsupportedFlinkWriteError, UnsupportedSerializerError
 from ..metadata.metadata_read import OperatorMeta
+from ..metadata.versions import FlinkTarget
 from ..reader.savepoint import PYTHON_PREFIX, FlinkSavepoint
 from ..streams.header_read import KeyedHeader, StateInfo, read_header
 from ..streams.header_write import KeyedStateSpec
@@ -338,12 +340,18 @@ def pyflink_operator(
     source: CompletedCheckpoint | FlinkSavepoint,
     op: OperatorEntry | OperatorMeta,
     choice: str | Mapping[str, str] | None,
+    flink: FlinkTarget,
 ) -> OperatorSource | None:
-    """``op`` as a PyFlink operator when ``choice`` names a mode for it (ours) or it is keyed by
-    PyFlink's Row (a Flink savepoint's); None otherwise."""
+    """``op`` as a PyFlink operator of release ``flink`` when ``choice`` names a mode for it
+    (ours) or it is keyed by PyFlink's Row (a Flink savepoint's); None otherwise."""
     if isinstance(source, CompletedCheckpoint):
         assert isinstance(op, OperatorEntry)
         mode = _mode(choice, op.uid)
+        if mode is not None and mode.startswith("thread") and not flink.pyflink_thread_mode:
+            raise UnsupportedFlinkWriteError(
+                f"operator {op.uid!r}: PyFlink's thread mode keeps keyed state from Flink 1.16 on, not in "
+                f"{flink.describe()}: write it in process mode (pyflink_mode='process') or for 1.16+"
+            )
         return None if mode is None else PyFlinkCheckpointOperator(source, op, mode)
     assert isinstance(op, OperatorMeta)
     if _mode(choice, op.uid or op.operator_id) is not None:
@@ -357,4 +365,4 @@ def pyflink_operator(
         return None
     if header is None or header.key.type_info is None or _row_key_field(header.key.type_info) is None:
         return None
-    return PyFlinkSavepointOperator(source, op)
+    return PyFlinkSavepointOperator(source, op, flink)

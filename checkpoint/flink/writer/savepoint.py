@@ -5,11 +5,15 @@ Aggregating states (keys of Flink's atomic types, Tuples, Rows and POJOs, placed
 groups Flink's ``hashCode()`` of them gives (:mod:`..types.key_hash`); values of those, byte[] and
 Lists and Maps of them; with or without processing-time TTL), its window-namespaced states and
 timers (:mod:`..streams.namespaces_write`) and its operator list, union and broadcast states into a
-directory Flink 2.3 restores with ``flink run -s`` on either state backend: per subtask one
+directory the chosen Flink release (``flink_version``, 1.13-2.3; default: the newest, or for a
+Flink 1.x savepoint carried the oldest release it can be from) restores with ``flink run -s``
+on either state backend (what differs by release: :class:`..metadata.versions.FlinkTarget`): per subtask one
 keyed state stream (:mod:`..streams.keyed_write`) and one operator state stream
 (:mod:`..streams.operator_write`), inline in ``_metadata`` when small (as Flink inlines state under
 ``execution.checkpointing.data-inline-threshold``) or a file beside it, and ``_metadata`` of
-version 3 (:mod:`..metadata.metadata_write`) written last. Operators are named by uid (Flink's
+version 3 (:mod:`..metadata.metadata_write`) written last: every release 1.13-2.3 restores
+version 3, so it is written for all of them (1.16-1.20 write 4 and 2.x 5-6 themselves, which add
+only operator names, uids and checkpoint properties). Operators are named by uid (Flink's
 OperatorID is the uid's hash); parallelism and max parallelism are chosen at write time,
 each subtask holding Flink's key-group range and the operator state Flink's redistribution
 gives it. Everything is encoded before any file is written: what cannot be written is
@@ -24,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flinkstate.state.errors import InvalidArgumentError
 from flinkstate.state.keyed.snapshot import StateColumns
 from flinkstate.state.keygroups.assignment import (
     check_max_parallelism,
@@ -44,6 +49,7 @@ from ..metadata.metadata_write import (
     SubtaskOut,
     metadata_bytes,
 )
+from ..metadata.versions import FlinkTarget, default_release
 from ..reader.savepoint import FlinkSavepoint, read_savepoint
 from ..streams.keyed_write import keyed_stream
 from ..streams.operator_write import operator_stream, subtask_states
@@ -133,10 +139,15 @@ def _stream(name: str, data: bytes, inline_threshold: int) -> StreamOut:
 
 
 def _encode(
-    plan: _Plan, directory: Storage, inline_threshold: int, step: Callable[[], None], suffix: str = ""
+    plan: _Plan,
+    directory: Storage,
+    inline_threshold: int,
+    step: Callable[[], None],
+    flink: FlinkTarget,
+    suffix: str = "",
 ) -> tuple[OperatorOut, dict[str, bytes]]:
     """The operator's ``_metadata`` entry and the state streams that go to files, by name
-    (``suffix`` ends each file's name); ``step()`` after each subtask."""
+    (``suffix`` ends each file's name), for release ``flink``; ``step()`` after each subtask."""
     op = plan.op
     hex_id = op.operator_id.hex()
     columns = _columns(plan) if op.key_type is not None else {}
@@ -150,14 +161,14 @@ def _encode(
             groups = range(rng.start, rng.end + 1)
             key = op.key_serializer_snapshot()
             max_p = plan.max_parallelism
-            data, offsets = keyed_stream(where, op.key_type, op.states, groups, max_p, columns, key)
+            data, offsets = keyed_stream(where, op.key_type, op.states, groups, max_p, columns, flink, key)
             keyed = KeyedOut(
                 rng.start, tuple(offsets), _stream(f"keyed-{hex_id}-{index}{suffix}", data, inline_threshold)
             )
             files[keyed.stream.name] = data
         operator = None
         if operator_states[index]:
-            data, entries = operator_stream(where, operator_states[index])
+            data, entries = operator_stream(where, operator_states[index], flink)
             stream = _stream(f"operator-{hex_id}-{index}{suffix}", data, inline_threshold)
             operator = OperatorStateOut(tuple(entries), stream)
             files[stream.name] = data
@@ -168,23 +179,40 @@ def _encode(
     return out, {name: data for name, data in files.items() if name not in inline}
 
 
+def flink_target(
+    flink_version: str | None, source: CompletedCheckpoint | FlinkSavepoint | None
+) -> FlinkTarget:
+    """The release a savepoint written from ``source`` is for: ``flink_version`` (``"1.17"``,
+    ``"1.17.2"``); else, for a Flink 1.x savepoint, the oldest release it can be from (which
+    every release of its range restores: :func:`..metadata.versions.default_release`); else the newest."""
+    if flink_version is None and isinstance(source, FlinkSavepoint):
+        return FlinkTarget.of(None, default_release(source.flink_versions))
+    return FlinkTarget.of(flink_version)
+
+
 def operators_of(
     source: CompletedCheckpoint | FlinkSavepoint,
     refs: Iterable[str] | None,
+    flink: FlinkTarget,
     pyflink_mode: str | Mapping[str, str] | None = None,
 ) -> list[OperatorSource]:
     """The operators ``refs`` (uids; for a Flink savepoint also ids or names; default: all with
-    state) of ``source``, checked; ``pyflink_mode`` (one for all or by uid): the operators whose
-    keyed state is written as PyFlink Python state (:mod:`.pyflink`)."""
+    state) of ``source``, checked for release ``flink``; ``pyflink_mode`` (one for all or by uid):
+    the operators whose keyed state is written as PyFlink Python state (:mod:`.pyflink`)."""
     if isinstance(source, CompletedCheckpoint):
         entries = [source.operator(r) for r in refs] if refs is not None else list(source.manifest.operators)
         held = [
             e for e in entries if e.keyed_states or e.operator_states or any(s.files() for s in e.subtasks)
         ]
-        return [pyflink_operator(source, e, pyflink_mode) or CheckpointOperator(source, e) for e in held]
+        return [
+            pyflink_operator(source, e, pyflink_mode, flink) or CheckpointOperator(source, e) for e in held
+        ]
     metas = [source.operator(r) for r in refs] if refs is not None else list(source.operators)
     held_metas = [m for m in metas if m.subtasks]
-    return [pyflink_operator(source, m, pyflink_mode) or FlinkOperator(source, m) for m in held_metas]
+    return [
+        pyflink_operator(source, m, pyflink_mode, flink) or FlinkOperator(source, m, flink)
+        for m in held_metas
+    ]
 
 
 def write_savepoint(
@@ -198,6 +226,7 @@ def write_savepoint(
     inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
     progress: Callable[[int, int], None] | None = None,
     pyflink_mode: str | Mapping[str, str] | None = None,
+    flink_version: str | None = None,
 ) -> FlinkSavepoint:
     """Write ``source`` (``open_checkpoint(...)``: one of our checkpoints or savepoints, or a
     Flink savepoint read, operators keeping their ids) as a canonical Flink savepoint in the new
@@ -215,6 +244,10 @@ def write_savepoint(
     operator of one of our checkpoints as PyFlink Python state that a PyFlink job in that
     execution mode restores (:mod:`.pyflink`; a PyFlink operator of a Flink savepoint
     keeps its own).
+    ``flink_version``: the Flink release to write for (``"1.17"``, ``"1.17.2"``; 1.13-2.3):
+    default the newest, or for a Flink 1.x savepoint the oldest release it can be from, so that
+    its own Flink restores it (:func:`flink_target`); a state that release cannot hold is
+    ``[FLINK_UNSUPPORTED]`` naming it.
     """
     if not isinstance(source, CompletedCheckpoint | FlinkSavepoint):
         raise UnsupportedFlinkWriteError(
@@ -223,10 +256,24 @@ def write_savepoint(
     checkpoint_id = (
         source.checkpoint_id if isinstance(source, CompletedCheckpoint) else source.meta.checkpoint_id
     )
-    ops = operators_of(source, operators, pyflink_mode)
-    return write_operators(ops, target, checkpoint_id, parallelism=parallelism,
+    flink = flink_target(flink_version, source)
+    ops = operators_of(source, operators, flink, pyflink_mode)
+    return write_operators(ops, target, checkpoint_id, flink=flink, parallelism=parallelism,
                            max_parallelism=max_parallelism, storage=storage,
                            inline_threshold=inline_threshold, progress=progress)  # fmt: skip
+
+
+def _target(ops: list[OperatorSource], flink: FlinkTarget | None) -> FlinkTarget:
+    """The release to write ``ops`` for: ``flink``, else the one they were built for (one only)."""
+    built = {op.flink for op in ops if op.flink is not None}
+    if flink is not None:
+        built.add(flink)
+    if len(built) > 1:
+        found = ", ".join(sorted(t.describe() for t in built))
+        raise InvalidArgumentError(
+            f"operators built for different Flink releases ({found}) cannot be written together"
+        )
+    return built.pop() if built else FlinkTarget()
 
 
 def write_operators(
@@ -234,6 +281,7 @@ def write_operators(
     target: str,
     checkpoint_id: int,
     *,
+    flink: FlinkTarget | None = None,
     parallelism: int | Mapping[str, int] | None = None,
     max_parallelism: int | Mapping[str, int] | None = None,
     storage: Mapping[str, Any] | None = None,
@@ -241,11 +289,13 @@ def write_operators(
     replace: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> FlinkSavepoint:
-    """Write the operators ``ops`` as a canonical Flink savepoint in ``target`` (see
+    """Write the operators ``ops`` as a canonical Flink savepoint for release ``flink`` (default:
+    the one ``ops`` were built for, :func:`flink_target`, else the newest) in ``target`` (see
     :func:`write_savepoint`) and return it, read back. Everything is encoded before any file
     is written. ``replace``: ``target`` may hold a savepoint already; the new one's files get
     new names, its ``_metadata`` replaces the old one, then the old files are deleted (until
     then the old savepoint stays readable). ``progress``: as for :func:`write_savepoint`."""
+    flink = _target(ops, flink)
     plans = _plan(ops, parallelism, max_parallelism)
     directory = Storage(target, storage)
     old = directory.exists(METADATA)
@@ -254,7 +304,7 @@ def write_operators(
     before = _state_files(target, storage) if old else set()
     suffix = f"-{uuid.uuid4().hex[:12]}" if old else ""
     step = progress_steps(progress, 2 * sum(plan.parallelism for plan in plans))
-    encoded = [_encode(plan, directory, inline_threshold, step, suffix) for plan in plans]
+    encoded = [_encode(plan, directory, inline_threshold, step, flink, suffix) for plan in plans]
     meta = metadata_bytes(checkpoint_id, [op for op, _ in encoded], f"{directory!r}/{METADATA}")
     for out, files in encoded:
         for subtask in out.subtasks:

@@ -28,6 +28,7 @@ from ...reading.merge import merge_keyed
 from ...reading.restore import CompletedCheckpoint
 from ..errors import UnsupportedFlinkWriteError
 from ..metadata.operator_id import operator_id
+from ..metadata.versions import FlinkTarget
 from ..streams.header_write import KeyedStateSpec
 from ..streams.namespaces_write import namespace_of
 from ..streams.operator_write import check_types
@@ -67,6 +68,8 @@ class OperatorSource(ABC):
     max_parallelism: int
     key_type: TypeInformation | None  # None: no keyed state
     states: tuple[KeyedStateSpec, ...]
+    #: The release the source was built for (its states checked and encoded for); None: any.
+    flink: FlinkTarget | None = None
 
     @property
     def flink_key_groups(self) -> bool:

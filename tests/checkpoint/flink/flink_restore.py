@@ -1,6 +1,11 @@
-"""Restoring a savepoint in a real Flink 2.3 mini-cluster (the ``flink`` test tier and the
-fixture generator): compiles ``tests/fixtures/flink/RestoreJob.java`` against the jars of the
-``apache-flink`` package in the virtualenv ``$FLINK_VENV`` and runs it; no Python of Flink's."""
+"""Restoring a savepoint in a real Flink mini-cluster (the ``flink`` test tier and the fixture
+generator): compiles ``tests/fixtures/flink/RestoreJob.java`` (with the ``compat/`` shim of the
+release) against a release's jars and runs it; no Python of Flink's.
+
+The releases (:func:`runtimes`): 2.3 from the ``apache-flink`` package in the virtualenv
+``$FLINK_VENV``, 1.20 from one with ``apache-flink==1.20.5`` in ``$FLINK120_VENV``, 1.17 from
+the jars of the ``apache-flink-libraries`` 1.17.2 sdist in ``$FLINK117_LIB`` (its ``deps/lib``);
+Flink 1.x runs on Java 17 with ``--add-opens`` (:data:`ADD_OPENS`)."""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import json
 import os
 import struct
 import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +34,40 @@ from write_model import (
 from flinkstate.checkpoint.flink import FlinkSavepoint
 from flinkstate.state.keygroups.assignment import compute_operator_index_for_key_group
 
-JOB = Path(__file__).resolve().parents[2] / "fixtures" / "flink" / "RestoreJob.java"
+FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "flink"
+JOB = FIXTURE_DIR / "RestoreJob.java"
+#: What Flink 1.x needs opened to run on Java 17 (the fixture generator's list).
+ADD_OPENS = tuple(
+    f"--add-opens=java.base/{m}=ALL-UNNAMED"
+    for m in ("java.lang", "java.util", "java.lang.reflect", "java.io", "java.net", "java.nio", "sun.nio.ch",
+              "java.util.concurrent", "java.util.concurrent.atomic", "java.text", "java.time", "java.math",
+              "java.security", "jdk.internal.misc")
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FlinkRuntime:
+    """A Flink release to restore in: its jars, the ``compat/`` shim of its APIs, its JVM flags."""
+
+    version: str
+    lib: Path
+    compat: str
+    jvm: tuple[str, ...] = ()
+
+
+def runtimes() -> dict[str, FlinkRuntime | None]:
+    """Each release of the tier, None where its environment variable is unset or holds no jars."""
+    venv120, lib117 = os.environ.get("FLINK120_VENV"), os.environ.get("FLINK117_LIB")
+    found = {
+        "2.3": (flink_lib(), "v2", ()),
+        "1.20": (flink_lib(venv120) if venv120 else None, "v1_19", ADD_OPENS),
+        "1.17": (
+            Path(lib117) if lib117 and glob.glob(os.path.join(lib117, "*.jar")) else None,
+            "v1_17",
+            ADD_OPENS,
+        ),
+    }
+    return {v: FlinkRuntime(v, lib, compat, jvm) if lib else None for v, (lib, compat, jvm) in found.items()}
 
 
 def flink_lib(venv: str | None = None) -> Path | None:
@@ -39,12 +79,12 @@ def flink_lib(venv: str | None = None) -> Path | None:
     return Path(found[0]) if found else None
 
 
-def compile_job(lib: Path, classes: Path, *more: Path) -> str:
-    """Compile the restore job (and the jobs ``more`` beside it) into ``classes``; the class
-    path to run them with."""
+def compile_job(lib: Path, classes: Path, *more: Path, compat: str = "v2") -> str:
+    """Compile the restore job (and the jobs ``more`` beside it) with the ``compat/`` shim of
+    the release into ``classes``; the class path to run them with."""
     classpath = os.pathsep.join(sorted(glob.glob(str(lib / "*.jar"))))
     classes.mkdir(parents=True, exist_ok=True)
-    sources = [str(JOB), *map(str, more)]
+    sources = [str(JOB), str(FIXTURE_DIR / "compat" / compat / "Compat.java"), *map(str, more)]
     subprocess.run(["javac", "-cp", classpath, "-d", str(classes), *sources], check=True)
     return f"{classes}{os.pathsep}{classpath}"
 
@@ -68,14 +108,22 @@ def spec_text(
 
 
 def restore(
-    classpath: str, backend: str, savepoint: Path, spec: str, work: Path, main: str = "RestoreJob"
+    classpath: str,
+    backend: str,
+    savepoint: Path,
+    spec: str,
+    work: Path,
+    main: str = "RestoreJob",
+    jvm: Sequence[str] = (),
 ) -> list[str]:
-    """Run the restore job (class ``main``) on ``backend`` from ``savepoint``: the lines it wrote, sorted."""
+    """Run the restore job (class ``main``, JVM flags ``jvm``) on ``backend`` from ``savepoint``:
+    the lines it wrote, sorted."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "spec.tsv").write_text(spec, encoding="utf-8")
     out = work / f"restored-{backend}.tsv"
     cmd = [
         "java",
+        *jvm,
         "-cp",
         classpath,
         main,

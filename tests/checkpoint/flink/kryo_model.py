@@ -29,12 +29,13 @@ def zigzag(v: int, bits: int) -> bytes:
     return uvarint(z, 5 if bits == 32 else 9)
 
 
-def string(s: str | None) -> bytes:
+def string(s: str | None, kryo: int = 5) -> bytes:
+    """Kryo ``kryo``'s ``writeString``: Kryo 5 writes 2-32 ASCII chars as an ASCII run, Kryo 2 2-63."""
     if s is None:
         return b"\x80"
     if not s:
         return b"\x81"
-    if 1 < len(s) <= 32 and all(ord(c) < 128 for c in s):
+    if 1 < len(s) <= (32 if kryo == 5 else 63) and all(ord(c) < 128 for c in s):
         raw = bytearray(s.encode("ascii"))
         raw[-1] |= 0x80
         return bytes(raw)
@@ -60,7 +61,7 @@ def _value(t: pa.DataType, v: Any, kryo: int) -> bytes:
     if pa.types.is_int32(t):
         return zigzag(v, 32)
     if pa.types.is_string(t):
-        return string(v)
+        return string(v, kryo)
     fmt = {pa.int16(): "h", pa.int8(): "b", pa.bool_(): "?", pa.float32(): "f", pa.float64(): "d"}[t]
     return struct.pack((">" if kryo == 2 else "<") + fmt, v)
 

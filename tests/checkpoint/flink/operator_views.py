@@ -4,11 +4,14 @@ the model of ``write_model.py``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from write_model import OperatorModel, OperatorStateModel, _type, canonical, model
 
 from flinkstate.state.operator import OperatorStateData, OperatorStateMode, repartition
+
+if TYPE_CHECKING:
+    from flinkstate.checkpoint.flink import FlinkSavepoint
 
 
 def as_data(name: str, s: OperatorStateModel, elements: Any) -> OperatorStateData:
@@ -60,4 +63,25 @@ def expected_operator_states(
                     out[(uid, i, n)] = _view(s, [e for part in s.parts for e in part])
                 elif s.mode == "BROADCAST":
                     out[(uid, i, n)] = _view(s, s.parts[i % len(s.parts)])
+    return out
+
+
+def operator_view(sp: FlinkSavepoint) -> dict[tuple[str, int, str], Any]:
+    """The operator states in ``sp`` as a job restored at the written parallelism sees them."""
+    out = {}
+    for uid, op in model().items():
+        if not op.operator_states:
+            continue
+        parallelism = sp.operator(uid).parallelism
+        per: list[list[Any]] = [[] for _ in range(parallelism)]
+        for name, s in op.operator_states.items():
+            found = sp.operator_state(uid, name).to_pylist()
+            for i in range(parallelism):
+                mine = [r for r in found if r["subtask"] == i]
+                if s.mode == "BROADCAST":
+                    elements: Any = {r["key"]: r["value"] for r in mine}
+                else:
+                    elements = [r["value"] for r in sorted(mine, key=lambda r: r["position"])]
+                per[i].append(as_data(name, s, elements))
+        out.update(restored_view(uid, per))
     return out

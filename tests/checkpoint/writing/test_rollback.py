@@ -15,6 +15,7 @@ from flinkstate.checkpoint import (
     CheckpointNotFoundError,
     CheckpointStorage,
     Storage,
+    VersionAppend,
     rollback,
 )
 from flinkstate.checkpoint.writing.rollback import ROLLED_BACK_FROM, ROLLED_BACK_TO
@@ -116,14 +117,14 @@ def test_a_lost_race_publishes_nothing(tmp_path: Any, monkeypatch: pytest.Monkey
     storage = _three((str(tmp_path / "root"), {}))
     from flinkstate.checkpoint.writing import rollback as module
 
-    real = module.version_ids
+    real = module.begin_append
 
-    def racing(root: Storage) -> list[int]:
-        ids = real(root)
+    def racing(root: Storage, derive: bool = True) -> VersionAppend:
+        append = real(root, derive)
         _commit(CheckpointStorage(storage.storage.url, retain=10), 4)  # another writer, meanwhile
-        return ids
+        return append
 
-    monkeypatch.setattr(module, "version_ids", racing)
+    monkeypatch.setattr(module, "begin_append", racing)
     with pytest.raises(CheckpointExistsError):
         rollback(storage.storage, 1)
     assert _restored(storage) == written(KEYS, version=4)

@@ -17,7 +17,7 @@ from flink_restore import check_restored, compile_job, flink_lib, restore, spec_
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 from write_model import OperatorModel, StateModel
 
-from flinkstate.checkpoint.flink import read_savepoint
+from flinkstate.checkpoint.flink import read_savepoint, write_savepoint
 from flinkstate.connector.errors import OptionError
 from flinkstate.connector.write.savepoint_writer import FlinkSavepointWriter
 from flinkstate.state.types.canonical import key_token
@@ -290,3 +290,43 @@ def test_float_map_keys_are_compared_by_bits(spark: Any, tmp_path: Path) -> None
     got_values = [(_bits(r["key"]), r["value"]) for r in sp.keyed_state("values", "s").to_pylist()]
     assert dict(got_maps) == maps and len(got_maps) == len(maps)
     assert dict(got_values) == values and len(got_values) == len(values)
+
+
+def _formats(sp: Any) -> set[int]:
+    """The format versions of a savepoint's operator state streams (5: Flink 1.13-1.17's, 6: later)."""
+    return {
+        int.from_bytes(sub.managed_operator.stream.read(sp.directory, sp.storage, 4))
+        for op in sp.operators
+        for sub in op.subtasks
+        if sub.managed_operator is not None and sub.managed_operator.stream is not None
+    }
+
+
+def test_option_flink_version(tmp_path: Path) -> None:
+    """flinkVersion names the release written for: a broadcast state for Flink 1.17 is in operator
+    state format 5; appended to a Flink 1.17 savepoint without it, the savepoint stays 1.17's."""
+    base = {"format": "flink", "operator": "op", "state": "rules", "stateType": "broadcast",
+            "keyColumns": "tag", "valueColumns": "name"}  # fmt: skip
+    with pytest.raises(OptionError, match=r"\[INVALID_OPTION\] option flinkVersion.*need"):
+        FlinkSavepointWriter({**base, "path": "/nowhere", "format": "flinkstate", "flinkVersion": "1.17"},
+                             STRUCT, True)  # fmt: skip
+    with pytest.raises(OptionError, match=r"\[INVALID_OPTION\] option flinkVersion.*'0\.9'"):
+        FlinkSavepointWriter({**base, "path": "/nowhere", "flinkVersion": "0.9"}, STRUCT, True)
+    part = {"user": [1, 2], "name": ["a", "漢字😀"], "score": [0.0, 0.0], "tag": ["k", "ü"]}
+    for version, format_version in (("1.17", 5), ("1.18", 6), (None, 6)):
+        path = str(tmp_path / f"sp-{version}")
+        options = {**base, "path": path, **({"flinkVersion": version} if version else {})}
+        _tasks(FlinkSavepointWriter(options, STRUCT, True), [part])
+        sp = read_savepoint(path)
+        assert _formats(sp) == {format_version}
+        assert {(r["key"], r["value"]) for r in sp.operator_state("op", "rules").to_pylist()} == {
+            ("k", "a"),
+            ("ü", "漢字😀"),
+        }
+    old = tmp_path / "old"
+    write_savepoint(read_savepoint(str(FIXTURES / "1.17" / "heap_canonical")), str(old),
+                    operators=["operator-states"])  # fmt: skip
+    assert _formats(read_savepoint(str(old))) == {5}
+    _tasks(FlinkSavepointWriter({**base, "path": str(old)}, STRUCT, False), [part])
+    appended = read_savepoint(str(old))
+    assert _formats(appended) == {5} and len(appended.operators) == 2

@@ -49,8 +49,9 @@ def _fits(row: dict[str, Any] | None, k: int) -> bool:
         (4, [5], "1.16-1.17", 2),
         (4, [6], "1.18-1.20", 2),
         (3, [], "1.13-1.15 or flinkstate's writer", None),
-        (3, [5], "1.13-1.15", 2),
-        (3, [6], "flinkstate's writer", None),
+        # our writer writes format 5 for 1.13-1.17 (Kryo 2 either way), 6 for 1.18-2.3
+        (3, [5], "1.13-1.15 or flinkstate's writer for 1.13-1.17", 2),
+        (3, [6], "flinkstate's writer for 1.18-2.3", None),
         (4, [5, 6], "no known Flink release", None),
     ],
 )
@@ -178,7 +179,7 @@ def test_kryo_under_metadata_v3_asks_for_the_flink_version(tmp_path: Path) -> No
     path = str(_as_metadata_v3("1.20", "heap_canonical", tmp_path / "v3"))
     sp = read_savepoint(path, types={"v_kryo_fields": FIELDS_DDL})
     assert sp.properties["metadata_version"] == "3"
-    assert sp.flink_versions.describe() == "flinkstate's writer"
+    assert sp.flink_versions.describe() == "flinkstate's writer for 1.18-2.3"
     assert {r["key"]: r["value"] for r in sp.keyed_state("keyed-states", "v_long").to_pylist()}[3] == 3007
     with pytest.raises(
         FlinkVersionRequiredError, match=r"\[FLINK_VERSION_REQUIRED\].*v_kryo_fields.*flinkVersion"
@@ -197,11 +198,12 @@ def test_kryo_under_metadata_v3_asks_for_the_flink_version(tmp_path: Path) -> No
 
 
 def test_metadata_v3_with_operator_format_5_is_flink_1_13_to_1_15(tmp_path: Path) -> None:
-    """1.17's files as V3: format 5 operator streams are Flink's own (flinkstate writes 6), so
-    V3 means 1.13-1.15, Kryo 2: the Kryo state reads without flink_version."""
+    """1.17's files as V3: format 5 operator streams are Flink 1.13-1.15's, or flinkstate's writer's
+    for 1.13-1.17: Kryo 2 either way, so the Kryo state reads without flink_version."""
     path = str(_as_metadata_v3("1.17", "heap_canonical", tmp_path / "v3"))
     sp = read_savepoint(path, types={"v_kryo_fields": FIELDS_DDL})
-    assert sp.flink_versions.describe() == "1.13-1.15" and sp.properties["flink_version"] == "1.13-1.15"
+    text = "1.13-1.15 or flinkstate's writer for 1.13-1.17"
+    assert sp.flink_versions.describe() == text and sp.properties["flink_version"] == text
     got = {r["key"]: r["value"] for r in sp.keyed_state("keyed-states", "v_kryo_fields").to_pylist()}
     assert all(_fits(got[k], k) for k in KEYS)
 
@@ -250,17 +252,25 @@ def test_a_converted_1x_savepoint_records_the_flink_version(tmp_path: Path) -> N
         )
 
 
-def test_an_edit_does_not_set_a_1x_kryo_state_with_kryo_5_bytes(tmp_path: Path) -> None:
-    """Setting a declared Kryo state encodes Kryo 5: a 1.x savepoint's (Kryo 2) is refused, before
-    any file is written, instead of being written in bytes its Flink would misread."""
+def test_an_edit_sets_a_kryo_state_in_the_target_releases_kryo(tmp_path: Path) -> None:
+    """Setting a declared Kryo state of a 1.20 savepoint: Kryo 2's bytes when written for 1.x (the
+    default: the oldest release it can be from), Kryo 5's for 2.3 (the other values re-encoded)."""
     from flinkstate.checkpoint import SavepointEdits
-    from flinkstate.checkpoint.flink import UnsupportedFlinkWriteError, edit_savepoint
+    from flinkstate.checkpoint.flink import edit_savepoint
 
     opaque = "STRUCT<value: BIGINT NOT NULL>"
-    source = read_savepoint(str(fixture("1.20", "heap_canonical")), types={"v_kryo": opaque})
-    edits = SavepointEdits().set_keyed_state("keyed-states", "v_kryo", [{"key": 1, "value": {"value": 5}}])
-    with pytest.raises(
-        UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\].*v_kryo.*Kryo 2.*1\.18-1\.20"
-    ):
-        edit_savepoint(source, str(tmp_path / "sp"), edits)
-    assert not list(tmp_path.iterdir())
+    types = {"v_kryo": opaque, "v_kryo_fields": FIELDS_DDL}  # both re-encoded for 2.3
+    source = read_savepoint(str(fixture("1.20", "heap_canonical")), types=types)
+    class_id = source.raw_keyed("keyed-states", "v_kryo")[0].value[0][0] - 2
+    edits = SavepointEdits().set_keyed_state("keyed-states", "v_kryo", [{"key": 1, "value": {"value": -5}}])
+    for target, kryo in ((None, 2), ("2.3", 5)):
+        out = tmp_path / f"sp-{target}"
+        edit_savepoint(source, str(out), edits, flink_version=target)
+        raw = read_savepoint(str(out)).keyed_state("keyed-states", "v_kryo").to_pylist()
+        assert {r["key"]: r["value"] for r in raw} == {
+            1: encode(parse_type(opaque), {"value": -5}, class_id, kryo)
+        }
+        back = read_savepoint(str(out), types=types, flink_version=target or "1.18")
+        assert {r["key"]: r["value"] for r in back.keyed_state("keyed-states", "v_kryo").to_pylist()} == {
+            1: {"value": -5}
+        }

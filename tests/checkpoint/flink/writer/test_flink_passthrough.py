@@ -20,6 +20,7 @@ from sql_model import RICH_DDL
 from flinkstate.checkpoint import SavepointEdits
 from flinkstate.checkpoint.flink import (
     FlinkSavepoint,
+    FlinkTarget,
     UnsupportedFlinkWriteError,
     edit_savepoint,
     import_savepoint,
@@ -110,7 +111,12 @@ def operator_values(sp: FlinkSavepoint) -> dict[tuple[str, str, int], Any]:
 
 def carried(sp: FlinkSavepoint) -> set[tuple[str, str]]:
     """The keyed states the writer carries verbatim (by operator uid and state)."""
-    return {(op.name, s.name) for op in operators_of(sp, None) for s in op.states if s.verbatim is not None}
+    return {
+        (op.name, s.name)
+        for op in operators_of(sp, None, FlinkTarget())
+        for s in op.states
+        if s.verbatim is not None
+    }
 
 
 @pytest.mark.parametrize("fixture", sorted(CASES))
@@ -262,7 +268,7 @@ def _kryo_state(name: str, mode: OperatorStateMode, elements: Any) -> OperatorSt
         meta.i32(0, "size")
     if broadcast:
         meta.utf("KEY_SERIALIZER", "serializer key")
-        Snapshot(ATOMIC_CLASSES["STRING"]).write_top_level(meta)
+        Snapshot(ATOMIC_CLASSES["STRING"]).write_top_level(meta, FlinkTarget())
     bytes_type = Types.PRIMITIVE_ARRAY(Types.BYTE())
     return OperatorStateData(name, mode, bytes_type, elements, Types.STRING(), {VERBATIM: bytes(meta.buf)})
 
@@ -287,7 +293,8 @@ def test_operator_states_with_kryo_elements_carried(tmp_path: Path) -> None:
     another parallelism: Flink's redistribution of the element bytes as they were."""
     source_dir = tmp_path / "source"
     write_operators([_KryoOperatorStates(2)], str(source_dir), 1)
-    source = read_savepoint(str(source_dir))
+    # Kryo 5's bytes: V3 _metadata does not tell a release, so carrying them needs it named
+    source = read_savepoint(str(source_dir), flink_version="2.3")
     assert {s.name: s.serializer for s in source.states()} == dict.fromkeys(
         ["k_list", "k_union", "k_rules"], "FixtureJob$Opaque"
     )
@@ -298,6 +305,6 @@ def test_operator_states_with_kryo_elements_carried(tmp_path: Path) -> None:
     assert _all(_elements(written, "k_union")) == _all(_elements(source, "k_union"))
     rules = _elements(source, "k_rules")
     assert _elements(written, "k_rules") == [rules[0], rules[1], rules[0]]  # subtask i: old i % 2
-    again = write_savepoint(written, str(tmp_path / "again"))
+    again = write_savepoint(written.with_flink_version("2.3"), str(tmp_path / "again"))
     for name in ("k_list", "k_union", "k_rules"):
         assert _elements(again, name) == _elements(written, name)

@@ -14,13 +14,13 @@ import pytest
 from flink_model import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
-from operator_views import as_data, expected_operator_states, restored_view
+from operator_views import expected_operator_states, operator_view
 from write_model import build_checkpoint, model, read_rows, rows
 
 from flinkstate.checkpoint import CheckpointStorage, CompletedCheckpoint
 from flinkstate.checkpoint.errors import CheckpointError
 from flinkstate.checkpoint.flink import (
-    FlinkSavepoint,
+    FlinkTarget,
     UnsupportedFlinkWriteError,
     operator_id_hex,
     read_savepoint,
@@ -52,27 +52,6 @@ from flinkstate.state.operator import OperatorStateBackend, OperatorStateData, O
 @pytest.fixture(scope="module")
 def model_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> CompletedCheckpoint:
     return build_checkpoint(str(tmp_path_factory.mktemp("model") / "checkpoint"))
-
-
-def operator_view(sp: FlinkSavepoint) -> dict[tuple[str, int, str], Any]:
-    """The operator states in ``sp`` as a job restored at the written parallelism sees them."""
-    out = {}
-    for uid, op in model().items():
-        if not op.operator_states:
-            continue
-        parallelism = sp.operator(uid).parallelism
-        per: list[list[Any]] = [[] for _ in range(parallelism)]
-        for name, s in op.operator_states.items():
-            found = sp.operator_state(uid, name).to_pylist()
-            for i in range(parallelism):
-                mine = [r for r in found if r["subtask"] == i]
-                if s.mode == "BROADCAST":
-                    elements: Any = {r["key"]: r["value"] for r in mine}
-                else:
-                    elements = [r["value"] for r in sorted(mine, key=lambda r: r["position"])]
-                per[i].append(as_data(name, s, elements))
-        out.update(restored_view(uid, per))
-    return out
 
 
 @pytest.mark.parametrize(("parallelism", "max_parallelism"), [(None, None), (3, 256), (1, 64), (5, 5)])
@@ -176,7 +155,7 @@ def test_meta_info_bytes_equal_flinks() -> None:
     key_start = c.pos
     key = read_top_level(c, "key")
     out = Output("test")
-    snapshot_of(key.type_info, "key").write_top_level(out)  # type: ignore[arg-type]
+    snapshot_of(key.type_info, "key").write_top_level(out, FlinkTarget())  # type: ignore[arg-type]
     assert bytes(out.buf) == stream[key_start : c.pos]
     compared = []
     for i in range(c.i16("count")):
@@ -185,7 +164,7 @@ def test_meta_info_bytes_equal_flinks() -> None:
         spec = _spec(info)
         if spec is not None:
             out = Output("test")
-            write_header(out, Snapshot("k"), [spec])
+            write_header(out, Snapshot("k"), [spec], FlinkTarget())
             header_len = len(out.buf) - (c.pos - start)
             assert bytes(out.buf[header_len:]) == stream[start : c.pos], info.name
             compared.append(info.name)
@@ -331,7 +310,7 @@ def test_operator_state_streams_equal_flinks(operator: str) -> None:
             user_key = info.user_key.type_info if info.user_key is not None else None
             values = sp.operator_values(operator, entry.name, sub.index)
             states.append(OperatorStateData(entry.name, mode, info.value.type_info, values, user_key))
-        data, entries = operator_stream("test", states)
+        data, entries = operator_stream("test", states, FlinkTarget())
         assert data == handle.stream.read(sp.directory)
         assert {(e.name, e.mode, e.offsets) for e in entries} == {
             (e.name, e.mode, e.offsets) for e in handle.states

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from flink_model import FIXTURES
 from flink_restore import check_restored, spec_text
-from operator_views import expected_operator_states
-from test_flink_write import operator_view
+from operator_views import expected_operator_states, operator_view
 from write_model import WRITTEN, build_checkpoint, read_rows, rows
 
 from flinkstate.checkpoint import CompletedCheckpoint

@@ -18,6 +18,7 @@ from write_model import _type, build_checkpoint, canonical, rows, split_type
 from flinkstate.checkpoint import CompletedCheckpoint
 from flinkstate.checkpoint.flink import (
     FlinkSavepoint,
+    FlinkTarget,
     UnsupportedFlinkWriteError,
     operator_id_hex,
     read_savepoint,
@@ -148,7 +149,7 @@ FLINK_BYTES = [
 def test_snapshots_and_values_equal_flinks(t: Any, value: Any, snapshot: str, data: str) -> None:
     for written in (snapshot_of(t, "value"), key_snapshot(t, "key")):
         out = Output("test")
-        written.write_top_level(out)
+        written.write_top_level(out, FlinkTarget())
         assert bytes(out.buf).hex() == "00000002" + snapshot
     assert serializer_for(t).to_bytes(value).hex() == data
     assert serializer_for(t).from_bytes(bytes.fromhex(data)) == value
