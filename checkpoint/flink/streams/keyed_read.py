@@ -185,7 +185,7 @@ class KeyGroupDecoder:
         """Decode one (key bytes, value bytes) entry; ``at`` says where it is, for errors."""
         try:
             self._add(rows, kg, key_raw, value_raw)
-        except (SerializationError, IndexError, ValueError, struct.error) as exc:
+        except (SerializationError, IndexError, ValueError) as exc:
             raise FlinkFormatError(
                 f"{self.where}: state {rows.info.name}, key group {kg}: {exc} ({at})"
             ) from exc
