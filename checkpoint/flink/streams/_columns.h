@@ -26,10 +26,11 @@ typedef struct {
     Buf units; /* scratch: a string's UTF-16 units */
 } Column;
 
+/* Room for ``more`` bytes (data is never NULL after it: memcpy of nothing stays defined). */
 static int
 reserve(Buf *b, size_t more)
 {
-    if (b->len + more <= b->cap) {
+    if (b->len + more <= b->cap && b->data != NULL) {
         return 0;
     }
     size_t cap = b->cap ? b->cap : 4096;
