@@ -1,10 +1,13 @@
 """P10: reading a real Flink savepoint (1M Long -> String ValueState entries) beside our
 own format's read of the same state, both through the data source's reader (no Spark),
-in rows per second on one core.
+in rows per second on one core; for a Flink 2.3 savepoint and a Flink 1.20 one. P10K: 1M
+Kryo values (a class of long, int, double and String fields) read as a declared struct,
+beside P10's Long -> String read in the same run. P10N, P10R: native (SST) savepoints.
 
-The savepoint is written by Flink itself (tests/fixtures/flink/generate.py --bench) into a
-cache outside the repository, once, when a virtualenv with apache-flink 2.3 exists
-(FLINK_VENV, default /work/flinkenv); without it and without the cache P10 is skipped.
+The savepoints are written by Flink itself (tests/fixtures/flink/generate.py --bench) into a
+cache outside the repository, once, when a virtualenv with that apache-flink exists
+(FLINK_VENV, default /work/flinkenv, for 2.3; FLINK120_VENV, default /work/flinkenv120, for
+1.20); without it and without the cache the figure is skipped.
 """
 
 from __future__ import annotations
@@ -28,18 +31,34 @@ from common import Result, paired
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("FLINKSTATE_BENCH_CACHE", Path(tempfile.gettempdir()) / "flinkstate-bench"))
 VENV = Path(os.environ.get("FLINK_VENV", "/work/flinkenv"))
+#: The virtualenv holding each Flink release the savepoints are written with.
+VENVS = {"2.3": VENV, "1.20": Path(os.environ.get("FLINK120_VENV", "/work/flinkenv120"))}
+#: P10K's Kryo class (FixtureJob.BenchRecord) as a struct.
+BENCH_RECORD = "STRUCT<id: BIGINT NOT NULL, count: INT NOT NULL, score: DOUBLE NOT NULL, name: STRING>"
+#: The savepoints by kind: cache folder prefix, generate.py flags.
+KINDS = {"canonical": ("p10", []), "native": ("p10r", ["--native"]), "kryo": ("p10k", ["--kryo"])}
 
 
-def _savepoint(n: int, native: bool = False) -> str | None:
-    work = CACHE / f"p10{'r' if native else ''}-{n}"
+def _savepoint(n: int, kind: str = "canonical", flink: str = "2.3") -> str | None:
+    """A savepoint of ``n`` entries Flink ``flink`` wrote (made once into the cache)."""
+    prefix, flags = KINDS[kind]
+    work = CACHE / f"{prefix}-{n}{'' if flink == '2.3' else '-' + flink}"
     found = glob.glob(str(work / "savepoint-*" / "_metadata"))
-    if not found and (VENV / "bin" / "python").exists():
+    venv = VENVS[flink]
+    if not found and (venv / "bin" / "python").exists():
         generator = ROOT / "tests" / "fixtures" / "flink" / "generate.py"
-        cmd = [str(VENV / "bin" / "python"), str(generator), "--venv", str(VENV), "--work", str(work)]
-        flags = ["--native"] if native else []
-        subprocess.run([*cmd, "--bench", str(n), *flags], check=True, capture_output=True)
+        cmd = [str(venv / "bin" / "python"), str(generator), "--flink", flink, "--venv", str(venv)]
+        cmd += ["--work", str(work), "--bench", str(n), *flags]
+        subprocess.run(cmd, check=True, capture_output=True)
         found = glob.glob(str(work / "savepoint-*" / "_metadata"))
     return str(Path(found[0]).parent) if found else None
+
+
+def _skipped(figure: str, flink: str = "2.3") -> None:
+    print(
+        f"{figure} skipped: no savepoint cache in {CACHE} and no Flink {flink} virtualenv at {VENVS[flink]}",
+        file=sys.stderr,
+    )
 
 
 def _ours(n: int, root: str) -> str:
@@ -55,10 +74,13 @@ def _ours(n: int, root: str) -> str:
     return root
 
 
-def _read(path: str, state: str = "value") -> tuple[float, int]:
+def _read(path: str, state: str = "value", value_type: str | None = None) -> tuple[float, int]:
     """Seconds to read every row of the state through the data source reader, and the rows."""
     start = time.perf_counter()
-    source = FlinkStateDataSource({"path": path, "operator": "bench", "state": state})
+    options = {"path": path, "operator": "bench", "state": state}
+    if value_type is not None:
+        options["valueType"] = value_type
+    source = FlinkStateDataSource(options)
     reader: Any = source.reader(source.schema())
     rows = sum(batch.num_rows for p in reader.partitions() for batch in reader.read(p))
     return time.perf_counter() - start, rows
@@ -66,25 +88,49 @@ def _read(path: str, state: str = "value") -> tuple[float, int]:
 
 def p10(quick: bool) -> Iterator[Result]:
     n = 1_000_000
-    flink = _savepoint(n)
-    if flink is None:
-        print(
-            f"P10 skipped: no savepoint cache in {CACHE} and no Flink virtualenv at {VENV}", file=sys.stderr
-        )
-        return
+    found = {flink: _savepoint(n, flink=flink) for flink in VENVS}
+    for flink, path in found.items():
+        if path is None:
+            _skipped("P10", flink)
     with tempfile.TemporaryDirectory() as tmp:
         ours = _ours(n, tmp)
-        _read(flink), _read(ours)  # warm-up: imports, page cache
-        rounds = []
+        flinks = {flink: path for flink, path in found.items() if path is not None}
+        for path in [*flinks.values(), ours]:
+            _read(path)  # warm-up: imports, page cache
+        rounds: dict[str, list[tuple[float, float]]] = {flink: [] for flink in flinks}
         for _ in range(1 if quick else 5):
-            (tf, rf), (to, ro) = _read(flink), _read(ours)
-            assert rf == ro == n, (rf, ro)
-            rounds.append((n / tf, n / to))
-    flink_rate, ours_rate, ratio = paired(rounds)
+            for flink, path in flinks.items():
+                (tf, rf), (to, ro) = _read(path), _read(ours)
+                assert rf == ro == n, (rf, ro)
+                rounds[flink].append((n / tf, n / to))
+    for flink, pairs in rounds.items():
+        flink_rate, ours_rate, ratio = paired(pairs)
+        yield Result(
+            "P10", f"Flink {flink} canonical savepoint read, Long->String ValueState, 1M rows", flink_rate,
+            "rows/s/core", "our format's read of the same state (same reader API)", ours_rate, ratio,
+            ">= 1M rows/s per core and >= 0.3x", flink_rate >= 1_000_000 and ratio >= 0.3,
+        )  # fmt: skip
+
+
+def p10k(quick: bool) -> Iterator[Result]:
+    """1M Kryo values (FixtureJob.BenchRecord) read as a declared struct, beside P10's
+    Long -> String read of the same size, both Flink 2.3 canonical savepoints."""
+    n = 1_000_000
+    kryo, strings = _savepoint(n, "kryo"), _savepoint(n)
+    if kryo is None or strings is None:
+        _skipped("P10K")
+        return
+    _read(kryo, "kryo", BENCH_RECORD), _read(strings)  # warm-up: imports, page cache
+    rounds = []
+    for _ in range(1 if quick else 5):
+        (tk, rk), (ts, rs) = _read(kryo, "kryo", BENCH_RECORD), _read(strings)
+        assert rk == rs == n, (rk, rs)
+        rounds.append((n / tk, n / ts))
+    kryo_rate, strings_rate, ratio = paired(rounds)
     yield Result(
-        "P10", "Flink canonical savepoint read, Long->String ValueState, 1M rows", flink_rate, "rows/s/core",
-        "our format's read of the same state (same reader API)", ours_rate, ratio,
-        ">= 1M rows/s per core", flink_rate >= 1_000_000,
+        "P10K", "Flink canonical savepoint read, 1M Kryo values (long, int, double, String) as structs",
+        kryo_rate, "rows/s/core", "P10's Long->String read (Flink 2.3), same run", strings_rate, ratio,
+        ">= 0.5x", ratio >= 0.5,
     )  # fmt: skip
 
 
@@ -159,11 +205,9 @@ def p10r(quick: bool) -> Iterator[Result]:
     ListState of two appends per key) read through the data source reader, beside P10's
     canonical savepoint of the same ValueState."""
     n = 1_000_000
-    native, canonical = _savepoint(n, native=True), _savepoint(n)
+    native, canonical = _savepoint(n, "native"), _savepoint(n)
     if native is None or canonical is None:
-        print(
-            f"P10R skipped: no savepoint cache in {CACHE} and no Flink virtualenv at {VENV}", file=sys.stderr
-        )
+        _skipped("P10R")
         return
     _read(native), _read(canonical)  # warm-up: imports, page cache
     rounds, lists = [], []
@@ -186,4 +230,4 @@ def p10r(quick: bool) -> Iterator[Result]:
     )  # fmt: skip
 
 
-BENCHMARKS = {"P10": p10, "P10N": p10n, "P10R": p10r}
+BENCHMARKS = {"P10": p10, "P10K": p10k, "P10N": p10n, "P10R": p10r}

@@ -9,6 +9,7 @@ import importlib
 import pytest
 
 ACCELERATORS = [
+    "flinkstate.checkpoint.flink.streams._keyed_columns",
     "flinkstate.state.keygroups._hashing",
     "flinkstate.state.heap._tables",
     "flinkstate.state.heap._valuepath",

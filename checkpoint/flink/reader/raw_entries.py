@@ -33,7 +33,7 @@ class RawEntries(KeyGroupDecoder):
         self.where = where
         self.prefix = 1 if max_parallelism <= 128 else 2
         self.rows = {s.state_id: StateRows(s) for s in header.states if s.name in wanted}
-        self.columnar = None
+        self.columnar = self.native = None
 
     def entry(self, rows: StateRows, kg: int, key_raw: bytes, value_raw: bytes, at: str) -> None:
         try:

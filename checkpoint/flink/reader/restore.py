@@ -109,7 +109,7 @@ def _grouped(
         else:
             scopes[scope] = value
     for group, keys, values in rows.chunks:
-        for key, value in zip(keys.tolist(), values.to_pylist(), strict=True):
+        for key, value in zip(keys.to_pylist(), values.to_pylist(), strict=True):
             kg = route(group, key)
             if kg is not None:
                 groups.setdefault(kg, {})[(key_canon(key), None)] = value

@@ -91,7 +91,7 @@ def keyed_table(rows: StateRows, key: FlinkType) -> pa.Table:
         fast.append(
             pa.Table.from_arrays(
                 [pa.repeat(pa.scalar(kg, pa.int32()), n),
-                 pa.array(keys).cast(schema.field("key").type), pa.nulls(n, schema.field("namespace").type),
+                 keys.cast(schema.field("key").type), pa.nulls(n, schema.field("namespace").type),
                  values.cast(schema.field("value").type)],
                 schema=schema,
             )

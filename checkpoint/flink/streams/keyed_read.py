@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from flinkstate.state.errors import SerializationError
@@ -30,7 +29,7 @@ from ..metadata.metadata_read import KeyedHandle
 from ..wire.data_read import Cursor
 from ..wire.snappy_read import snappy_block
 from .header_read import KeyedHeader, StateInfo
-from .keyed_columns_read import block_columns, eligible
+from .keyed_columns_read import block_columns, eligible, native_columns, native_plan
 
 END_OF_GROUP = 0xFFFF
 LIST_DELIMITER = 0x2C
@@ -48,8 +47,8 @@ class StateRows:
     extra: list[Any] = field(default_factory=list)
     value: list[Any] = field(default_factory=list)
     ttl: list[int | None] = field(default_factory=list)
-    #: Key groups decoded by the vectorized path: (key group, keys, values).
-    chunks: list[tuple[int, np.ndarray, pa.Array]] = field(default_factory=list)
+    #: Key groups decoded as columns (:mod:`.keyed_columns_read`): (key group, keys, values).
+    chunks: list[tuple[int, pa.Array, pa.Array]] = field(default_factory=list)
 
     def add(self, kg: int, key: Any, ns: Any, extra: Any, value: Any) -> None:
         if self.info.ttl:
@@ -89,6 +88,8 @@ class KeyGroupDecoder:
         self.key_name = str(key.type_info)
         only = list(self.rows.values())
         self.columnar = only[0] if len(only) == 1 and eligible(only[0].info, self.key_name) else None
+        #: How the C accelerator decodes the single wanted state, or None.
+        self.native = native_plan(only[0].info, key) if len(only) == 1 else None
 
     def _state(self, c: Cursor, state_id: int, at: int) -> StateRows | None:
         if not 0 <= state_id < len(self.header.states):
@@ -116,6 +117,8 @@ class KeyGroupDecoder:
             ns, pos = ns_type.serializer.read_at(raw, pos)
             if ambiguous:
                 pos += _length_bytes(pos - start)
+        if pos > len(raw):
+            raise SerializationError(f"truncated key bytes: {len(raw)} bytes, {pos} needed")
         return key, ns, raw[pos:]
 
     def _value(self, info: StateInfo, raw: bytes) -> Any:
@@ -187,15 +190,27 @@ class KeyGroupDecoder:
                 f"{self.where}: state {rows.info.name}, key group {kg}: {exc} ({at})"
             ) from exc
 
+    def _columns(self, buf: bytes, pos: int, kg: int) -> bool:
+        """Whether the C or the NumPy path took the block at ``buf[pos]`` (into the one wanted
+        state's chunks); not taken, the general path decodes it or names what is wrong."""
+        if self.native is None and self.columnar is None:
+            return False
+        only = next(iter(self.rows.values()))
+        state_id, states = only.info.state_id, len(self.header.states)
+        found = None
+        if self.native is not None:
+            found = native_columns(buf, pos, kg, state_id, states, self.prefix, self.native)
+        if found is None and self.columnar is not None:
+            value = str(only.info.value.type_info)
+            found = block_columns(buf, pos, kg, state_id, states, self.prefix, self.key_name, value)
+        if found is not None:
+            only.chunks.append((kg, *found))
+        return found is not None
+
     def canonical(self, buf: bytes, pos: int, kg: int) -> None:
         """Decode the canonical key-group block starting at ``buf[pos]``."""
-        if self.columnar is not None:
-            only = self.columnar
-            value_name = str(only.info.value.type_info)
-            found = block_columns(buf, pos, kg, only.info.state_id, self.prefix, self.key_name, value_name)
-            if found is not None:
-                only.chunks.append((kg, found[0], found[1]))
-                return
+        if self._columns(buf, pos, kg):
+            return
         c = Cursor(buf, self.where, pos)
         at = c.pos
         state_id = c.u16("state id")

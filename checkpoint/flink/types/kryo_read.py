@@ -197,6 +197,9 @@ class KryoReader(_ReadOnly):
             raise DeclaredTypeError(f"{what}: duplicate field names in {declared}")
         ordered = java_order(fields)
         self._fields = {v: [(f.name, _field_reader(f, what, v)) for f in ordered] for v in KRYO_VERSIONS}
+        self.declared = declared
+        #: The declared fields in the order Kryo writes them.
+        self.written = ordered
         self._kryo = kryo
         self.java_class = java_class
         self.order = names

@@ -247,7 +247,7 @@ class FlinkOperator(OperatorSource):
                 by_key[scope] = [value, ts]
         for kg, chunk_keys, values in rows.chunks:  # void namespace only
             for key, value in zip(
-                canonical_values(chunk_keys.tolist(), self.key_type), values.to_pylist(), strict=True
+                canonical_values(chunk_keys.to_pylist(), self.key_type), values.to_pylist(), strict=True
             ):
                 groups.setdefault(kg, {})[(key, None)] = [value, None]
         for kg, by_scope in sorted(groups.items()):

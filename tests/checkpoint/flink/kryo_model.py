@@ -39,7 +39,8 @@ def string(s: str | None, kryo: int = 5) -> bytes:
         raw = bytearray(s.encode("ascii"))
         raw[-1] |= 0x80
         return bytes(raw)
-    units = struct.unpack(f">{len(s.encode('utf-16-be')) // 2}H", s.encode("utf-16-be", "surrogatepass"))
+    encoded = s.encode("utf-16-be", "surrogatepass")
+    units = struct.unpack(f">{len(encoded) // 2}H", encoded)
     n = len(units) + 1
     head = bytearray([0x80 | (n & 0x3F) | (0x40 if n > 0x3F else 0)])
     if n > 0x3F:

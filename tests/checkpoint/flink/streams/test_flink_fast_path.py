@@ -53,9 +53,11 @@ def _block(kg: int, entries: list[tuple[int, str]]) -> bytes:
 
 def test_ascii_strings_fast_and_others_fall_back() -> None:
     entries = [(5, "value-5"), (9, ""), (12, "x" * 100)]
-    found = block_columns(_block(3, entries), 0, 3, 0, 1, "LONG", "STRING")
+    found = block_columns(_block(3, entries), 0, 3, 0, 1, 1, "LONG", "STRING")
     assert found is not None
     assert found[0].tolist() == [5, 9, 12] and found[1].to_pylist() == [v for _, v in entries]
-    assert block_columns(_block(3, [(1, "caf\u00e9")]), 0, 3, 0, 1, "LONG", "STRING") is None
-    assert block_columns(_block(3, [(1, "y" * 200)]), 0, 3, 0, 1, "LONG", "STRING") is None  # two-byte length
-    assert block_columns(_block(3, entries), 0, 4, 0, 1, "LONG", "STRING") is None  # wrong key group
+    assert block_columns(_block(3, [(1, "caf\u00e9")]), 0, 3, 0, 1, 1, "LONG", "STRING") is None
+    assert (
+        block_columns(_block(3, [(1, "y" * 200)]), 0, 3, 0, 1, 1, "LONG", "STRING") is None
+    )  # two-byte length
+    assert block_columns(_block(3, entries), 0, 4, 0, 1, 1, "LONG", "STRING") is None  # wrong key group
