@@ -14,7 +14,6 @@ absent or whole. The Spark paths are swept in ``tests/connector/write/test_s3_fa
 
 from __future__ import annotations
 
-import os
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,7 +24,7 @@ from typing import Any
 import pytest
 from checkpoint_data import VALUE, contents, fill
 from support import s3
-from support.faults import KINDS, FaultProxy, Faults
+from support.faults import FaultProxy, Faults, cases, proxied
 from typer.testing import CliRunner
 
 from flinkstate.checkpoint import CheckpointStorage, Storage, check_files, open_checkpoint
@@ -52,12 +51,7 @@ def proxy() -> Iterator[FaultProxy]:
 
 
 def _options(proxy: FaultProxy, outage: bool = False) -> Options:
-    """Through the proxy, with the default retries and a short read timeout (delays bite);
-    for an outage, one attempt a request (botocore's; s3fs's own few stay) so it gives up soon."""
-    config: dict[str, Any] = {"read_timeout": READ_TIMEOUT}
-    if outage:
-        config["retries"] = {"max_attempts": 1, "mode": "standard"}
-    return {**s3.options(proxy.endpoint), "config_kwargs": config}
+    return proxied(proxy.endpoint, READ_TIMEOUT, outage)
 
 
 def _args(options: Options, flag: str = "-o") -> list[str]:
@@ -224,18 +218,6 @@ OPERATIONS: dict[str, Operation] = {
 }  # fmt: skip
 
 
-def _cases(count: int) -> list[Faults]:
-    if os.environ.get("FAULTS") == "all":
-        cases = [Faults(kind, at=i) for i in range(count) for kind in KINDS]
-    else:
-        chosen = sorted({*range(0, count, 2), count - 1})
-        cases = [Faults(KINDS[(i // 2) % len(KINDS)], at=i) for i in chosen]
-    cases.append(Faults("503", at=count // 2, outage=True))
-    for case in cases:
-        case.delay = READ_TIMEOUT * 1.6
-    return cases
-
-
 def _check_whole(root: str, options: Options) -> None:
     """Every completed checkpoint under ``root`` references only whole files."""
     for checkpoint_id in CheckpointStorage(root, options).completed_ids():
@@ -272,7 +254,7 @@ def test_every_request_failing(proxy: FaultProxy, name: str) -> None:
     root, outcome, clean, count = run(Faults(at=None))
     assert outcome == "ok" and count > 0
     outcomes: dict[str, int] = {}
-    for faults in _cases(count):
+    for faults in cases(count, count // 2, READ_TIMEOUT * 1.6):
         root, outcome, written, _ = run(faults)
         _check_whole(root, quiet)
         latest = _restored(root, quiet)

@@ -11,6 +11,7 @@ or ``delay`` (the real answer after ``delay`` seconds: longer than the client's 
 from __future__ import annotations
 
 import http.client
+import os
 import random
 import socket
 import struct
@@ -57,6 +58,37 @@ class Faults:
         return self._rng.choice(KINDS) if self.kind == "mixed" else self.kind
 
 
+def cases(count: int, spread: int, delay: float) -> list[Faults]:
+    """The faults to try on an operation of ``count`` requests: with ``FAULTS=all`` (``make
+    faults``) every kind at every index; else ``spread`` indexes evenly apart (the last among
+    them), one kind each, turning with the index; then an outage from the middle request on.
+    ``delay``: how late a delayed answer comes."""
+    if os.environ.get("FAULTS") == "all":
+        found = [Faults(kind, at=i) for i in range(count) for kind in KINDS]
+    else:
+        step = max(1, count // max(spread, 1))
+        chosen = sorted({*range(0, count, step), count - 1})
+        found = [Faults(KINDS[n % len(KINDS)], at=i) for n, i in enumerate(chosen)]
+    found.append(Faults("503", at=count // 2, outage=True))
+    for case in found:
+        case.delay = delay
+    return found
+
+
+def proxied(endpoint: str, read_timeout: float, outage: bool = False) -> dict[str, Any]:
+    """s3fs options through the proxy at ``endpoint``: the default retries and ``read_timeout``;
+    for an outage, one attempt a request (botocore's; s3fs's own few stay) so it gives up soon."""
+    config: dict[str, Any] = {"read_timeout": read_timeout}
+    if outage:
+        config["retries"] = {"max_attempts": 1, "mode": "standard"}
+    return {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": endpoint},
+        "config_kwargs": config,
+    }
+
+
 class FaultProxy:
     """The proxy: ``endpoint`` to give s3fs; ``faults`` (set any time) decides; ``requests``
     counts what it received, ``injected`` the faults it made (by kind)."""
@@ -67,6 +99,8 @@ class FaultProxy:
         self.faults: Faults | None = None
         self.requests = 0
         self.injected: dict[str, int] = {}
+        self.log: list[str] = []
+        """Each request since :meth:`arm`: method and path."""
         self._lock = threading.Lock()
         proxy = self
 
@@ -81,10 +115,11 @@ class FaultProxy:
     def arm(self, faults: Faults | None) -> None:
         """Count requests from 0 again under ``faults`` (``None``: no faults)."""
         with self._lock:
-            self.faults, self.requests = faults, 0
+            self.faults, self.requests, self.log = faults, 0, []
 
-    def next_fault(self) -> str | None:
+    def next_fault(self, request: str) -> str | None:
         with self._lock:
+            self.log.append(request)
             index = self.requests
             self.requests += 1
             kind = self.faults.choose(index) if self.faults is not None else None
@@ -153,7 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         body = self._body()
-        kind = self.owner.next_fault()
+        kind = self.owner.next_fault(f"{self.command} {self.path}")
         try:
             self._respond(body, kind)
         except (BrokenPipeError, ConnectionResetError):
