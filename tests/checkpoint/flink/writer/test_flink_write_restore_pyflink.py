@@ -9,6 +9,7 @@ restore takes about a minute of CPU.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,20 @@ def test_pyflink_fixture_written_back_restores(tmp_path: Path, backend: str) -> 
     }
     assert {tuple(json.loads(line)[2:]) for line in lines} == expected
     assert len(lines) == len(expected)
+
+
+@pytest.mark.skipif(not os.environ.get("FLINK120_VENV"), reason="needs $FLINK120_VENV (apache-flink 1.20.5)")
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("mode", sorted(LAYOUT))
+def test_pyflink_120_restores_what_was_written_for_it(tmp_path: Path, mode: str, backend: str) -> None:
+    """The same savepoints written for Flink 1.20 (``flink_version``), restored by PyFlink 1.20."""
+    source = build_checkpoint(str(tmp_path / "checkpoint"), mode)
+    layout = LAYOUT[mode]
+    target = tmp_path / "savepoint"
+    write_savepoint(
+        source, str(target), pyflink_mode=modes(mode), parallelism=layout["parallelism"],
+        max_parallelism=layout["max_parallelism"], flink_version="1.20",
+    )  # fmt: skip
+    venv = os.environ["FLINK120_VENV"]
+    lines = restore_pyflink(target, spec(mode), backend, mode, tmp_path / "work", venv=venv)
+    assert lines == expected_lines(mode)
