@@ -23,8 +23,7 @@ from typing import Any
 
 import pytest
 from checkpoint_data import VALUE, contents, fill
-from support import s3
-from support.faults import FaultProxy, Faults, cases, proxied
+from support.faults import FaultProxy, Faults, cases, proxied, proxy_with_bucket
 from typer.testing import CliRunner
 
 from flinkstate.checkpoint import CheckpointStorage, Storage, check_files, open_checkpoint
@@ -42,12 +41,7 @@ Options = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[FaultProxy]:
-    server = s3.S3Server()
-    found = FaultProxy(server.endpoint)
-    found.bucket = s3.new_bucket(server.endpoint)["bucket"]  # type: ignore[attr-defined]
-    yield found
-    found.stop()
-    server.stop()
+    yield from proxy_with_bucket()
 
 
 def _options(proxy: FaultProxy, outage: bool = False) -> Options:
@@ -232,7 +226,7 @@ def test_every_request_failing(proxy: FaultProxy, name: str) -> None:
     op = OPERATIONS[name]
     quiet = _options(proxy)
     models = {v: contents(op.model(v)) for v in (1, 2)}
-    bucket = proxy.bucket  # type: ignore[attr-defined]
+    bucket = proxy.bucket
 
     def run(faults: Faults | None) -> tuple[str, str, Any, int]:
         root = f"s3://{bucket}/{name.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"

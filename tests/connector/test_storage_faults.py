@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import s3
-from support.faults import FaultProxy, Faults, cases, proxied
+from support.faults import FaultProxy, Faults, cases, proxied, proxy_with_bucket
 
 from flinkstate.checkpoint import CheckpointStorage, Storage, check_files, open_checkpoint
 from flinkstate.connector import process
@@ -43,12 +42,7 @@ OUR_CODES = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", _TABLE.read_text(), re.MULT
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[FaultProxy]:
-    server = s3.S3Server()
-    found = FaultProxy(server.endpoint)
-    found.bucket = s3.new_bucket(server.endpoint)["bucket"]  # type: ignore[attr-defined]
-    yield found
-    found.stop()
-    server.stop()
+    yield from proxy_with_bucket()
 
 
 def _fs(options: Options) -> dict[str, str]:
@@ -171,7 +165,7 @@ def _check_whole(root: str, options: Options) -> None:
 def test_spark_paths_under_faults(spark: Any, proxy: FaultProxy, tmp_path: Path, name: str) -> None:
     op = _operations(tmp_path)[name]
     quiet = proxied(proxy.endpoint, READ_TIMEOUT)
-    bucket = proxy.bucket  # type: ignore[attr-defined]
+    bucket = proxy.bucket
 
     def run(faults: Faults | None) -> tuple[str, str, int]:
         root = f"s3://{bucket}/{name.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"

@@ -17,6 +17,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -89,6 +90,19 @@ def proxied(endpoint: str, read_timeout: float, outage: bool = False) -> dict[st
     }
 
 
+def proxy_with_bucket() -> Iterator[FaultProxy]:
+    """A fault proxy in front of a new S3 server, with a bucket on it (``proxy.bucket``), for a
+    fixture to yield; both stop when it ends."""
+    from .s3 import S3Server, new_bucket
+
+    server = S3Server()
+    proxy = FaultProxy(server.endpoint)
+    proxy.bucket = new_bucket(server.endpoint)["bucket"]
+    yield proxy
+    proxy.stop()
+    server.stop()
+
+
 class FaultProxy:
     """The proxy: ``endpoint`` to give s3fs; ``faults`` (set any time) decides; ``requests``
     counts what it received, ``injected`` the faults it made (by kind)."""
@@ -97,6 +111,8 @@ class FaultProxy:
         target = urlsplit(upstream)
         self.upstream = (target.hostname or "127.0.0.1", target.port or 80)
         self.faults: Faults | None = None
+        self.bucket = ""
+        """A bucket on the server behind (:func:`proxy_with_bucket`)."""
         self.requests = 0
         self.injected: dict[str, int] = {}
         self.log: list[str] = []

@@ -85,3 +85,19 @@ def same(h: KeyedHeader, buf: bytes, kg: int, max_p: int = 128) -> None:
     c, python = decode(h, buf, kg, True, max_p), decode(h, buf, kg, False, max_p)
     assert c.schema == python.schema
     assert plain(c) == plain(python)
+
+
+def count_native(monkeypatch: Any) -> list[bool]:
+    """Record, for each key-group block the reader decodes, whether the C decoder took it."""
+    from flinkstate.checkpoint.flink.streams import keyed_columns_read
+
+    taken: list[bool] = []
+    native = keyed_columns_read.native_columns
+
+    def counting(*args: Any) -> Any:
+        found = native(*args)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr("flinkstate.checkpoint.flink.streams.keyed_read.native_columns", counting)
+    return taken

@@ -11,7 +11,7 @@ import struct
 from typing import Any
 
 import pytest
-from block_model import block, decode, header, outcome, plain, same
+from block_model import block, count_native, decode, header, outcome, plain, same
 from flink_model import CANONICAL, VERSIONS, fixture
 
 from flinkstate.checkpoint.flink import read_savepoint
@@ -200,15 +200,7 @@ def test_fixtures_read_alike_with_the_accelerator_on_and_off(
 ) -> None:
     states = [*ATOMIC_STATES, "v_string", "v_bytes", "r_sum"]
     path = str(fixture(version, kind))
-    taken = []
-    native = keyed_columns_read.native_columns
-
-    def counting(*args: Any) -> Any:
-        found = native(*args)
-        taken.append(found is not None)
-        return found
-
-    monkeypatch.setattr("flinkstate.checkpoint.flink.streams.keyed_read.native_columns", counting)
+    taken = count_native(monkeypatch)
     on = {s: read_savepoint(path).keyed_state("keyed-states", s) for s in states}
     assert taken and all(taken)
     monkeypatch.setattr(keyed_columns_read, "_native", None)

@@ -10,7 +10,7 @@ import struct
 from typing import Any
 
 import pytest
-from block_model import block, decode, header, outcome, plain
+from block_model import block, count_native, decode, header, outcome, plain
 from flink_model import CANONICAL, FIELDS_DDL, VERSIONS, fixture
 from kryo_model import encode, string, uvarint
 from sql_model import RICH_DDL
@@ -179,15 +179,7 @@ def test_fixtures_read_alike_with_the_accelerator_on_and_off(
         else ("keyed-states", _fixture_states(version))
     )
     path = str(fixture(version, kind))
-    taken = []
-    native = keyed_columns_read.native_columns
-
-    def counting(*args: Any) -> Any:
-        found = native(*args)
-        taken.append(found is not None)
-        return found
-
-    monkeypatch.setattr("flinkstate.checkpoint.flink.streams.keyed_read.native_columns", counting)
+    taken = count_native(monkeypatch)
     on = {s: read_savepoint(path, types={s: t}).keyed_state(operator, s) for s, t in states.items()}
     assert taken and all(taken)
     monkeypatch.setattr(keyed_columns_read, "_native", None)

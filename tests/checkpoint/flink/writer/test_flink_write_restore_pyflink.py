@@ -1,6 +1,7 @@
 """The ``flink`` tier for PyFlink Python state: savepoints our writer wrote (process and thread
 mode), restored by a PyFlink 2.3 job on both state backends, every value compared with the
-model; and the PyFlink fixture written back, restored with the values its job wrote.
+model (PyFlink 1.20 too, where ``$FLINK120_VENV`` names one, restoring what was written for
+it); and the PyFlink fixture written back, restored with the values its job wrote.
 
 Runs only where ``$FLINK_VENV`` names a virtualenv holding ``apache-flink==2.3.0``; each
 restore takes about a minute of CPU.
@@ -28,17 +29,25 @@ pytestmark = [
 ]
 
 
+_RELEASES = {"2.3": "FLINK_VENV", "1.20": "FLINK120_VENV"}
+
+
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 @pytest.mark.parametrize("mode", sorted(LAYOUT))
-def test_pyflink_restores_every_value(tmp_path: Path, mode: str, backend: str) -> None:
+@pytest.mark.parametrize("release", sorted(_RELEASES))
+def test_pyflink_restores_every_value(tmp_path: Path, mode: str, backend: str, release: str) -> None:
+    """Written for the release (``flink_version``), restored by that release's PyFlink."""
+    venv = os.environ.get(_RELEASES[release])
+    if not venv:
+        pytest.skip(f"needs ${_RELEASES[release]} for PyFlink {release} (make test-flink)")
     source = build_checkpoint(str(tmp_path / "checkpoint"), mode)
     layout = LAYOUT[mode]
     target = tmp_path / "savepoint"
     write_savepoint(
         source, str(target), pyflink_mode=modes(mode), parallelism=layout["parallelism"],
-        max_parallelism=layout["max_parallelism"],
+        max_parallelism=layout["max_parallelism"], flink_version=release,
     )  # fmt: skip
-    lines = restore_pyflink(target, spec(mode), backend, mode, tmp_path / "work")
+    lines = restore_pyflink(target, spec(mode), backend, mode, tmp_path / "work", venv=venv)
     assert lines == expected_lines(mode)
 
 
@@ -76,20 +85,3 @@ def test_pyflink_fixture_written_back_restores(tmp_path: Path, backend: str) -> 
     }
     assert {tuple(json.loads(line)[2:]) for line in lines} == expected
     assert len(lines) == len(expected)
-
-
-@pytest.mark.skipif(not os.environ.get("FLINK120_VENV"), reason="needs $FLINK120_VENV (apache-flink 1.20.5)")
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
-@pytest.mark.parametrize("mode", sorted(LAYOUT))
-def test_pyflink_120_restores_what_was_written_for_it(tmp_path: Path, mode: str, backend: str) -> None:
-    """The same savepoints written for Flink 1.20 (``flink_version``), restored by PyFlink 1.20."""
-    source = build_checkpoint(str(tmp_path / "checkpoint"), mode)
-    layout = LAYOUT[mode]
-    target = tmp_path / "savepoint"
-    write_savepoint(
-        source, str(target), pyflink_mode=modes(mode), parallelism=layout["parallelism"],
-        max_parallelism=layout["max_parallelism"], flink_version="1.20",
-    )  # fmt: skip
-    venv = os.environ["FLINK120_VENV"]
-    lines = restore_pyflink(target, spec(mode), backend, mode, tmp_path / "work", venv=venv)
-    assert lines == expected_lines(mode)
