@@ -24,7 +24,7 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 from flinkstate.state.types.mapping import RowTypeInfo, TypeInformation, Types
 
-from ..errors import UnsupportedSerializerError
+from ..errors import FlinkFormatError, UnsupportedSerializerError
 from ..wire.data_read import Cursor
 from ..wire.objects_read import JavaStreamReader
 from . import classes
@@ -85,13 +85,21 @@ class SqlTypeInfo(TypeInformation):
         return self.root
 
 
+def _int_field(obj: dict[str, Any], name: str, what: str) -> int:
+    """The int field ``name`` of a deserialized object; a missing or other one is [FLINK_FORMAT]."""
+    value = obj.get(name)
+    if type(value) is not int:
+        raise FlinkFormatError(f"{what}: the RowData field's SQL type has no int {name!r} (found {value!r})")
+    return value
+
+
 def _logical(obj: Any, what: str) -> SqlTypeInfo:
     """Our type for a deserialized ``LogicalType`` object; unsupported roots raise."""
     root = obj.get("typeRoot") if isinstance(obj, dict) else None
     if root == "DECIMAL":
-        return SqlTypeInfo(root, int(obj["precision"]), int(obj["scale"]))
+        return SqlTypeInfo(root, _int_field(obj, "precision", what), _int_field(obj, "scale", what))
     if root in _TIMESTAMPS:
-        return SqlTypeInfo(root, int(obj["precision"]))
+        return SqlTypeInfo(root, _int_field(obj, "precision", what))
     if root in _ARROW:
         return SqlTypeInfo(root)
     raise UnsupportedSerializerError(f"{what}: RowData field of SQL type {root} is not decoded")

@@ -160,3 +160,18 @@ def test_an_inflated_key_group_count_of_a_native_handle_is_refused_before_alloca
     (path / "_metadata").write_bytes(bytes(meta))
     with pytest.raises(FlinkFormatError, match=r"implausible key-group count 2147483647"):
         read_savepoint(str(path))
+
+
+@pytest.mark.parametrize(
+    "logical",
+    [
+        {"typeRoot": "DECIMAL", "scale": 2},  # a flipped bit renamed "precision" (make fuzz, seed 1)
+        {"typeRoot": "DECIMAL", "precision": "10", "scale": 2},
+        {"typeRoot": "TIMESTAMP_WITHOUT_TIME_ZONE", "precisioN": 3},
+    ],
+)
+def test_a_sql_type_without_its_precision_is_flink_format(logical: dict[str, object]) -> None:
+    from flinkstate.checkpoint.flink.types.rowdata_read import _logical
+
+    with pytest.raises(FlinkFormatError, match="FLINK_FORMAT"):
+        _logical(logical, "state 's'")
