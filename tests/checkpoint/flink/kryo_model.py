@@ -81,3 +81,41 @@ def encode(
         else:
             out += _value(f.type, v, kryo)
     return bytes(out)
+
+
+def flag_varint(flag: bool, v: int) -> bytes:
+    """Kryo 5's ``writeVarIntFlag``: bit 7 the flag, bit 6 "more", 6 bits, then a varint of the rest."""
+    first = (0x80 if flag else 0) | (v & 0x3F) | (0x40 if v > 0x3F else 0)
+    return bytes([first]) + (uvarint(v >> 6, 5) if v > 0x3F else b"")
+
+
+def string_list(items: list[str | None] | None, kryo: int, name_known: bool) -> bytes:
+    """A ``List<String>`` field (an ``ArrayList``, generics known): class (by name, the name
+    only where the value has not named it yet), new-object marker, size, marked elements."""
+    if items is None:
+        return b"\x00"
+    out = bytearray(b"\x01\x00" + (b"" if name_known else string("java.util.ArrayList", kryo)) + b"\x01")
+    out += uvarint(len(items), 5) if kryo == 2 else flag_varint(None in items, len(items) + 1)
+    for item in items:
+        out += b"\x00" if item is None else b"\x01" + string(item, kryo)
+    return bytes(out)
+
+
+def encode_with_lists(
+    struct_type: pa.StructType, value: dict[str, Any] | None, class_id: int = 85, kryo: int = 5
+) -> bytes:
+    """:func:`encode`, with ``ARRAY<STRING>`` fields (``java.util.ArrayList`` of String)."""
+    if value is None:
+        return b"\x00"
+    out = bytearray(uvarint(class_id + 2, 5) + b"\x01")
+    named = False
+    for f in sorted((struct_type.field(i) for i in range(struct_type.num_fields)), key=lambda f: f.name):
+        v = value[f.name]
+        if pa.types.is_list(f.type):
+            out += string_list(v, kryo, named)
+            named = named or v is not None
+        elif f.nullable:
+            out += b"\x00" if v is None else b"\x01" + _value(f.type, v, kryo)
+        else:
+            out += _value(f.type, v, kryo)
+    return bytes(out)
