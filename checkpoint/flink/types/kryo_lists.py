@@ -42,7 +42,7 @@ class Names:
 
 def is_collection(t: pa.DataType) -> bool:
     """Whether a declared field type is a Kryo collection field."""
-    return pa.types.is_list(t)
+    return bool(pa.types.is_list(t))
 
 
 def check_collection(field: pa.Field, what: str) -> None:
@@ -54,8 +54,21 @@ def check_collection(field: pa.Field, what: str) -> None:
         )
 
 
-def list_reader(kryo: int, names: Names, varint: Read, string: Read) -> Read:
-    """The reader of a ``List<String>`` field with Kryo ``kryo``'s encodings."""
+def marked(string: Read) -> Read:
+    """An element of a ``List<String>`` field: a marker (0: null, 1: a string), then the string."""
+
+    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+        flag = buf[pos]
+        if flag > 1:
+            raise SerializationError(f"element marker {flag} (a Kryo back reference is not supported)")
+        return string(buf, pos + 1) if flag else (None, pos + 1)
+
+    return read
+
+
+def list_reader(kryo: int, names: Names, varint: Read, string: Read, element: Read) -> Read:
+    """The reader of a Kryo ``ArrayList`` with Kryo ``kryo``'s encodings (``string``: its class
+    name's), each element read by ``element``."""
 
     def read(buf: bytes, pos: int) -> tuple[Any, int]:
         class_id, pos = varint(buf, pos)
@@ -84,11 +97,8 @@ def list_reader(kryo: int, names: Names, varint: Read, string: Read) -> Read:
             size -= 1
         out: list[str | None] = []
         for _ in range(size):
-            flag = buf[pos]
-            if flag > 1:
-                raise SerializationError(f"element marker {flag} (a Kryo back reference is not supported)")
-            element, pos = string(buf, pos + 1) if flag else (None, pos + 1)
-            out.append(element)
+            item, pos = element(buf, pos)
+            out.append(item)
         return out, pos
 
     return read

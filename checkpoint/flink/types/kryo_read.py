@@ -34,7 +34,7 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 
 from ..errors import DeclaredTypeError
-from .kryo_lists import Names, check_collection, is_collection, list_reader
+from .kryo_lists import Names, check_collection, is_collection, list_reader, marked
 from .values_read import _ReadOnly
 
 Read = Callable[[bytes, int], tuple[Any, int]]
@@ -175,7 +175,9 @@ def _nullable(inner: Read) -> Read:
 def _field_reader(field: pa.Field, what: str, kryo: int, names: Names) -> Read:
     if is_collection(field.type):
         check_collection(field, what)
-        return list_reader(kryo, names, lambda buf, pos: varint(buf, pos, 5), kryo_string)
+        return list_reader(
+            kryo, names, lambda buf, pos: varint(buf, pos, 5), kryo_string, marked(kryo_string)
+        )
     name = encoding(field.type)
     if name is None:
         raise DeclaredTypeError(

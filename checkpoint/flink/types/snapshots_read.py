@@ -119,8 +119,8 @@ def _composite(c: Cursor, name: str, what: str) -> FlinkType:
         if name != classes.LIST:
             raise c.fail(f"{what}: a NullableSerializer nested in {name} is not read yet")
         assert nested[0].serializer is not None
-        serializer = ListSerializer(nested[0].serializer, "inline")
-        return FlinkType(name, Types.LIST(types[0]), serializer, children=tuple(nested))
+        elements = ListSerializer(nested[0].serializer, "inline")
+        return FlinkType(name, Types.LIST(types[0]), elements, children=tuple(nested))
     if name == classes.LIST:
         t = Types.LIST(types[0])
     elif name == classes.MAP:

@@ -32,6 +32,7 @@ from ..types.flink_type import FlinkType
 from ..types.kryo_read import KryoReader
 from ..types.kryo_write import KryoWriter, state_class_header
 from ..types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
+from .migrate import declaration_hint, pojo_spec
 from .passthrough import BYTES as _BYTES
 from .passthrough import (
     check_carried,
@@ -143,7 +144,9 @@ class FlinkOperator(OperatorSource):
             f"{self.source.directory}: operator {self.name!r}, {what}"
         )
 
-    def _check_carried(self, t: FlinkType | None, meta: bytes, what: str) -> None:
+    def _check_carried(
+        self, t: FlinkType | None, meta: bytes, what: str, info: StateInfo | None = None
+    ) -> None:
         """Refuse carrying as read the values of ``t`` and the serializer snapshots ``meta``
         where the target would misread or refuse them: Kryo values of another Kryo major than
         the target's, a Row snapshot of outer version 4 for Flink 1.13 (which refuses it)."""
@@ -155,9 +158,8 @@ class FlinkOperator(OperatorSource):
         if t is not None and _has_kryo(t) and self._source_kryo(what) != self.target.kryo:
             raise self.refuse(
                 f"{what}: its Kryo values are Kryo {self._source_kryo(what)}'s and {self.target.describe()} "
-                f"reads Kryo {self.target.kryo}'s; they cannot be carried as bytes and cannot be re-encoded "
-                "here (only a keyed state's declared Kryo class can: declare it, e.g. "
-                "read_savepoint(..., types={state: 'STRUCT<...>'}))"
+                f"reads Kryo {self.target.kryo}'s; they cannot be carried as bytes; to re-encode them, "
+                + (declaration_hint(info) if info is not None else "only a keyed state's can be")
             )
 
     def _kryo_checked(self, info: StateInfo) -> KeyedStateSpec:
@@ -167,10 +169,13 @@ class FlinkOperator(OperatorSource):
         kryo = any(_has_kryo(t) for t in (info.value, info.user_key) if t is not None)
         if kryo and self.key_verbatim is None and self._source_kryo(what) != self.target.kryo:
             spec = self.settable(info.name)
+            if spec is None:
+                check = lambda t: self._same(t, f"{what} (map key)", True)  # noqa: E731
+                spec = pojo_spec(info, f"operator {self.name!r}, {what}", check)
             if spec is not None:
                 return spec
-        self._check_carried(info.value, info.meta, what)
-        self._check_carried(info.user_key, b"", f"{what} (map key)")
+        self._check_carried(info.value, info.meta, what, info)
+        self._check_carried(info.user_key, b"", f"{what} (map key)", info)
         return verbatim_spec(info)
 
     def settable(self, name: str) -> KeyedStateSpec | None:
