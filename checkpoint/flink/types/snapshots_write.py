@@ -7,10 +7,10 @@ outer snapshot (a Tuple's class name, a Row's row-kind flag, a Nullable's paddin
 then their nested snapshots (``int magic, int 1, int count``, each a snapshot). A POJO's
 (version 2) is its class name, then three "linked optional maps" (``long magic, int count``,
 per entry ``UTF name`` and two framed parts, each ``bool present, int length, bytes``): its
-fields (the declaring class and field name; the field's snapshot) and two empty maps of subclasses. The class names and magic
-numbers are the reader's; the versions are those Flink 1.17, 1.20 and 2.3 write, but for the
-Row's outer version, which is the target release's (:class:`..metadata.versions.FlinkTarget`:
-3, without the row-kind flag, for Flink 1.13).
+fields (the declaring class and field name; the field's snapshot) and two empty maps of
+subclasses. The class names and magic numbers are the reader's; the versions are those Flink
+1.17, 1.20 and 2.3 write, but for the Row's outer version, which is the target release's
+(:class:`..metadata.versions.FlinkTarget`: 3, without the row-kind flag, for Flink 1.13).
 """
 
 from __future__ import annotations
