@@ -55,7 +55,15 @@ class FlinkOperator(OperatorSource):
         """A Flink savepoint's keys are where Flink put them."""
         return True
 
-    def __init__(self, source: FlinkSavepoint, op: OperatorMeta, flink: FlinkTarget) -> None:
+    def __init__(
+        self,
+        source: FlinkSavepoint,
+        op: OperatorMeta,
+        flink: FlinkTarget,
+        refused: dict[str, str] | None = None,
+    ) -> None:
+        """``refused``: where a state that cannot be written is recorded (its name: why) and left
+        out, rather than refused (a dry run's plan: :mod:`.plan`)."""
         self.source, self.op, self.flink, self.target = source, op, flink, flink
         self.name, self.operator_id = op.uid or op.operator_id, bytes.fromhex(op.operator_id)
         self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
@@ -75,7 +83,8 @@ class FlinkOperator(OperatorSource):
             except UnsupportedFlinkWriteError as exc:
                 self.key_verbatim, self.key_type = exc.detail, header.key.type_info or _BYTES
                 self._check_carried(header.key, header.key_bytes, "the key")
-        self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
+        infos = self._keyed_infos(header) if header is not None else []
+        self.states = tuple(s for s in (self._recorded(refused, i.name, self._spec, i) for i in infos) if s)
         carried = check_carried(op) if any(s.carried for s in self.states) else None
         if carried is not None:
             raise UnsupportedFlinkWriteError(f"{next(iter(self.why.values()))}; {carried}")
@@ -92,15 +101,33 @@ class FlinkOperator(OperatorSource):
                 self.compressed[sub.index] = found[0]
                 self.infos.update(found[1])
         self.verbatim: set[str] = set()  # operator states carried as bytes
-        for info in self.infos.values():
-            try:
-                self._same(info.value, f"operator state {info.name!r}")
-                if info.user_key is not None:
-                    self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
-            except UnsupportedFlinkWriteError:
-                self.verbatim.add(info.name)
-                self._check_carried(info.value, info.meta, f"operator state {info.name!r}")
-                self._check_carried(info.user_key, b"", f"operator state {info.name!r}")
+        for info in list(self.infos.values()):
+            if not self._recorded(refused, info.name, self._operator_state, info):
+                del self.infos[info.name]
+
+    def _recorded(
+        self, refused: dict[str, str] | None, name: str, check: Callable[[StateInfo], Any], info: StateInfo
+    ) -> Any:
+        """``check(info)``; with ``refused``, a refusal recorded there (None returned)."""
+        if refused is None:
+            return check(info)
+        try:
+            return check(info)
+        except UnsupportedFlinkWriteError as exc:
+            refused[name] = str(exc)
+            return None
+
+    def _operator_state(self, info: StateInfo) -> bool:
+        """Check operator state ``info``: written with its serializers, or carried as bytes."""
+        try:
+            self._same(info.value, f"operator state {info.name!r}")
+            if info.user_key is not None:
+                self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
+        except UnsupportedFlinkWriteError:
+            self.verbatim.add(info.name)
+            self._check_carried(info.value, info.meta, f"operator state {info.name!r}")
+            self._check_carried(info.user_key, b"", f"operator state {info.name!r}")
+        return True
 
     def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
         if self.key_verbatim is not None:
