@@ -1,0 +1,106 @@
+"""1.x → 2.x: MigrateJob's Flink 1.20 savepoints written for Flink 2.3 (``write_savepoint(...,
+flink_version="2.3")``) hold what Flink 2.3 itself writes for the same job (the Kryo values'
+bytes, the POJO's snapshot and values: its own savepoint in ``fixtures/flink/migrate_heap``), read
+back equal to the original; undeclared states are refused, naming the declaration, before any
+file is written; :func:`convert_plan` says what happens to each state. Flink 2.3's restore of it:
+``test_flink_migrate_restore.py`` (flink tier)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from migrate_model import KEYS, LISTED, TYPES, listed, pojo
+
+from flinkstate.checkpoint.flink import (
+    FlinkSavepoint,
+    UnsupportedFlinkWriteError,
+    convert_plan,
+    read_savepoint,
+    write_savepoint,
+)
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "flink"
+ORIGINALS = ["1.20/migrate_heap", "1.20/migrate_rocksdb"]
+#: Flink 2.3's savepoint of the same job.
+FLINK_23 = FIXTURES / "migrate_heap"
+STATES = {"kryo_listed": listed, "pojo_listed": pojo}
+
+
+def _values(sp: FlinkSavepoint, state: str) -> dict[int, object]:
+    return {r["key"]: r["value"] for r in sp.state("migrate", state).to_pylist()}
+
+
+def _raw(sp: FlinkSavepoint, state: str) -> dict[bytes, bytes]:
+    return {
+        k: v for rows in sp.raw_keyed("migrate", state) for k, v in zip(rows.key, rows.value, strict=True)
+    }
+
+
+def _meta(sp: FlinkSavepoint, state: str) -> bytes:
+    found = sp.keyed_info("migrate", state)
+    assert found is not None
+    return found[1].meta
+
+
+@pytest.fixture(scope="module", params=ORIGINALS)
+def migrated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    target = tmp_path_factory.mktemp("migrated") / "savepoint"
+    source = read_savepoint(str(FIXTURES / request.param), types=TYPES)
+    write_savepoint(source, str(target), flink_version="2.3")
+    return request.param, target
+
+
+def test_the_migrated_savepoint_reads_back_as_the_original(migrated: tuple[str, Path]) -> None:
+    original_path, target = migrated
+    original = read_savepoint(str(FIXTURES / original_path), types=TYPES, flink_version="1.20")
+    back = read_savepoint(str(target), types={"kryo_listed": LISTED}, flink_version="2.3")
+    for state, model in STATES.items():
+        assert _values(back, state) == _values(original, state) == {k: model(k) for k in KEYS}
+
+
+def test_it_holds_the_bytes_flink_2_3_writes_for_the_same_job(migrated: tuple[str, Path]) -> None:
+    back, flink = read_savepoint(str(migrated[1])), read_savepoint(str(FLINK_23))
+    for state in STATES:
+        assert _raw(back, state) == _raw(flink, state)
+    assert _meta(back, "pojo_listed") == _meta(flink, "pojo_listed")
+
+
+def test_what_cannot_be_re_encoded_is_refused_by_name_before_any_file(tmp_path: Path) -> None:
+    target = tmp_path / "savepoint"
+    cases = {
+        "pojo_listed": "types={'pojo_listed': 'STRUCT<tags: ARRAY<STRING>>'}",
+        "kryo_listed": "declare its Kryo class MigrateJob$Listed as a STRUCT",
+    }
+    for state, declaration in cases.items():
+        types = {k: v for k, v in TYPES.items() if k != state}
+        source = read_savepoint(str(FIXTURES / ORIGINALS[0]), types=types)
+        with pytest.raises(UnsupportedFlinkWriteError, match=r"\[FLINK_UNSUPPORTED\]") as exc:
+            write_savepoint(source, str(target), flink_version="2.3")
+        assert f"state {state!r}" in str(exc.value) and declaration in str(exc.value)
+        assert not target.exists()
+
+
+def test_the_plan_lists_each_state_re_encoded_written_or_refused() -> None:
+    declared = read_savepoint(str(FIXTURES / ORIGINALS[0]), types=TYPES)
+    plan = {(p.state, p.action) for p in convert_plan(declared, "2.3")}
+    timers = {
+        ("_timer_state/processing_user-timers", "written"),
+        ("_timer_state/event_user-timers", "written"),
+    }
+    assert plan == {("kryo_listed", "re-encoded"), ("pojo_listed", "re-encoded"), *timers}
+    undeclared = convert_plan(read_savepoint(str(FIXTURES / ORIGINALS[0])), "2.3")
+    refused = {p.state: p.detail for p in undeclared if p.action == "refused"}
+    assert set(refused) == set(STATES)
+    assert "STRUCT<tags: ARRAY<STRING>>" in refused["pojo_listed"]
+    # for Flink 1.20 itself nothing is re-encoded: the Kryo and POJO bytes are carried
+    same = {(p.state, p.action) for p in convert_plan(declared, "1.20") if not p.state.startswith("_timer")}
+    assert same == {("kryo_listed", "carried"), ("pojo_listed", "carried")}
+
+
+def test_a_whole_fixture_plan_names_every_kryo_state_it_refuses() -> None:
+    plan = convert_plan(read_savepoint(str(FIXTURES / "1.20" / "heap_canonical")), "2.3")
+    refused = sorted(p.state for p in plan if p.action == "refused")
+    assert refused == ["v_kryo", "v_kryo_fields"]
+    assert {p.action for p in plan} == {"written", "refused"}
+    assert "OPERATOR BROADCAST" in {p.kind for p in plan}
