@@ -40,6 +40,11 @@ def _kryo(t: FlinkType, declared: Declared | None, where: str, kryo: int | Calla
             f"{where}: its type {t.describe()} comes from the savepoint; types are declared only for "
             "Kryo values and PyFlink Python state"
         )
+    if inner.java_class in inner.kryo_serializers:
+        raise DeclaredTypeError(
+            f"{where}: the Kryo class {inner.java_class} has a Kryo serializer of its own (registered "
+            "or a default one), whose bytes no declaration describes: it cannot be declared or converted"
+        )
     if not isinstance(declared, pa.DataType):
         raise DeclaredTypeError(
             f"{where}: declare the Kryo class {inner.java_class} as a STRUCT (a DDL string or pyarrow "

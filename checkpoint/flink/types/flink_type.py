@@ -28,6 +28,8 @@ class FlinkType:
     java_class: str = ""
     children: tuple[FlinkType, ...] = ()
     field_names: tuple[str, ...] = ()
+    #: A Kryo serializer's classes of serializers of their own (registered or default ones).
+    kryo_serializers: tuple[str, ...] = ()
 
     @property
     def ttl(self) -> bool:

@@ -58,14 +58,33 @@ def read_snapshot(c: Cursor, what: str) -> FlinkType:
         return read_rowdata_snapshot(c, what, read_snapshot)
     if name == classes.KRYO:
         java_class = c.utf(f"{what} Kryo type class")
-        for _ in range(3):
-            _optional_map(c, what)
         return FlinkType(
-            name, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
+            name,
+            Types.PRIMITIVE_ARRAY(Types.BYTE()),
+            RawSerializer(),
+            False,
+            java_class=java_class,
+            kryo_serializers=_kryo_serializers(c, what),
         )
     raise UnsupportedSerializerError(
         f"{c.where}: {what} uses serializer snapshot {name}, which cannot be read, at byte offset {at}"
     )
+
+
+def _kryo_serializers(c: Cursor, what: str) -> tuple[str, ...]:
+    """The classes a ``KryoSerializerSnapshot`` gives serializers of their own: its registrations
+    (a registered class name, then the serializer definition's ordinal: 0 none, 1 a class, 2 an
+    instance) and its default serializers (instances, classes)."""
+    found = []
+    for key, _, value in _optional_map(c, what):
+        if value is not None:
+            registration = Cursor(value, c.where)
+            registration.utf(f"{what} Kryo registration of {key}")
+            if registration.i32(f"{what} Kryo registration kind of {key}") != 0:
+                found.append(key)
+    for _ in range(2):
+        found += [key for key, _, _ in _optional_map(c, what)]
+    return tuple(found)
 
 
 def _basic(name: str) -> TypeInformation:

@@ -96,6 +96,11 @@ def declaration_hint(info: StateInfo) -> str:
                 f"(CLI: --type {info.name}='{ddl}')"
             )
         return f"its POJO's Kryo fields {', '.join(lists)} are not Lists, which are the only ones converted"
+    if value.snapshot_class == classes.KRYO and value.java_class in value.kryo_serializers:
+        return (
+            f"none can: its Kryo class {value.java_class} has a Kryo serializer of its own, whose bytes "
+            "no declaration describes"
+        )
     if value.snapshot_class == classes.KRYO:
         return (
             f"declare its Kryo class {value.java_class} as a STRUCT of its fields: "

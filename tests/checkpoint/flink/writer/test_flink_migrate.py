@@ -7,18 +7,25 @@ file is written; :func:`convert_plan` says what happens to each state. Flink 2.3
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from migrate_model import KEYS, LISTED, TYPES, listed, pojo
 
 from flinkstate.checkpoint.flink import (
+    DeclaredTypeError,
     FlinkSavepoint,
     UnsupportedFlinkWriteError,
     convert_plan,
     read_savepoint,
     write_savepoint,
 )
+from flinkstate.checkpoint.flink.reader.kryo_declared import apply_declarations
+from flinkstate.checkpoint.flink.streams.header_read import read_meta_info
+from flinkstate.checkpoint.flink.types.declared_read import declarations
+from flinkstate.checkpoint.flink.wire.data_read import Cursor
+from flinkstate.checkpoint.flink.writer.migrate import declaration_hint
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "flink"
 ORIGINALS = ["1.20/migrate_heap", "1.20/migrate_rocksdb"]
@@ -104,3 +111,20 @@ def test_a_whole_fixture_plan_names_every_kryo_state_it_refuses() -> None:
     assert refused == ["v_kryo", "v_kryo_fields"]
     assert {p.action for p in plan} == {"written", "refused"}
     assert "OPERATOR BROADCAST" in {p.kind for p in plan}
+
+
+def test_a_kryo_class_with_a_serializer_of_its_own_is_refused_by_name(tmp_path: Path) -> None:
+    source = read_savepoint(str(FIXTURES / ORIGINALS[0]))
+    found = source.keyed_info("migrate", "kryo_listed")
+    assert found is not None
+    header, info = found
+    # its registration (class name, then the serializer definition's kind) given a serializer class
+    plain = b"\x00\x11MigrateJob$Listed\x00\x00\x00\x00"
+    assert info.meta.count(plain) == 1
+    patched = read_meta_info(Cursor(info.meta.replace(plain, plain[:-1] + b"\x01"), "patched"), 0)
+    assert info.value.kryo_serializers == ("org.apache.avro.generic.GenericData$Array",)  # Flink's own
+    assert patched.value.kryo_serializers == ("MigrateJob$Listed", *info.value.kryo_serializers)
+    with pytest.raises(DeclaredTypeError, match=r"MigrateJob\$Listed has a Kryo serializer of its own"):
+        apply_declarations(replace(header, states=(patched,)), declarations({"kryo_listed": LISTED}), "w")
+    assert "none can: its Kryo class MigrateJob$Listed has a Kryo serializer" in declaration_hint(patched)
+    assert "declare its Kryo class" in declaration_hint(info)
