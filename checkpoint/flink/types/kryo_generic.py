@@ -51,7 +51,7 @@ class KryoStringList(_ReadOnly):
         self._kryo = kryo
         self.what = what
         self._names = Names()
-        self._list = list_reader(2, self._names, _varint, kryo_string, _element)
+        self._list = list_reader(2, self._names, _varint, kryo_string, lambda _: _element)
 
     def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
         kryo = self._kryo if isinstance(self._kryo, int) else self._kryo()

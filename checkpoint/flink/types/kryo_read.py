@@ -34,7 +34,7 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 
 from ..errors import DeclaredTypeError
-from .kryo_lists import Names, check_collection, is_collection, list_reader, marked
+from .kryo_lists import Names, check_collection, field_elements, is_collection, list_reader
 from .values_read import _ReadOnly
 
 Read = Callable[[bytes, int], tuple[Any, int]]
@@ -63,7 +63,7 @@ KRYO_VERSIONS = (2, 5)
 #: Declared in Spark DDL (for messages).
 _DECLARED = (
     "BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE (NOT NULL: a primitive), STRING and "
-    "ARRAY<STRING> (a java.util.ArrayList)"
+    "ARRAY<STRING|BIGINT|INT|DOUBLE> (a java.util.ArrayList)"
 )
 
 
@@ -174,10 +174,9 @@ def _nullable(inner: Read) -> Read:
 
 def _field_reader(field: pa.Field, what: str, kryo: int, names: Names) -> Read:
     if is_collection(field.type):
-        check_collection(field, what)
-        return list_reader(
-            kryo, names, lambda buf, pos: varint(buf, pos, 5), kryo_string, marked(kryo_string)
-        )
+        element = check_collection(field, encoding(field.type.value_type), what)
+        elements = field_elements(kryo, element, _READ[kryo][element])
+        return list_reader(kryo, names, lambda buf, pos: varint(buf, pos, 5), kryo_string, elements)
     name = encoding(field.type)
     if name is None:
         raise DeclaredTypeError(

@@ -131,8 +131,14 @@ _WRITE: dict[int, dict[str, Write]] = {5: _writers(5, FIXED), 2: _writers(2, FIX
 
 def _field_writer(field: pa.Field, kryo: int, names: Names) -> Write:
     if is_collection(field.type):
+        element = encoding(field.type.value_type) or ""  # the reader refused other elements first
         return list_writer(
-            kryo, names, lambda v, out: uvarint(v, out, 5), lambda v, out: write_string(v, out, kryo)
+            kryo,
+            names,
+            lambda v, out: uvarint(v, out, 5),
+            lambda v, out: write_string(v, out, kryo),
+            element,
+            _WRITE[kryo][element],
         )
     name = encoding(field.type)
     if name is None:

@@ -89,22 +89,28 @@ def flag_varint(flag: bool, v: int) -> bytes:
     return bytes([first]) + (uvarint(v >> 6, 5) if v > 0x3F else b"")
 
 
-def string_list(items: list[str | None] | None, kryo: int, name_known: bool) -> bytes:
-    """A ``List<String>`` field (an ``ArrayList``, generics known): class (by name, the name
-    only where the value has not named it yet), new-object marker, size, marked elements."""
+def element_list(items: list[Any] | None, element: pa.DataType, kryo: int, name_known: bool) -> bytes:
+    """A ``List<T>`` field (an ``ArrayList``, generics known): class (by name, the name only where
+    the value has not named it yet), new-object marker, size, the elements (after a null marker
+    in Kryo 2, and in Kryo 5 for Strings or where one is null)."""
     if items is None:
         return b"\x00"
     out = bytearray(b"\x01\x00" + (b"" if name_known else string("java.util.ArrayList", kryo)) + b"\x01")
-    out += uvarint(len(items), 5) if kryo == 2 else flag_varint(None in items, len(items) + 1)
+    has_null = None in items
+    out += uvarint(len(items), 5) if kryo == 2 else flag_varint(has_null, len(items) + 1)
+    markers = kryo == 2 or has_null or pa.types.is_string(element)
     for item in items:
-        out += b"\x00" if item is None else b"\x01" + string(item, kryo)
+        if item is None:
+            out += b"\x00"
+        else:
+            out += (b"\x01" if markers else b"") + _value(element, item, kryo)
     return bytes(out)
 
 
 def encode_with_lists(
     struct_type: pa.StructType, value: dict[str, Any] | None, class_id: int = 85, kryo: int = 5
 ) -> bytes:
-    """:func:`encode`, with ``ARRAY<STRING>`` fields (``java.util.ArrayList`` of String)."""
+    """:func:`encode`, with ``ARRAY<T>`` fields (``java.util.ArrayList`` of String, Long, ...)."""
     if value is None:
         return b"\x00"
     out = bytearray(uvarint(class_id + 2, 5) + b"\x01")
@@ -112,7 +118,7 @@ def encode_with_lists(
     for f in sorted((struct_type.field(i) for i in range(struct_type.num_fields)), key=lambda f: f.name):
         v = value[f.name]
         if pa.types.is_list(f.type):
-            out += string_list(v, kryo, named)
+            out += element_list(v, f.type.value_type, kryo, named)
             named = named or v is not None
         elif f.nullable:
             out += b"\x00" if v is None else b"\x01" + _value(f.type, v, kryo)

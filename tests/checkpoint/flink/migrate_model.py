@@ -11,9 +11,11 @@ LISTED = (
     "STRUCT<id: BIGINT NOT NULL, d: DOUBLE NOT NULL, s: SMALLINT NOT NULL, f: FLOAT NOT NULL, "
     "tags: ARRAY<STRING>>"
 )
+#: The declaration of the Kryo class ``MigrateJob$Counted``.
+COUNTED = "STRUCT<id: BIGINT NOT NULL, counts: ARRAY<BIGINT>, weights: ARRAY<DOUBLE>>"
 #: The declaration of the POJO ``MigrateJob$PojoListed``'s Kryo (GenericType) field.
 POJO_LISTED = "STRUCT<tags: ARRAY<STRING>>"
-TYPES = {"kryo_listed": LISTED, "pojo_listed": POJO_LISTED}
+TYPES = {"kryo_listed": LISTED, "kryo_counted": COUNTED, "pojo_listed": POJO_LISTED}
 
 
 def tags(k: int) -> list[str | None]:
@@ -41,6 +43,16 @@ def listed(k: int) -> dict[str, Any]:
         "s": -3 - 100 * k,
         "f": f32(k * 1.25 - 2),
         "tags": None if k == 5 else tags(k),
+    }
+
+
+def counted(k: int) -> dict[str, Any]:
+    """``new Counted(k)``."""
+    counts: list[int | None] = [] if k == 2 else [k * 1000, -k]
+    return {
+        "id": k,
+        "counts": [*counts, None] if k == 3 else counts,
+        "weights": None if k == 6 else [k * 0.5, -1.25],
     }
 
 

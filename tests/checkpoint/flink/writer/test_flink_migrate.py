@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from migrate_model import KEYS, LISTED, TYPES, listed, pojo
+from migrate_model import COUNTED, KEYS, LISTED, TYPES, counted, listed, pojo
 
 from flinkstate.checkpoint.flink import (
     DeclaredTypeError,
@@ -31,7 +31,9 @@ FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "flink"
 ORIGINALS = ["1.20/migrate_heap", "1.20/migrate_rocksdb"]
 #: Flink 2.3's savepoint of the same job.
 FLINK_23 = FIXTURES / "migrate_heap"
-STATES = {"kryo_listed": listed, "pojo_listed": pojo}
+STATES = {"kryo_listed": listed, "kryo_counted": counted, "pojo_listed": pojo}
+#: The declarations of the migrated savepoint's Kryo states.
+KRYO_TYPES = {"kryo_listed": LISTED, "kryo_counted": COUNTED}
 
 
 def _values(sp: FlinkSavepoint, state: str) -> dict[int, object]:
@@ -61,7 +63,7 @@ def migrated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def test_the_migrated_savepoint_reads_back_as_the_original(migrated: tuple[str, Path]) -> None:
     original_path, target = migrated
     original = read_savepoint(str(FIXTURES / original_path), types=TYPES, flink_version="1.20")
-    back = read_savepoint(str(target), types={"kryo_listed": LISTED}, flink_version="2.3")
+    back = read_savepoint(str(target), types=KRYO_TYPES, flink_version="2.3")
     for state, model in STATES.items():
         assert _values(back, state) == _values(original, state) == {k: model(k) for k in KEYS}
 
@@ -95,14 +97,14 @@ def test_the_plan_lists_each_state_re_encoded_written_or_refused() -> None:
         ("_timer_state/processing_user-timers", "written"),
         ("_timer_state/event_user-timers", "written"),
     }
-    assert plan == {("kryo_listed", "re-encoded"), ("pojo_listed", "re-encoded"), *timers}
+    assert plan == {(s, "re-encoded") for s in STATES} | timers
     undeclared = convert_plan(read_savepoint(str(FIXTURES / ORIGINALS[0])), "2.3")
     refused = {p.state: p.detail for p in undeclared if p.action == "refused"}
     assert set(refused) == set(STATES)
     assert "STRUCT<tags: ARRAY<STRING>>" in refused["pojo_listed"]
     # for Flink 1.20 itself nothing is re-encoded: the Kryo and POJO bytes are carried
     same = {(p.state, p.action) for p in convert_plan(declared, "1.20") if not p.state.startswith("_timer")}
-    assert same == {("kryo_listed", "carried"), ("pojo_listed", "carried")}
+    assert same == {(s, "carried") for s in STATES}
 
 
 def test_a_whole_fixture_plan_names_every_kryo_state_it_refuses() -> None:

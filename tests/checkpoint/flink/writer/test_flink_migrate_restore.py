@@ -1,5 +1,6 @@
 """The ``flink`` tier of the 1.x → 2.x migration: Flink 2.3 restores MigrateJob's 1.20 savepoint
-(its Kryo class's ``double``/``short``/``float``/``List`` fields, its POJO's ``List`` field) as
+(its Kryo classes' ``double``/``short``/``float`` fields and ``List`` fields of String, Long and
+Double, its POJO's ``List`` field) as
 converted by ``write_savepoint(..., flink_version="2.3")`` with every value equal to the job's,
 and, beside it, restores the original 1.20 savepoint wrong (the Kryo values) or not at all
 (the POJO: ``StateMigrationException``). Needs ``$FLINK_VENV`` (2.3); ~1-2 min of CPU.
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from flink_restore import FIXTURE_DIR, compile_job, runtimes
-from migrate_model import KEYS, TYPES, listed, pojo
+from migrate_model import KEYS, TYPES, counted, listed, pojo
 
 from flinkstate.checkpoint.flink import read_savepoint, write_savepoint
 
@@ -30,11 +31,18 @@ def _java(v: object) -> str:
     return str(v)
 
 
+#: By the restore job's argument: the state's class and fields (in its toString) and model.
+PRINTED = {
+    "kryo": ("Listed", ("id", "d", "s", "f", "tags"), listed),
+    "counted": ("Counted", ("id", "counts", "weights"), counted),
+    "pojo": ("PojoListed", ("id", "tags"), pojo),
+}
+
+
 def _expected(state: str) -> list[str]:
-    if state == "kryo":
-        rows = [listed(k) for k in KEYS]
-        return [f"{r['id']}\tListed({r['id']},{r['d']},{r['s']},{r['f']},{_java(r['tags'])})" for r in rows]
-    return [f"{k}\tPojoListed({k},{_java(pojo(k)['tags'])})" for k in KEYS]
+    """What the restore job prints of ``state`` (``key<TAB>toString()``) where the values are the job's."""
+    name, fields, model = PRINTED[state]
+    return [f"{k}\t{name}({','.join(_java(model(k)[f]) for f in fields)})" for k in KEYS]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +81,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_flink_2_3_restores_the_migrated_savepoint_with_every_value(
     classpath: str, migrated: Path, tmp_path: Path, backend: str
 ) -> None:
-    for state in ("kryo", "pojo"):
+    for state in PRINTED:
         out = tmp_path / f"{state}.txt"
         done = _restore(classpath, backend, migrated, state, out)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -91,6 +99,10 @@ def test_flink_2_3_restores_the_original_wrong(classpath: str, tmp_path: Path) -
     assert all(
         restored[str(k)] != line.split("\t", 1)[1] for k, line in zip(KEYS, _expected("kryo"), strict=True)
     )
+    out = tmp_path / "counted.txt"
+    done = _restore(classpath, "rocksdb", ORIGINAL, "counted", out)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not set(out.read_text(encoding="utf-8").splitlines()) & set(_expected("counted"))
     done = _restore(classpath, "rocksdb", ORIGINAL, "pojo", tmp_path / "pojo.txt")
     assert done.returncode != 0
     assert "StateMigrationException" in done.stdout + done.stderr
