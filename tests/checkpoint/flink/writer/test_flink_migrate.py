@@ -130,3 +130,11 @@ def test_a_kryo_class_with_a_serializer_of_its_own_is_refused_by_name(tmp_path: 
         apply_declarations(replace(header, states=(patched,)), declarations({"kryo_listed": LISTED}), "w")
     assert "none can: its Kryo class MigrateJob$Listed has a Kryo serializer" in declaration_hint(patched)
     assert "declare its Kryo class" in declaration_hint(info)
+
+
+def test_flink_2_3_s_kryo_values_written_for_1_20_are_the_bytes_flink_1_20_writes(tmp_path: Path) -> None:
+    target = tmp_path / "savepoint"
+    write_savepoint(read_savepoint(str(FLINK_23), types=KRYO_TYPES), str(target), flink_version="1.20")
+    back, flink = read_savepoint(str(target)), read_savepoint(str(FIXTURES / ORIGINALS[0]))
+    for state in KRYO_TYPES:
+        assert _raw(back, state) == _raw(flink, state)
