@@ -138,3 +138,23 @@ def test_flink_2_3_s_kryo_values_written_for_1_20_are_the_bytes_flink_1_20_write
     back, flink = read_savepoint(str(target)), read_savepoint(str(FIXTURES / ORIGINALS[0]))
     for state in KRYO_TYPES:
         assert _raw(back, state) == _raw(flink, state)
+
+
+@pytest.mark.parametrize(
+    "declared, why",
+    [
+        (
+            "STRUCT<nope: ARRAY<STRING>>",
+            r"Kryo \(GenericType\) fields are tags: declare them as .*STRUCT<tags",
+        ),
+        ("BIGINT", r"STRUCT<tags: ARRAY<STRING>>, not int64"),
+        (
+            "STRUCT<tags: ARRAY<BIGINT>>",
+            r"field tags \(Kryo class java.util.List\) is declared .*only a List of String",
+        ),
+    ],
+)
+def test_a_pojo_declaration_that_does_not_fit_is_refused(declared: str, why: str) -> None:
+    sp = read_savepoint(str(FIXTURES / ORIGINALS[0]), types={"pojo_listed": declared})
+    with pytest.raises(DeclaredTypeError, match=r"\[INVALID_OPTION\].*" + why):
+        sp.state("migrate", "pojo_listed")
