@@ -32,7 +32,7 @@ from ..types.flink_type import FlinkType
 from ..types.kryo_read import KryoReader
 from ..types.kryo_write import KryoWriter, state_class_header
 from ..types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
-from .migrate import declaration_hint, pojo_spec
+from .migrate import declaration_hint, nullable_lists, pojo_spec
 from .passthrough import BYTES as _BYTES
 from .passthrough import (
     check_carried,
@@ -176,7 +176,14 @@ class FlinkOperator(OperatorSource):
     ) -> None:
         """Refuse carrying as read the values of ``t`` and the serializer snapshots ``meta``
         where the target would misread or refuse them: Kryo values of another Kryo major than
-        the target's, a Row snapshot of outer version 4 for Flink 1.13 (which refuses it)."""
+        the target's, a Row snapshot of outer version 4 for Flink 1.13 (which refuses it), a
+        POJO's List field of Flink 2.x's serializers for Flink 1.x (which refuses it)."""
+        if t is not None and self.target.kryo == 2 and nullable_lists(t):
+            raise self.refuse(
+                f"{what}: its POJO's List fields {', '.join(nullable_lists(t))} hold Flink 2.x's serializers "
+                f"(Nullable(List)), which {self.target.describe()} refuses (StateMigrationException: its "
+                "type extraction gives them a Kryo GenericType); it cannot be written for Flink 1.x yet"
+            )
         if self.target.row_outer_version < 4 and max(row_outer_versions(meta), default=0) >= 4:
             raise self.refuse(
                 f"{what}: its serializer snapshot, carried as read, holds a Row snapshot of outer version 4, "

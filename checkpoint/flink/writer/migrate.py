@@ -44,6 +44,18 @@ def kryo_lists(t: FlinkType) -> list[str]:
     return [n for n, c in zip(t.field_names, t.children, strict=True) if c.snapshot_class == classes.KRYO]
 
 
+def nullable_lists(t: FlinkType) -> list[str]:
+    """The fields of the POJOs in ``t`` (or nested in it) that Flink 2.x gave ``Nullable(List)``
+    serializers."""
+    inner = t.inner if t.inner is not None else t
+    found = [
+        n
+        for n, c in zip(inner.field_names, inner.children, strict=False)
+        if inner.snapshot_class == classes.POJO and c.snapshot_class == classes.NULLABLE
+    ]
+    return found + [n for c in inner.children for n in nullable_lists(c)]
+
+
 def pojo_spec(info: StateInfo, what: str, check_key: Callable[[FlinkType], object]) -> KeyedStateSpec | None:
     """Keyed state ``info``, a POJO whose List fields were declared, written with Flink 2.x's
     serializers (None: not such a state; ``check_key`` refuses a map key the writer cannot
