@@ -15,6 +15,9 @@ from flinkstate.checkpoint import CheckpointError, CompletedCheckpoint, Storage,
 from flinkstate.checkpoint.flink import (
     PICKLED_KEY,
     FlinkSavepoint,
+    StatePlan,
+    UnsupportedFlinkWriteError,
+    convert_plan,
     import_savepoint,
     operator_id_hex,
     write_savepoint,
@@ -139,6 +142,15 @@ def convert(
         ),
     ] = False,
     flink_version: FlinkVersion = None,
+    declared_type: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type",
+            metavar="STATE=TYPE",
+            help="A Flink savepoint's state's declared type, repeatable: a Kryo class as a STRUCT of its "
+            "fields, a POJO's Kryo List fields as STRUCT<tags: ARRAY<STRING>> (what 1.x -> 2.x re-encodes).",
+        ),
+    ] = None,
     checkpoint_id: CheckpointId = None,
     as_json: JsonFlag = False,
     storage_option: StorageOptions = None,
@@ -152,10 +164,14 @@ def convert(
     operators' keyed state as a PyFlink job keeps Python state.
 
     What cannot be written (see docs/flink/write.md) is refused before any file is written. The
-    source is not changed.
+    source is not changed. With ``--dry-run`` a Flink savepoint's states are listed as written,
+    re-encoded (Kryo 2 -> 5, POJO List fields), carried as bytes or refused (with why).
     """
     options = storage_options(storage_option)
-    checkpoint = open_checkpoint(source, options, checkpoint_id, allow_pickle)
+    types = _declared(declared_type)
+    checkpoint = open_checkpoint(source, options, checkpoint_id, allow_pickle, types or None)
+    if types and not isinstance(checkpoint, FlinkSavepoint):
+        raise InvalidArgumentError("--type declares a Flink savepoint's types", code="INVALID_OPTION")
     target_options = storage_options(target_option) if target_option else options
     where, where_options = target, target_options
     if dry_run:  # written in memory, read back, dropped
@@ -174,6 +190,17 @@ def convert(
             raise InvalidArgumentError(f"{given[0]} applies to --to flink only", code="INVALID_OPTION")
         _to_ours(checkpoint, target, (where, where_options), operator, uid or [], dry_run, as_json)
         return
+    plan = (
+        convert_plan(checkpoint, flink_version, operator)
+        if dry_run and isinstance(checkpoint, FlinkSavepoint)
+        else []
+    )
+    refused = [p for p in plan if p.action == "refused"]
+    if refused:
+        _print_plan(plan, target, as_json)
+        raise UnsupportedFlinkWriteError(
+            f"{len(refused)} of {len(plan)} states would be refused (listed above); nothing was written"
+        )
     try:
         with counting_bars("subtask steps") as bar:
             sp = write_savepoint(
@@ -197,6 +224,8 @@ def convert(
         o["uid"] = uids.get(o["operator_id"], "")
     doc = {"source_checkpoint_id": source_id, "target": target, "to": to.value,
            "dry_run": dry_run, "operators": operators}  # fmt: skip
+    if plan:
+        doc["states"] = [_plan_row(p) for p in plan]
     if as_json:
         typer.echo(to_json(doc))
         return
@@ -209,6 +238,33 @@ def convert(
     head = Text(f"{verb} Flink savepoint {target} from checkpoint {source_id}", style="green")
     columns = ["operator", "operator id", "parallelism", "max parallelism", "states", "inline", "files"]
     out_console().print(Group(head, table(None, columns, rows, right=("inline", "files"))))
+    if plan:
+        _print_plan(plan, None, False)
+
+
+def _declared(pairs: list[str] | None) -> dict[str, str]:
+    """``--type STATE=TYPE`` texts by state name."""
+    out = {}
+    for pair in pairs or ():
+        name, sep, ddl = pair.partition("=")
+        if not sep or not name.strip() or not ddl.strip():
+            raise InvalidArgumentError(f"--type expects STATE=TYPE, not {pair!r}", code="INVALID_OPTION")
+        out[name.strip()] = ddl.strip()
+    return out
+
+
+def _plan_row(p: StatePlan) -> dict[str, str]:
+    return {"operator": p.operator, "state": p.state, "kind": p.kind, "action": p.action, "detail": p.detail}
+
+
+def _print_plan(plan: list[StatePlan], target: str | None, as_json: bool) -> None:
+    """Each state's fate in a dry run (alone, ``target`` named, when some are refused)."""
+    if as_json:
+        typer.echo(to_json({"target": target, "dry_run": True, "states": [_plan_row(p) for p in plan]}))
+        return
+    rows = [[p.operator, p.state, p.kind, p.action, p.detail] for p in plan]
+    head = Text(f"would write Flink savepoint {target}: per state" if target else "per state", style="green")
+    out_console().print(Group(head, table(None, ["operator", "state", "kind", "action", "why"], rows)))
 
 
 def _to_ours(

@@ -29,6 +29,7 @@ from .types.declared_write import flink_type
 from .types.rowdata_read import RowDataReader, SqlTypeInfo, key_group_of
 from .writer.arrow import ArrowOperator, ArrowState, with_operator
 from .writer.edit import edit_savepoint, plan_savepoint_edits
+from .writer.plan import StatePlan, convert_plan
 from .writer.pyflink import PICKLED_KEY, PYFLINK_MODES
 from .writer.savepoint import flink_target, write_operators, write_savepoint
 
@@ -48,9 +49,11 @@ __all__ = [
     "RowDataReader",
     "SqlTypeInfo",
     "StateDeclaration",
+    "StatePlan",
     "UnsupportedFlinkFeatureError",
     "UnsupportedFlinkWriteError",
     "UnsupportedSerializerError",
+    "convert_plan",
     "declarations",
     "edit_savepoint",
     "flink_target",

@@ -61,6 +61,9 @@ class KeyedStateSpec:
     namespace: Namespace = Namespace.VOID
     verbatim: bytes | None = field(default=None, repr=False)
     encoder: TypeSerializer | None = field(default=None, repr=False, compare=False)
+    #: The value's snapshot where it is not the one of ``value`` (with ``encoder``, a state
+    #: migrated to Flink 2.x's serializers: :mod:`..writer.migrate`).
+    snapshot: Snapshot | None = field(default=None, repr=False)
 
     @property
     def carried(self) -> bool:
@@ -74,7 +77,7 @@ class KeyedStateSpec:
     def value_snapshot(self, what: str = "") -> Snapshot:
         """The VALUE_SERIALIZER snapshot Flink registers for this state (``what`` names it in errors)."""
         what = what or f"state {self.name}"
-        value = snapshot_of(self.value, what)
+        value = self.snapshot or snapshot_of(self.value, what)
         if self.ttl:
             value = ttl(value)
         if self.kind == "LIST":

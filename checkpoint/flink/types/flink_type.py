@@ -15,7 +15,8 @@ class FlinkType:
     """A serializer found in a savepoint: its snapshot class, our type and a decoder.
 
     ``type_info`` is None for the void namespace and for serializers read as raw bytes;
-    ``ttl`` marks Flink's TTL wrapper (long timestamp, then ``inner``).
+    ``ttl`` marks Flink's TTL wrapper (long timestamp, then ``inner``); a POJO's ``children``
+    are its fields' serializers, named by ``field_names`` (read as raw bytes or not).
     """
 
     snapshot_class: str
@@ -26,6 +27,9 @@ class FlinkType:
     inner: FlinkType | None = None
     java_class: str = ""
     children: tuple[FlinkType, ...] = ()
+    field_names: tuple[str, ...] = ()
+    #: A Kryo serializer's classes of serializers of their own (registered or default ones).
+    kryo_serializers: tuple[str, ...] = ()
 
     @property
     def ttl(self) -> bool:

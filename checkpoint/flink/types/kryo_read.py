@@ -34,6 +34,7 @@ import pyarrow as pa
 from flinkstate.state.errors import SerializationError
 
 from ..errors import DeclaredTypeError
+from .kryo_lists import Names, check_collection, field_elements, is_collection, list_reader
 from .values_read import _ReadOnly
 
 Read = Callable[[bytes, int], tuple[Any, int]]
@@ -60,7 +61,10 @@ FIXED = {
 FIXED_KRYO2 = {name: struct.Struct(">" + s.format[1:]) for name, s in FIXED.items()}
 KRYO_VERSIONS = (2, 5)
 #: Declared in Spark DDL (for messages).
-_DECLARED = "BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE (NOT NULL: a primitive) and STRING"
+_DECLARED = (
+    "BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE (NOT NULL: a primitive), STRING and "
+    "ARRAY<STRING|BIGINT|INT|DOUBLE> (a java.util.ArrayList)"
+)
 
 
 def encoding(t: pa.DataType) -> str | None:
@@ -168,7 +172,11 @@ def _nullable(inner: Read) -> Read:
     return read
 
 
-def _field_reader(field: pa.Field, what: str, kryo: int) -> Read:
+def _field_reader(field: pa.Field, what: str, kryo: int, names: Names) -> Read:
+    if is_collection(field.type):
+        element = check_collection(field, encoding(field.type.value_type), what)
+        elements = field_elements(kryo, element, _READ[kryo][element])
+        return list_reader(kryo, names, lambda buf, pos: varint(buf, pos, 5), kryo_string, elements)
     name = encoding(field.type)
     if name is None:
         raise DeclaredTypeError(
@@ -196,7 +204,10 @@ class KryoReader(_ReadOnly):
         if len(set(names)) != len(names):
             raise DeclaredTypeError(f"{what}: duplicate field names in {declared}")
         ordered = java_order(fields)
-        self._fields = {v: [(f.name, _field_reader(f, what, v)) for f in ordered] for v in KRYO_VERSIONS}
+        self._names = Names()  # the class names of the value being read, by name id
+        self._fields = {
+            v: [(f.name, _field_reader(f, what, v, self._names)) for f in ordered] for v in KRYO_VERSIONS
+        }
         self.declared = declared
         #: The declared fields in the order Kryo writes them.
         self.written = ordered
@@ -245,9 +256,11 @@ class KryoReader(_ReadOnly):
         class_id, pos = varint(buf, pos, 5)
         if class_id == 0:
             return None, pos
+        self._names.reset()
         if class_id == 1:
             name_id, pos = varint(buf, pos, 5)
             name, pos = kryo_string(buf, pos)
+            self._names.reset(name)
             if name != self.java_class:
                 raise SerializationError(f"Kryo class {name} (name id {name_id}), not {self.java_class}")
         elif self.class_id is None:

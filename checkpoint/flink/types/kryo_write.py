@@ -28,6 +28,7 @@ from flinkstate.state.errors import SerializationError
 from flinkstate.state.serializers.base import TypeSerializer
 
 from ..errors import UnsupportedFlinkWriteError
+from .kryo_lists import Names, is_collection, list_writer
 from .kryo_read import (
     FIXED,
     FIXED_KRYO2,
@@ -128,7 +129,17 @@ def _writers(kryo: int, fixed: Mapping[str, struct.Struct]) -> dict[str, Write]:
 _WRITE: dict[int, dict[str, Write]] = {5: _writers(5, FIXED), 2: _writers(2, FIXED_KRYO2)}
 
 
-def _field_writer(field: pa.Field, kryo: int) -> Write:
+def _field_writer(field: pa.Field, kryo: int, names: Names) -> Write:
+    if is_collection(field.type):
+        element = encoding(field.type.value_type) or ""  # the reader refused other elements first
+        return list_writer(
+            kryo,
+            names,
+            lambda v, out: uvarint(v, out, 5),
+            lambda v, out: write_string(v, out, kryo),
+            element,
+            _WRITE[kryo][element],
+        )
     name = encoding(field.type)
     if name is None:
         raise SerializationError(
@@ -164,9 +175,11 @@ class KryoWriter(TypeSerializer):
             raise SerializationError(f"{what}: Kryo version {kryo} (known: 2 and 5)")
         self.reader = KryoReader(declared, java_class, what, kryo)  # checks the declaration
         fields = [declared.field(i) for i in range(declared.num_fields)]
-        self.fields = [(f.name, _field_writer(f, kryo)) for f in java_order(fields)]
+        self._names = Names()  # the class names of the value being written, by name id
+        self.fields = [(f.name, _field_writer(f, kryo, self._names)) for f in java_order(fields)]
         self.header = header + _NEW_OBJECT
         self.java_class = java_class
+        self._own_name = java_class if header[:1] == b"\x01" else None  # the header names the class
 
     def write(self, value: Any, out: bytearray) -> None:
         if value is None:
@@ -175,6 +188,7 @@ class KryoWriter(TypeSerializer):
         if not isinstance(value, Mapping):
             raise SerializationError(f"{value!r} is not a {self.java_class} (a dict of its fields)")
         out += self.header
+        self._names.reset(self._own_name)
         for name, write in self.fields:
             if name not in value:
                 raise SerializationError(f"{value!r} lacks field {name} of {self.java_class}")

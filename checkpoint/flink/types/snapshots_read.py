@@ -10,7 +10,11 @@ never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from flinkstate.state.errors import InvalidArgumentError
+from flinkstate.state.serializers.composite import ListSerializer, PojoSerializer
 from flinkstate.state.serializers.lookup import serializer_for
 from flinkstate.state.types.mapping import PojoTypeInfo, RowTypeInfo, TypeInformation, Types
 
@@ -18,6 +22,7 @@ from ..errors import UnsupportedSerializerError
 from ..wire.data_read import Cursor
 from . import classes
 from .flink_type import FlinkType
+from .nullable import NullableSerializer
 from .rowdata_read import read_rowdata_snapshot
 from .values_read import GlobalWindowSerializer, RawSerializer, TtlValueSerializer
 
@@ -53,14 +58,33 @@ def read_snapshot(c: Cursor, what: str) -> FlinkType:
         return read_rowdata_snapshot(c, what, read_snapshot)
     if name == classes.KRYO:
         java_class = c.utf(f"{what} Kryo type class")
-        for _ in range(3):
-            _optional_map(c, what)
         return FlinkType(
-            name, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
+            name,
+            Types.PRIMITIVE_ARRAY(Types.BYTE()),
+            RawSerializer(),
+            False,
+            java_class=java_class,
+            kryo_serializers=_kryo_serializers(c, what),
         )
     raise UnsupportedSerializerError(
         f"{c.where}: {what} uses serializer snapshot {name}, which cannot be read, at byte offset {at}"
     )
+
+
+def _kryo_serializers(c: Cursor, what: str) -> tuple[str, ...]:
+    """The classes a ``KryoSerializerSnapshot`` gives serializers of their own: its registrations
+    (a registered class name, then the serializer definition's ordinal: 0 none, 1 a class, 2 an
+    instance) and its default serializers (instances, classes)."""
+    found = []
+    for key, _, value in _optional_map(c, what):
+        if value is not None:
+            registration = Cursor(value, c.where)
+            registration.utf(f"{what} Kryo registration of {key}")
+            if registration.i32(f"{what} Kryo registration kind of {key}") != 0:
+                found.append(key)
+    for _ in range(2):
+        found += [key for key, _, _ in _optional_map(c, what)]
+    return tuple(found)
 
 
 def _basic(name: str) -> TypeInformation:
@@ -83,7 +107,20 @@ def _composite(c: Cursor, name: str, what: str) -> FlinkType:
         java_class = c.utf(f"{what} tuple class")
     elif name == classes.ROW and outer >= 4:
         c.boolean(f"{what} row kind flag")
+    padding = 0
+    if name == classes.NULLABLE:
+        if outer != 2:
+            raise c.fail(f"{what}: NullableSerializer snapshot of outer version {outer} (known: 2)")
+        padding = c.count(f"{what} null padding length", 0)
     nested = _nested(c, what)
+    if name == classes.NULLABLE:
+        if len(nested) != 1:
+            raise c.fail(f"{what}: a NullableSerializer snapshot of {len(nested)} nested snapshots")
+        value = nested[0]
+        if not value.decodable or value.serializer is None:
+            return replace(value, snapshot_class=name, children=(value,))
+        serializer = NullableSerializer(value.serializer, padding)
+        return FlinkType(name, value.type_info, serializer, fixed_width=padding > 0, children=(value,))
     if name == classes.TTL:
         value = nested[1]
         return FlinkType(name, value.type_info, TtlValueSerializer(value), value.decodable, inner=value)
@@ -97,6 +134,12 @@ def _composite(c: Cursor, name: str, what: str) -> FlinkType:
                 name, Types.PRIMITIVE_ARRAY(Types.BYTE()), raw, False, java_class=name, children=tuple(nested)
             )
     types = [n.type_info for n in nested if n.type_info is not None]
+    if any(n.snapshot_class == classes.NULLABLE for n in nested):
+        if name != classes.LIST:
+            raise c.fail(f"{what}: a NullableSerializer nested in {name} is not read yet")
+        assert nested[0].serializer is not None
+        elements = ListSerializer(nested[0].serializer, "inline")
+        return FlinkType(name, Types.LIST(types[0]), elements, children=tuple(nested))
     if name == classes.LIST:
         t = Types.LIST(types[0])
     elif name == classes.MAP:
@@ -138,16 +181,38 @@ def _pojo(c: Cursor, what: str) -> FlinkType:
                 False,
                 java_class=java_class,
             )
-    if any(not f.decodable or f.type_info is None for _, f in fields):
+    names, children = tuple(n for n, _ in fields), tuple(f for _, f in fields)
+    if any(not f.decodable or f.type_info is None for f in children):
+        raw = Types.PRIMITIVE_ARRAY(Types.BYTE())
         return FlinkType(
-            classes.POJO, Types.PRIMITIVE_ARRAY(Types.BYTE()), RawSerializer(), False, java_class=java_class
+            classes.POJO,
+            raw,
+            RawSerializer(),
+            False,
+            java_class=java_class,
+            children=children,
+            field_names=names,
         )
-    types = [f.type_info for _, f in fields if f.type_info is not None]
+    return pojo_type(java_class, children, names, lambda why: c.fail(f"{what}: POJO {java_class}: {why}"))
+
+
+def pojo_type(
+    java_class: str,
+    children: tuple[FlinkType, ...],
+    names: tuple[str, ...],
+    fail: Callable[[str], Exception],
+) -> FlinkType:
+    """The POJO of decodable fields ``children`` named ``names``; ``fail``: the error of a POJO
+    whose fields are not in Flink's order."""
+    types = [f.type_info for f in children if f.type_info is not None]
     try:
-        t = Types.POJO(java_class, [n for n, _ in fields], types)
+        t = Types.POJO(java_class, list(names), types)
     except InvalidArgumentError as exc:
-        raise c.fail(f"{what}: POJO {java_class}: {exc}") from exc
-    if isinstance(t, PojoTypeInfo) and t.field_names != tuple(n for n, _ in fields):
-        raise c.fail(f"{what}: the fields of POJO {java_class} are not in Flink's order")
-    children = tuple(f for _, f in fields)
-    return FlinkType(classes.POJO, t, serializer_for(t), java_class=java_class, children=children)
+        raise fail(str(exc)) from exc
+    if isinstance(t, PojoTypeInfo) and t.field_names != names:
+        raise fail("its fields are not in Flink's order")
+    # Our serializers of the fields' types, but where Flink's differ from them (a Nullable field)
+    own = any(f.snapshot_class == classes.NULLABLE or f.snapshot_class == classes.KRYO for f in children)
+    fields = tuple(f.serializer for f in children if f.serializer is not None)
+    serializer = PojoSerializer(fields, java_class) if own else serializer_for(t)
+    return FlinkType(classes.POJO, t, serializer, java_class=java_class, children=children, field_names=names)

@@ -2,15 +2,15 @@
 
 A snapshot is ``UTF class name, int version, payload``. Flink's simple (atomic, byte[])
 snapshots have version 3 and no payload; composite ones (List, Map, Tuple, Row, the TTL
-wrapper) have version 3 and a payload of ``int magic, int outer version``, the outer
-snapshot (a Tuple's class name, a Row's row-kind flag), then their nested snapshots
-(``int magic, int 1, int count``, each a snapshot). A POJO's (version 2) is its class name,
-then three "linked optional maps" (``long magic, int count``, per entry ``UTF name`` and two
-framed parts, each ``bool present, int length, bytes``): its fields (the declaring class and
-field name; the field's snapshot) and two empty maps of subclasses. The class names and magic
-numbers are the reader's; the versions are those Flink 1.17, 1.20 and 2.3 write, but for the
-Row's outer version, which is the target release's (:class:`..metadata.versions.FlinkTarget`:
-3, without the row-kind flag, for Flink 1.13).
+and Nullable wrappers) have version 3 and a payload of ``int magic, int outer version``, the
+outer snapshot (a Tuple's class name, a Row's row-kind flag, a Nullable's padding length),
+then their nested snapshots (``int magic, int 1, int count``, each a snapshot). A POJO's
+(version 2) is its class name, then three "linked optional maps" (``long magic, int count``,
+per entry ``UTF name`` and two framed parts, each ``bool present, int length, bytes``): its
+fields (the declaring class and field name; the field's snapshot) and two empty maps of
+subclasses. The class names and magic numbers are the reader's; the versions are those Flink
+1.17, 1.20 and 2.3 write, but for the Row's outer version, which is the target release's
+(:class:`..metadata.versions.FlinkTarget`: 3, without the row-kind flag, for Flink 1.13).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ _OUTER_VERSIONS = {
     classes.TUPLE: 2,
     classes.ROW: 4,  # the newest: FlinkTarget.row_outer_version
     classes.TIMER: 2,
+    classes.NULLABLE: 2,
 }
 _TUPLE_CLASS = "org.apache.flink.api.java.tuple.Tuple{}"
 _MAX_TUPLE_ARITY = 25
@@ -85,6 +86,8 @@ class Snapshot:
             out.utf(self.tuple_class, "tuple class")
         elif row and flink.row_outer_version >= 4:
             out.boolean(True)  # Flink's Row serializer writes the row kind (implied by version 3)
+        elif self.class_name == classes.NULLABLE:
+            out.i32(0, "null padding length")
         out.i32(classes.NESTED_MAGIC, "nested magic")
         out.i32(NESTED_VERSION, "nested version")
         out.i32(len(self.nested), "nested count")
@@ -192,6 +195,11 @@ def ttl(value: Snapshot) -> Snapshot:
 
 def list_of(element: Snapshot) -> Snapshot:
     return Snapshot(classes.LIST, (element,))
+
+
+def nullable(value: Snapshot) -> Snapshot:
+    """Flink's ``NullableSerializer`` around ``value`` (no null padding)."""
+    return Snapshot(classes.NULLABLE, (value,))
 
 
 def map_of(key: Snapshot, value: Snapshot) -> Snapshot:

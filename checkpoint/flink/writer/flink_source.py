@@ -32,6 +32,7 @@ from ..types.flink_type import FlinkType
 from ..types.kryo_read import KryoReader
 from ..types.kryo_write import KryoWriter, state_class_header
 from ..types.snapshots_write import Snapshot, VerbatimSnapshot, key_snapshot
+from .migrate import declaration_hint, nullable_lists, pojo_spec
 from .passthrough import BYTES as _BYTES
 from .passthrough import (
     check_carried,
@@ -54,7 +55,15 @@ class FlinkOperator(OperatorSource):
         """A Flink savepoint's keys are where Flink put them."""
         return True
 
-    def __init__(self, source: FlinkSavepoint, op: OperatorMeta, flink: FlinkTarget) -> None:
+    def __init__(
+        self,
+        source: FlinkSavepoint,
+        op: OperatorMeta,
+        flink: FlinkTarget,
+        refused: dict[str, str] | None = None,
+    ) -> None:
+        """``refused``: where a state that cannot be written is recorded (its name: why) and left
+        out, rather than refused (a dry run's plan: :mod:`.plan`)."""
         self.source, self.op, self.flink, self.target = source, op, flink, flink
         self.name, self.operator_id = op.uid or op.operator_id, bytes.fromhex(op.operator_id)
         self.parallelism, self.max_parallelism = op.parallelism, op.max_parallelism
@@ -74,7 +83,8 @@ class FlinkOperator(OperatorSource):
             except UnsupportedFlinkWriteError as exc:
                 self.key_verbatim, self.key_type = exc.detail, header.key.type_info or _BYTES
                 self._check_carried(header.key, header.key_bytes, "the key")
-        self.states = tuple(self._spec(s) for s in (self._keyed_infos(header) if header is not None else ()))
+        infos = self._keyed_infos(header) if header is not None else []
+        self.states = tuple(s for s in (self._recorded(refused, i.name, self._spec, i) for i in infos) if s)
         carried = check_carried(op) if any(s.carried for s in self.states) else None
         if carried is not None:
             raise UnsupportedFlinkWriteError(f"{next(iter(self.why.values()))}; {carried}")
@@ -91,15 +101,33 @@ class FlinkOperator(OperatorSource):
                 self.compressed[sub.index] = found[0]
                 self.infos.update(found[1])
         self.verbatim: set[str] = set()  # operator states carried as bytes
-        for info in self.infos.values():
-            try:
-                self._same(info.value, f"operator state {info.name!r}")
-                if info.user_key is not None:
-                    self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
-            except UnsupportedFlinkWriteError:
-                self.verbatim.add(info.name)
-                self._check_carried(info.value, info.meta, f"operator state {info.name!r}")
-                self._check_carried(info.user_key, b"", f"operator state {info.name!r}")
+        for info in list(self.infos.values()):
+            if not self._recorded(refused, info.name, self._operator_state, info):
+                del self.infos[info.name]
+
+    def _recorded(
+        self, refused: dict[str, str] | None, name: str, check: Callable[[StateInfo], Any], info: StateInfo
+    ) -> Any:
+        """``check(info)``; with ``refused``, a refusal recorded there (None returned)."""
+        if refused is None:
+            return check(info)
+        try:
+            return check(info)
+        except UnsupportedFlinkWriteError as exc:
+            refused[name] = str(exc)
+            return None
+
+    def _operator_state(self, info: StateInfo) -> bool:
+        """Check operator state ``info``: written with its serializers, or carried as bytes."""
+        try:
+            self._same(info.value, f"operator state {info.name!r}")
+            if info.user_key is not None:
+                self._same(info.user_key, f"operator state {info.name!r} (map key)", key=True)
+        except UnsupportedFlinkWriteError:
+            self.verbatim.add(info.name)
+            self._check_carried(info.value, info.meta, f"operator state {info.name!r}")
+            self._check_carried(info.user_key, b"", f"operator state {info.name!r}")
+        return True
 
     def key_serializer_snapshot(self) -> Snapshot | VerbatimSnapshot:
         if self.key_verbatim is not None:
@@ -143,10 +171,19 @@ class FlinkOperator(OperatorSource):
             f"{self.source.directory}: operator {self.name!r}, {what}"
         )
 
-    def _check_carried(self, t: FlinkType | None, meta: bytes, what: str) -> None:
+    def _check_carried(
+        self, t: FlinkType | None, meta: bytes, what: str, info: StateInfo | None = None
+    ) -> None:
         """Refuse carrying as read the values of ``t`` and the serializer snapshots ``meta``
         where the target would misread or refuse them: Kryo values of another Kryo major than
-        the target's, a Row snapshot of outer version 4 for Flink 1.13 (which refuses it)."""
+        the target's, a Row snapshot of outer version 4 for Flink 1.13 (which refuses it), a
+        POJO's List field of Flink 2.x's serializers for Flink 1.x (which refuses it)."""
+        if t is not None and self.target.kryo == 2 and nullable_lists(t):
+            raise self.refuse(
+                f"{what}: its POJO's List fields {', '.join(nullable_lists(t))} hold Flink 2.x's serializers "
+                f"(Nullable(List)), which {self.target.describe()} refuses (StateMigrationException: its "
+                "type extraction gives them a Kryo GenericType); it cannot be written for Flink 1.x yet"
+            )
         if self.target.row_outer_version < 4 and max(row_outer_versions(meta), default=0) >= 4:
             raise self.refuse(
                 f"{what}: its serializer snapshot, carried as read, holds a Row snapshot of outer version 4, "
@@ -155,9 +192,8 @@ class FlinkOperator(OperatorSource):
         if t is not None and _has_kryo(t) and self._source_kryo(what) != self.target.kryo:
             raise self.refuse(
                 f"{what}: its Kryo values are Kryo {self._source_kryo(what)}'s and {self.target.describe()} "
-                f"reads Kryo {self.target.kryo}'s; they cannot be carried as bytes and cannot be re-encoded "
-                "here (only a keyed state's declared Kryo class can: declare it, e.g. "
-                "read_savepoint(..., types={state: 'STRUCT<...>'}))"
+                f"reads Kryo {self.target.kryo}'s; they cannot be carried as bytes; to re-encode them, "
+                + (declaration_hint(info) if info is not None else "only a keyed state's can be")
             )
 
     def _kryo_checked(self, info: StateInfo) -> KeyedStateSpec:
@@ -167,10 +203,13 @@ class FlinkOperator(OperatorSource):
         kryo = any(_has_kryo(t) for t in (info.value, info.user_key) if t is not None)
         if kryo and self.key_verbatim is None and self._source_kryo(what) != self.target.kryo:
             spec = self.settable(info.name)
+            if spec is None:
+                check = lambda t: self._same(t, f"{what} (map key)", True)  # noqa: E731
+                spec = pojo_spec(info, f"operator {self.name!r}, {what}", check)
             if spec is not None:
                 return spec
-        self._check_carried(info.value, info.meta, what)
-        self._check_carried(info.user_key, b"", f"{what} (map key)")
+        self._check_carried(info.value, info.meta, what, info)
+        self._check_carried(info.user_key, b"", f"{what} (map key)", info)
         return verbatim_spec(info)
 
     def settable(self, name: str) -> KeyedStateSpec | None:

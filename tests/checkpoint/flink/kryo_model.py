@@ -81,3 +81,47 @@ def encode(
         else:
             out += _value(f.type, v, kryo)
     return bytes(out)
+
+
+def flag_varint(flag: bool, v: int) -> bytes:
+    """Kryo 5's ``writeVarIntFlag``: bit 7 the flag, bit 6 "more", 6 bits, then a varint of the rest."""
+    first = (0x80 if flag else 0) | (v & 0x3F) | (0x40 if v > 0x3F else 0)
+    return bytes([first]) + (uvarint(v >> 6, 5) if v > 0x3F else b"")
+
+
+def element_list(items: list[Any] | None, element: pa.DataType, kryo: int, name_known: bool) -> bytes:
+    """A ``List<T>`` field (an ``ArrayList``, generics known): class (by name, the name only where
+    the value has not named it yet), new-object marker, size, the elements (after a null marker
+    in Kryo 2, and in Kryo 5 for Strings or where one is null)."""
+    if items is None:
+        return b"\x00"
+    out = bytearray(b"\x01\x00" + (b"" if name_known else string("java.util.ArrayList", kryo)) + b"\x01")
+    has_null = None in items
+    out += uvarint(len(items), 5) if kryo == 2 else flag_varint(has_null, len(items) + 1)
+    markers = kryo == 2 or has_null or pa.types.is_string(element)
+    for item in items:
+        if item is None:
+            out += b"\x00"
+        else:
+            out += (b"\x01" if markers else b"") + _value(element, item, kryo)
+    return bytes(out)
+
+
+def encode_with_lists(
+    struct_type: pa.StructType, value: dict[str, Any] | None, class_id: int = 85, kryo: int = 5
+) -> bytes:
+    """:func:`encode`, with ``ARRAY<T>`` fields (``java.util.ArrayList`` of String, Long, ...)."""
+    if value is None:
+        return b"\x00"
+    out = bytearray(uvarint(class_id + 2, 5) + b"\x01")
+    named = False
+    for f in sorted((struct_type.field(i) for i in range(struct_type.num_fields)), key=lambda f: f.name):
+        v = value[f.name]
+        if pa.types.is_list(f.type):
+            out += element_list(v, f.type.value_type, kryo, named)
+            named = named or v is not None
+        elif f.nullable:
+            out += b"\x00" if v is None else b"\x01" + _value(f.type, v, kryo)
+        else:
+            out += _value(f.type, v, kryo)
+    return bytes(out)
