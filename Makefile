@@ -59,7 +59,7 @@ fuzz: $(STAMP)  ## hunt hostile bytes: COUNT mutations (SEED) of every Flink fix
 	$(BIN)/python tests/support/hunt.py --seed $(SEED) --count $(COUNT)
 
 faults: $(STAMP)  ## object-store faults: every fault kind at every request of each public path (S3 on loopback)
-	FAULTS=all $(BIN)/python -m pytest -m s3 -s tests/checkpoint/test_storage_faults.py tests/connector/test_storage_faults.py
+	FAULTS=all $(BIN)/python -m pytest -m s3 -s tests/checkpoint/test_storage_faults.py tests/connector/test_spark_storage_faults.py
 
 bench: $(STAMP)  ## run the benchmarks (JSON lines; BENCH_ARGS="--quick --only P1")
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)

@@ -9,7 +9,7 @@ from the middle request on. After each run, with the proxy quiet: the run raised
 but our errors; every completed checkpoint under the root verifies whole; the latest
 restores exactly (the model before the operation, or after it when it committed); what the
 operation wrote elsewhere (a savepoint) is, when the run succeeded, the model, and else
-absent or whole. The Spark paths are swept in ``tests/connector/write/test_s3_faults.py``.
+absent or whole. The Spark paths are swept in ``tests/connector/test_spark_storage_faults.py``.
 """
 
 from __future__ import annotations
