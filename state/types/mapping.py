@@ -37,7 +37,9 @@ __all__ = [
     "TypeInformation",
     "Types",
     "as_inferred",
+    "char_field",
     "infer_type",
+    "is_java_char",
     "to_type_info",
     "type_from_json",
 ]
@@ -153,6 +155,26 @@ class Types:
         return pojo(java_class, field_names, [to_type_info(t) for t in field_types], hash_fields)
 
 
+#: Arrow has no char type: a string field with this metadata is a Java ``char`` (one UTF-16
+#: unit), as a declared ``CHAR`` is held inside a struct (a Kryo class's field, a Row's).
+_JAVA_CHAR = {b"flinkstate.java": b"char"}
+
+
+def char_field(name: str, nullable: bool = True) -> pa.Field:
+    """An Arrow field holding a Java ``char`` (``nullable``: a ``Character``)."""
+    return pa.field(name, pa.string(), nullable, metadata=_JAVA_CHAR)
+
+
+def is_java_char(field: pa.Field) -> bool:
+    """Whether an Arrow field holds a Java ``char`` (:func:`char_field`)."""
+    meta = field.metadata or {}
+    return pa.types.is_string(field.type) and meta.get(b"flinkstate.java") == b"char"
+
+
+def _from_field(field: pa.Field) -> TypeInformation:
+    return BasicTypeInfo("CHAR") if is_java_char(field) else _from_arrow(field.type)
+
+
 _FROM_ARROW: dict[pa.DataType, str] = {
     pa.string(): "STRING",
     pa.large_string(): "STRING",
@@ -185,12 +207,12 @@ def _from_arrow(t: pa.DataType) -> TypeInformation:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return ListTypeInfo(BasicTypeInfo("BYTE"), "PRIMITIVE_ARRAY")
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return ListTypeInfo(_from_arrow(t.value_type))
+        return ListTypeInfo(_from_field(t.value_field))
     if pa.types.is_map(t):
-        return MapTypeInfo(_from_arrow(t.key_type), _from_arrow(t.item_type))
+        return MapTypeInfo(_from_arrow(t.key_type), _from_field(t.item_field))
     if pa.types.is_struct(t):
         fields = [t.field(i) for i in range(t.num_fields)]
-        return RowTypeInfo(tuple(_from_arrow(f.type) for f in fields), tuple(f.name for f in fields))
+        return RowTypeInfo(tuple(_from_field(f) for f in fields), tuple(f.name for f in fields))
     for name, arrow in _ATOMIC_ARROW.items():
         if arrow == t and name not in ("CHAR",):
             return BasicTypeInfo(name)

@@ -342,7 +342,7 @@ decode_kryo_block(PyObject *self, PyObject *args)
     int bad = parse_block(&b, &view, key_kind) < 0;
     for (Py_ssize_t i = 0; !bad && i < nfields; i++) {
         int kind = spec[i] & 0x7F;
-        if (kind < K_LONG || kind > K_STRING || kind == K_CHAR) {
+        if (kind < K_LONG || kind > K_STRING) {
             PyErr_SetString(PyExc_ValueError, "bad Kryo field kind");
             bad = 1;
         }

@@ -2,7 +2,8 @@
  * (_keyed_columns.c). The model is checkpoint/flink/types/kryo_read.py (KryoReader): the
  * class (a varint: 1 then a name id and the class name, else the registration id + 2), the
  * reference marker 1, then FieldSerializer's fields in Kryo's order: long/int zigzag varints,
- * short/byte/float/double fixed (little-endian in Kryo 5, big-endian in Kryo 2), boolean a
+ * short/char/byte/float/double fixed (little-endian in Kryo 5, big-endian in Kryo 2; a char is
+ * one UTF-16 unit, given as its UTF-8, a surrogate half not taken), boolean a
  * byte, and a marker byte (0 null, 1 a value) before nullable fields and every string. What
  * the model would refuse or give as a null object is not taken here. */
 #ifndef FLINKSTATE_KRYO_FIELDS_H
@@ -159,6 +160,18 @@ kryo_field(Kryo *k, Column *col, Py_ssize_t row, const uint8_t **p, const uint8_
             return NOT_TAKEN;
         }
         return set_bit(&col->data, row, *(*p)++ == 1);
+    }
+    if (col->kind == K_CHAR) {
+        if (end - *p < 2) {
+            return NOT_TAKEN;
+        }
+        uint32_t c = (uint32_t)load(*p, 2, k->big_endian);
+        if ((c >= 0xD800 && c <= 0xDFFF) || reserve(&col->data, 3) < 0) {
+            return c >= 0xD800 && c <= 0xDFFF ? NOT_TAKEN : NO_MEMORY;
+        }
+        *p += 2;
+        put_utf8(col->data.data, &col->data.len, c);
+        return end_value(col);
     }
     int width = fixed_width(col->kind);
     if (end - *p < width) {

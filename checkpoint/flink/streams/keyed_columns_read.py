@@ -93,7 +93,9 @@ def _kind(t: FlinkType) -> int | None:
 
 
 #: The accelerator's kind of each Kryo field encoding (:data:`..types.kryo_read.ENCODINGS`).
-_KRYO_KIND = {"long": 1, "int": 2, "short": 3, "byte": 4, "boolean": 5, "double": 6, "float": 7, "string": 9}
+_KRYO_KIND = {
+    "long": 1, "int": 2, "short": 3, "byte": 4, "boolean": 5, "double": 6, "float": 7, "char": 8, "string": 9,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ def native_plan(info: StateInfo, key: FlinkType) -> NativePlan | None:
         return None
     reader = info.value.serializer
     if type(reader) is KryoReader:
-        fields = [(_KRYO_KIND.get(encoding(f.type) or ""), f.nullable) for f in reader.written]
+        fields = [(_KRYO_KIND.get(encoding(f) or ""), f.nullable) for f in reader.written]
         if any(kind is None for kind, _ in fields):
             return None
         return NativePlan(

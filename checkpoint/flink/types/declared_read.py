@@ -6,7 +6,10 @@ A declaration is a Spark DDL type string (``BIGINT``, ``STRING``, ``DECIMAL(10, 
 ``POJO com.example.Point<id: BIGINT, name: STRING> HASH(name, id)``, a POJO whose
 ``hashCode()`` is ``Objects.hash(name, id)``; a STRUCT is a Flink Row), a ``pyarrow.DataType``
 or our ``TypeInformation``. Kryo classes are declared as structs: ``NOT NULL`` fields are Java
-primitives, nullable ones boxed or String. Declarations are keyed by state name (PyFlink
+primitives, nullable ones boxed or String. ``CHAR`` (no length) is a Java ``char`` (Flink's
+``Types.CHAR``: a one-character string; inside a struct or an array, a string field marked by
+:func:`~flinkstate.state.types.mapping.char_field`), while ``CHAR(n)`` keeps Spark's meaning,
+a string. Declarations are keyed by state name (PyFlink
 Python state: its Python name); one for a state whose snapshot already gives its type is
 refused, never silently applied.
 """
@@ -21,7 +24,14 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 
 from flinkstate.state.errors import InvalidArgumentError
-from flinkstate.state.types.mapping import PickledBytesTypeInfo, TypeInformation, Types, to_type_info
+from flinkstate.state.types.mapping import (
+    BasicTypeInfo,
+    PickledBytesTypeInfo,
+    TypeInformation,
+    Types,
+    char_field,
+    to_type_info,
+)
 
 from ..errors import DeclaredTypeError
 
@@ -103,7 +113,10 @@ class _Parser:
             out: Declared
             if name == "ARRAY":
                 element = self.type()
-                out = pa.list_(element) if isinstance(element, pa.DataType) else Types.LIST(element)
+                if _is_char(element):
+                    out = pa.list_(char_field("item"))
+                else:
+                    out = pa.list_(element) if isinstance(element, pa.DataType) else Types.LIST(element)
             elif name == "MAP":
                 key = self.type()
                 self.expect(",")
@@ -122,6 +135,8 @@ class _Parser:
             self.number()
             self.expect(")")
             return pa.string()
+        if name == "CHAR":
+            return Types.CHAR()
         if name not in _SIMPLE:
             raise self.fail(f"unknown type {name}")
         return _SIMPLE[name]
@@ -187,10 +202,20 @@ def _map(key: Declared, value: Declared) -> Declared:
     return Types.MAP(_info(key), _info(value))
 
 
+def _is_char(t: Declared) -> bool:
+    return isinstance(t, BasicTypeInfo) and t.name == "CHAR"
+
+
 def _struct(fields: list[tuple[str, Declared, bool]]) -> Declared:
-    """An Arrow struct, or a Row of named fields when one is a Flink type (nulls allowed)."""
-    if all(isinstance(t, pa.DataType) for _, t, _ in fields):
-        return pa.struct([pa.field(n, t, nullable) for n, t, nullable in fields])
+    """An Arrow struct, or a Row of named fields when one is a Flink type (nulls allowed) other
+    than ``CHAR``, which an Arrow struct holds as a marked string field."""
+    if all(isinstance(t, pa.DataType) or _is_char(t) for _, t, _ in fields):
+        return pa.struct(
+            [
+                char_field(n, nullable) if _is_char(t) else pa.field(n, t, nullable)
+                for n, t, nullable in fields
+            ]
+        )
     return Types.ROW_NAMED([n for n, _, _ in fields], [_info(t) for _, t, _ in fields])
 
 

@@ -5,15 +5,15 @@ references on: the class (a varint: 0 for a null object, 1 then a name for unreg
 classes, else the registration id + 2), a reference marker (varint 1 for a new object),
 then ``FieldSerializer``'s fields, sorted by name (inherited ones included). Field layout:
 
-* ``long`` / ``int``: zigzag varint; ``short``: 2 bytes, ``float`` 4, ``double`` 8,
-  little-endian; ``byte``, ``boolean``: 1 byte. Declared ``NOT NULL``.
+* ``long`` / ``int``: zigzag varint; ``short`` and ``char`` (a UTF-16 unit): 2 bytes, ``float``
+  4, ``double`` 8, little-endian; ``byte``, ``boolean``: 1 byte. Declared ``NOT NULL``.
 * ``String`` and boxed ``Long``, ``Integer``, ``Short``, ``Byte``, ``Boolean``, ``Float``,
-  ``Double`` (nullable): a marker byte (0 null, 1 a value), then the value as above; a
+  ``Double``, ``Character`` (nullable): a marker byte (0 null, 1 a value), then the value as above; a
   String is Kryo's string (an ASCII run whose last byte has bit 7 set, or a flagged varint
   of char count + 1 followed by the chars in Kryo's UTF-8).
 
 Flink 1.x writes with Kryo 2 (2.24), the same but for the fixed-width fields: ``short``,
-``float`` and ``double`` are big-endian there (:data:`FIXED_KRYO2`). Nothing in the bytes tells
+``char``, ``float`` and ``double`` are big-endian there (:data:`FIXED_KRYO2`). Nothing in the bytes tells
 the two apart: the reader is given the Kryo version (``kryo``: 2 or 5, or a function giving it
 when the first value is read, which raises ``[FLINK_VERSION_REQUIRED]`` when the savepoint's
 files do not tell: :mod:`..metadata.versions`).
@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinkstate.state.errors import SerializationError
+from flinkstate.state.types.mapping import is_java_char
 
 from ..errors import DeclaredTypeError
 from .kryo_lists import Names, check_collection, field_elements, is_collection, list_reader
@@ -50,9 +51,10 @@ ENCODINGS: tuple[tuple[str, Callable[[pa.DataType], bool]], ...] = (
     ("double", pa.types.is_float64),
     ("string", pa.types.is_string),
 )
-#: The fixed-width encodings of Kryo 5 (Flink 2.x): little-endian.
+#: The fixed-width encodings of Kryo 5 (Flink 2.x): little-endian (``char``: its UTF-16 unit).
 FIXED = {
     "short": struct.Struct("<h"),
+    "char": struct.Struct("<H"),
     "byte": struct.Struct("<b"),
     "float": struct.Struct("<f"),
     "double": struct.Struct("<d"),
@@ -62,14 +64,17 @@ FIXED_KRYO2 = {name: struct.Struct(">" + s.format[1:]) for name, s in FIXED.item
 KRYO_VERSIONS = (2, 5)
 #: Declared in Spark DDL (for messages).
 _DECLARED = (
-    "BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE (NOT NULL: a primitive), STRING and "
+    "BIGINT, INT, SMALLINT, TINYINT, BOOLEAN, FLOAT, DOUBLE, CHAR (NOT NULL: a primitive), STRING and "
     "ARRAY<STRING|BIGINT|INT|DOUBLE> (a java.util.ArrayList)"
 )
 
 
-def encoding(t: pa.DataType) -> str | None:
-    """The Kryo encoding of a declared field type (None: Kryo fields of it are not decoded)."""
-    return next((name for name, test in ENCODINGS if test(t)), None)
+def encoding(field: pa.Field) -> str | None:
+    """The Kryo encoding of a declared field (None: Kryo fields of it are not decoded): by its
+    type, or ``char`` for a Java char (:func:`~flinkstate.state.types.mapping.char_field`)."""
+    if is_java_char(field):
+        return "char"
+    return next((name for name, test in ENCODINGS if test(field.type)), None)
 
 
 def java_order(fields: list[pa.Field]) -> list[pa.Field]:
@@ -141,6 +146,20 @@ def _fixed(s: struct.Struct) -> Read:
     return lambda buf, pos: (s.unpack_from(buf, pos)[0], pos + s.size)
 
 
+def _char(s: struct.Struct) -> Read:
+    def read(buf: bytes, pos: int) -> tuple[str, int]:
+        unit = s.unpack_from(buf, pos)[0]
+        if 0xD800 <= unit <= 0xDFFF:
+            raise SerializationError(f"char {unit:#06x} is half a surrogate pair, which no string holds")
+        return chr(unit), pos + 2
+
+    return read
+
+
+def _fixed_readers(table: dict[str, struct.Struct]) -> dict[str, Read]:
+    return {name: _char(s) if name == "char" else _fixed(s) for name, s in table.items()}
+
+
 def _boolean(buf: bytes, pos: int) -> tuple[bool, int]:
     if buf[pos] > 1:
         raise SerializationError(f"boolean byte {buf[pos]}")
@@ -155,8 +174,8 @@ _COMMON: dict[str, Read] = {
 }
 #: Field readers by Kryo version.
 _READ: dict[int, dict[str, Read]] = {
-    5: {**_COMMON, **{name: _fixed(s) for name, s in FIXED.items()}},
-    2: {**_COMMON, **{name: _fixed(s) for name, s in FIXED_KRYO2.items()}},
+    5: {**_COMMON, **_fixed_readers(FIXED)},
+    2: {**_COMMON, **_fixed_readers(FIXED_KRYO2)},
 }
 
 
@@ -174,10 +193,10 @@ def _nullable(inner: Read) -> Read:
 
 def _field_reader(field: pa.Field, what: str, kryo: int, names: Names) -> Read:
     if is_collection(field.type):
-        element = check_collection(field, encoding(field.type.value_type), what)
+        element = check_collection(field, encoding(field.type.value_field), what)
         elements = field_elements(kryo, element, _READ[kryo][element])
         return list_reader(kryo, names, lambda buf, pos: varint(buf, pos, 5), kryo_string, elements)
-    name = encoding(field.type)
+    name = encoding(field)
     if name is None:
         raise DeclaredTypeError(
             f"{what}: field {field.name} of type {field.type} cannot be read from Kryo bytes; declared "

@@ -4,8 +4,8 @@
 (Flink 2.x) or Kryo 2 (Flink 1.x): the class header (the registration id, or the class name, as
 the state's own values carry it: Kryo's registrations live in the serializer snapshot, which
 the writer carries as read), the reference marker of a new object, then the declared fields
-sorted by name, each as :mod:`.kryo_read` reads it (``short``, ``float`` and ``double``
-little-endian in Kryo 5, big-endian in Kryo 2). Strings are ``Output.writeString``: an ASCII
+sorted by name, each as :mod:`.kryo_read` reads it (``short``, ``char``, ``float`` and
+``double`` little-endian in Kryo 5, big-endian in Kryo 2). Strings are ``Output.writeString``: an ASCII
 run for 2 to 32 ASCII chars (Kryo 2: 2 to 63), else a flagged varint of char count + 1 and the
 UTF-16 code units in Kryo's UTF-8 (one byte up to 0x7F, two up to 0x7FF, else three; astral
 chars as two surrogates).
@@ -109,6 +109,15 @@ def _fixed(name: str, table: Mapping[str, struct.Struct]) -> Write:
     return write
 
 
+def _char(s: struct.Struct) -> Write:
+    def write(v: Any, out: bytearray) -> None:
+        if not isinstance(v, str) or len(v) != 1 or ord(v) > 0xFFFF or 0xD800 <= ord(v) <= 0xDFFF:
+            raise SerializationError(f"{v!r} is not a char (one UTF-16 unit, not a surrogate)")
+        out += s.pack(ord(v))
+
+    return write
+
+
 def _boolean(v: Any, out: bytearray) -> None:
     if not isinstance(v, bool):
         raise SerializationError(f"{v!r} is not a boolean")
@@ -121,7 +130,7 @@ def _writers(kryo: int, fixed: Mapping[str, struct.Struct]) -> dict[str, Write]:
         "int": _zigzag(32),
         "boolean": _boolean,
         "string": lambda v, out: write_string(v, out, kryo),
-        **{name: _fixed(name, fixed) for name in fixed},
+        **{name: _char(s) if name == "char" else _fixed(name, fixed) for name, s in fixed.items()},
     }
 
 
@@ -131,7 +140,7 @@ _WRITE: dict[int, dict[str, Write]] = {5: _writers(5, FIXED), 2: _writers(2, FIX
 
 def _field_writer(field: pa.Field, kryo: int, names: Names) -> Write:
     if is_collection(field.type):
-        element = encoding(field.type.value_type) or ""  # the reader refused other elements first
+        element = encoding(field.type.value_field) or ""  # the reader refused other elements first
         return list_writer(
             kryo,
             names,
@@ -140,13 +149,13 @@ def _field_writer(field: pa.Field, kryo: int, names: Names) -> Write:
             element,
             _WRITE[kryo][element],
         )
-    name = encoding(field.type)
+    name = encoding(field)
     if name is None:
         raise SerializationError(
             f"type {field.type} has no Kryo field encoding"
         )  # the reader refused it first
     inner = _WRITE[kryo][name]
-    if pa.types.is_string(field.type) or field.nullable:
+    if name == "string" or field.nullable:
 
         def nullable(v: Any, out: bytearray) -> None:
             if v is None:

@@ -1,6 +1,7 @@
 """A second implementation of the Kryo bytes Flink's KryoSerializer writes (FieldSerializer,
 references on), written from Kryo's rules, to check the reader against random values: Kryo 5
-(Flink 2.x) and Kryo 2 (Flink 1.x: the same, but short, float and double big-endian)."""
+(Flink 2.x) and Kryo 2 (Flink 1.x: the same, but short, char, float and double big-endian).
+A Java char is a string field with the metadata {b"flinkstate.java": b"char"}."""
 
 from __future__ import annotations
 
@@ -55,6 +56,12 @@ def string(s: str | None, kryo: int = 5) -> bytes:
     return bytes(head)
 
 
+def _field_value(f: pa.Field, v: Any, kryo: int) -> bytes:
+    if (f.metadata or {}).get(b"flinkstate.java") == b"char":
+        return struct.pack(">H" if kryo == 2 else "<H", ord(v))
+    return _value(f.type, v, kryo)
+
+
 def _value(t: pa.DataType, v: Any, kryo: int) -> bytes:
     if pa.types.is_int64(t):
         return zigzag(v, 64)
@@ -77,9 +84,9 @@ def encode(
     for f in fields:
         v = value[f.name]
         if f.nullable:
-            out += b"\x00" if v is None else b"\x01" + _value(f.type, v, kryo)
+            out += b"\x00" if v is None else b"\x01" + _field_value(f, v, kryo)
         else:
-            out += _value(f.type, v, kryo)
+            out += _field_value(f, v, kryo)
     return bytes(out)
 
 
@@ -121,7 +128,7 @@ def encode_with_lists(
             out += element_list(v, f.type.value_type, kryo, named)
             named = named or v is not None
         elif f.nullable:
-            out += b"\x00" if v is None else b"\x01" + _value(f.type, v, kryo)
+            out += b"\x00" if v is None else b"\x01" + _field_value(f, v, kryo)
         else:
-            out += _value(f.type, v, kryo)
+            out += _field_value(f, v, kryo)
     return bytes(out)

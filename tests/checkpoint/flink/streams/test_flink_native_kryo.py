@@ -32,11 +32,12 @@ pytestmark = pytest.mark.skipif(keyed_columns_read._native is None, reason="buil
 DDL = (
     "STRUCT<a: BIGINT NOT NULL, b: INT NOT NULL, c: SMALLINT NOT NULL, d: TINYINT NOT NULL, "
     "e: BOOLEAN NOT NULL, f: FLOAT NOT NULL, g: DOUBLE NOT NULL, h: STRING, i: BIGINT, j: INT, "
-    "k: SMALLINT, l: TINYINT, m: BOOLEAN, n: FLOAT, o: DOUBLE, p: STRING>"
+    "k: SMALLINT, l: TINYINT, m: BOOLEAN, n: FLOAT, o: DOUBLE, p: STRING, q: CHAR NOT NULL, r: CHAR>"
 )
 T = parse_type(DDL)
 LONG = FlinkType("LONG", Types.LONG(), serializer_for(Types.LONG()), fixed_width=True)
 TEXTS = [None, "", "a", "ab", "x" * 40, "\u00e9\u6f22\U0001f600", "\x00nul", "y" * 70, "\u20ac" * 30]
+CHARS = ["\x00", "a", "\x7f", "\x80", "\u00e9", "\u07ff", "\u0800", "\u6f22", "\ud7ff", "\ue000", "\uffff"]
 
 
 def _header(kryo: int, java_class: str = "x.Y") -> KeyedHeader:
@@ -67,6 +68,8 @@ def _value(rng: random.Random) -> dict[str, Any]:
         "n": maybe(f32),
         "o": maybe(rng.random()),
         "p": rng.choice(TEXTS),
+        "q": rng.choice(CHARS),
+        "r": maybe(rng.choice(CHARS)),
     }
 
 
@@ -109,6 +112,10 @@ def _hostile() -> list[bytes]:
     good = encode(T, _value(rng))
     lone = _value(rng)
     lone["h"] = "a\ud83d"
+    plain_char = {**_value(rng), "q": "a", "r": None}
+    raw = encode(T, plain_char)
+    assert raw[-3:] == b"a\x00\x00"  # q's UTF-16 unit (Kryo 5: little-endian), then r's null marker
+    half = raw[:-3] + b"\x3d\xd8\x00"  # q a surrogate half, which no string holds
     marker = good.index(b"\x01", 9)  # the first marker after the fixed-width fields
     return [
         b"\x00",  # a null object
@@ -117,6 +124,7 @@ def _hostile() -> list[bytes]:
         good[:1] + b"\x02" + good[2:],  # a back reference
         good[:marker] + b"\x02" + good[marker + 1 :],  # a back reference for a field
         encode(T, lone),  # a lone surrogate
+        half,
         good[:-1],  # truncated
         good + b"\x00",  # a byte left over
     ]

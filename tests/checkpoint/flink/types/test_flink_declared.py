@@ -17,6 +17,7 @@ from flinkstate.checkpoint.flink import read_savepoint
 from flinkstate.checkpoint.flink.types.declared_read import StateDeclaration, parse_type
 from flinkstate.checkpoint.flink.types.kryo_read import KryoReader, kryo_string
 from flinkstate.state.errors import FlinkStateError
+from flinkstate.state.types.mapping import Types, is_java_char, to_type_info
 
 SQL_KINDS = ["sql_heap", "sql_rocksdb", "sql_heap_checkpoint"]
 OPAQUE = "STRUCT<value: BIGINT NOT NULL>"
@@ -104,10 +105,23 @@ def test_a_declaration_that_does_not_fit_is_an_invalid_option(version: str) -> N
             "STRUCT<a: INT NOT NULL, b STRING>",
             pa.struct([pa.field("a", pa.int32(), False), ("b", pa.string())]),
         ),
+        ("CHAR(3)", pa.string()),
     ],
 )
 def test_ddl_types(text: str, expected: pa.DataType) -> None:
     assert parse_type(text) == expected
+
+
+def test_char_is_a_java_char_and_char_n_a_string() -> None:
+    assert parse_type("char") == Types.CHAR()
+    t = parse_type("STRUCT<c: CHAR NOT NULL, d: CHAR, e: CHAR(1)>")
+    assert isinstance(t, pa.StructType)
+    assert [is_java_char(t.field(i)) for i in range(3)] == [True, True, False]
+    assert [t.field(i).nullable for i in range(3)] == [False, True, True]
+    # The same declaration as a Row (a PyFlink or Flink Row state) is a Row of CHAR fields.
+    assert to_type_info(t) == Types.ROW_NAMED(["c", "d", "e"], [Types.CHAR(), Types.CHAR(), Types.STRING()])
+    assert to_type_info(parse_type("ARRAY<CHAR>")) == Types.LIST(Types.CHAR())
+    assert parse_type("MAP<STRING, CHAR>") == Types.MAP(Types.STRING(), Types.CHAR())
 
 
 @pytest.mark.parametrize(
@@ -118,12 +132,18 @@ def test_bad_ddl_types(text: str) -> None:
         parse_type(text)
 
 
-def test_kryo_reader_against_the_model_on_random_values() -> None:
+#: Java chars a Kryo char field holds: NUL, ASCII, Latin-1, the BMP's ends (no surrogate halves).
+CHARS = ["\x00", "a", "\u00e9", "\u6f22", "\u20ac", "\ud7ff", "\ue000", "\uffff"]
+
+
+@pytest.mark.parametrize("kryo", [2, 5])
+def test_kryo_reader_against_the_model_on_random_values(kryo: int) -> None:
     t = parse_type(
         "STRUCT<a: BIGINT NOT NULL, b: INT NOT NULL, c: SMALLINT NOT NULL, d: TINYINT NOT NULL, "
-        "e: BOOLEAN NOT NULL, f: FLOAT NOT NULL, g: DOUBLE NOT NULL, h: STRING, i: BIGINT, j: INT, k: DOUBLE>"
+        "e: BOOLEAN NOT NULL, f: FLOAT NOT NULL, g: DOUBLE NOT NULL, h: STRING, i: BIGINT, j: INT, k: DOUBLE, "
+        "l: CHAR NOT NULL, m: CHAR>"
     )
-    reader = KryoReader(t, "x.Y", "state s")
+    reader = KryoReader(t, "x.Y", "state s", kryo)
     rng = random.Random(7)
     texts = [
         None,
@@ -149,10 +169,24 @@ def test_kryo_reader_against_the_model_on_random_values() -> None:
             "i": rng.choice([None, rng.randint(-(2**63), 2**63 - 1)]),
             "j": rng.choice([None, rng.randint(-(2**31), 2**31 - 1)]),
             "k": rng.choice([None, rng.random()]),
+            "l": rng.choice(CHARS),
+            "m": rng.choice([None, *CHARS]),
         }
-        raw = encode(t, value)
+        raw = encode(t, value, kryo=kryo)
         assert reader.from_bytes(raw) == value
-    assert reader.from_bytes(encode(t, None)) is None
+    assert reader.from_bytes(encode(t, None, kryo=kryo)) is None
+
+
+def test_a_kryo_char_is_two_bytes_in_the_kryo_versions_byte_order() -> None:
+    t = parse_type("STRUCT<c: CHAR NOT NULL, d: CHAR>")
+    value = {"c": "\u6f22", "d": "A"}
+    assert encode(t, value, kryo=5)[2:] == b"\x22\x6f" + b"\x01\x41\x00"
+    assert encode(t, value, kryo=2)[2:] == b"\x6f\x22" + b"\x01\x00\x41"
+    for kryo in (2, 5):
+        assert KryoReader(t, "x.Y", "state s", kryo).from_bytes(encode(t, value, kryo=kryo)) == value
+    half = b"\x57\x01" + b"\x00\xd8" + b"\x00"  # a lone surrogate: no string holds it
+    with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*surrogate"):
+        KryoReader(t, "x.Y", "state s", 5).from_bytes(half)
 
 
 def test_kryo_strings() -> None:

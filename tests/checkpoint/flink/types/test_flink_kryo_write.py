@@ -19,6 +19,7 @@ from flinkstate.checkpoint.flink.errors import UnsupportedFlinkWriteError
 from flinkstate.checkpoint.flink.types.declared_read import parse_type
 from flinkstate.checkpoint.flink.types.kryo_write import KryoWriter, state_class_header
 from flinkstate.state.errors import FlinkStateError
+from flinkstate.state.types.mapping import char_field
 
 OPAQUE = "STRUCT<value: BIGINT NOT NULL>"  # FixtureJob's Kryo class, declared
 OLD = [v for v in VERSIONS if v != "2.3"]  # Flink 1.x: Kryo 2
@@ -71,6 +72,8 @@ RANDOM = pa.struct(
         pa.field("z", pa.bool_(), nullable=False),
         pa.field("d", pa.float64(), nullable=False),
         pa.field("f", pa.float32(), nullable=True),
+        char_field("c", nullable=False),
+        char_field("boxed_char"),
         pa.field("boxed", pa.int64(), nullable=True),
         pa.field("text", pa.string()),
         pa.field("Upper", pa.int32(), nullable=True),  # sorts before the lower-case names
@@ -98,6 +101,8 @@ def _random_value(rng: random.Random) -> dict[str, object]:
         "boxed": maybe(rng.choice([-(2**63), 2**63 - 1, 7])),
         "text": maybe(text),
         "Upper": maybe(rng.randint(-(2**31), 2**31 - 1)),
+        "c": rng.choice(["\x00", "a", "\u00e9", "\u6f22", "\uffff"]),
+        "boxed_char": maybe(rng.choice([c for c in _CHARS if ord(c) <= 0xFFFF])),
     }
 
 
@@ -132,6 +137,11 @@ def test_a_nul_char_is_one_byte_as_kryo_writes_it() -> None:
         {"f": 1e39},
         {"l": None},
         {"text": b"x"},
+        {"c": "ab"},
+        {"c": "\U0001f600"},
+        {"c": "\ud800"},
+        {"c": None},
+        {"boxed_char": 65},
     ],
 )
 def test_values_that_do_not_fit_are_refused(bad: dict[str, object]) -> None:
