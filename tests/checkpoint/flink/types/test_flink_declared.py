@@ -140,8 +140,8 @@ CHARS = ["\x00", "a", "\u00e9", "\u6f22", "\u20ac", "\ud7ff", "\ue000", "\uffff"
 def test_kryo_reader_against_the_model_on_random_values(kryo: int) -> None:
     t = parse_type(
         "STRUCT<a: BIGINT NOT NULL, b: INT NOT NULL, c: SMALLINT NOT NULL, d: TINYINT NOT NULL, "
-        "e: BOOLEAN NOT NULL, f: FLOAT NOT NULL, g: DOUBLE NOT NULL, h: STRING, i: BIGINT, j: INT, k: DOUBLE, "
-        "l: CHAR NOT NULL, m: CHAR>"
+        "e: BOOLEAN NOT NULL, f: FLOAT NOT NULL, g: DOUBLE NOT NULL, h: STRING, i: BIGINT, j: INT, "
+        "k: DOUBLE, l: CHAR NOT NULL, m: CHAR>"
     )
     reader = KryoReader(t, "x.Y", "state s", kryo)
     rng = random.Random(7)
