@@ -112,6 +112,17 @@ class FlinkVersions:
         return FlinkVersions(releases, bool(ours), False, evidence, ours or RELEASES)
 
 
+def at_least(found: FlinkVersions, oldest: Release, why: str) -> FlinkVersions:
+    """The range left of ``found`` by evidence (``why``) that only ``oldest`` on writes it."""
+    if found.given:
+        return found
+    releases = tuple(r for r in found.releases if r >= oldest)
+    ours = tuple(r for r in (found.written_for if found.flinkstate else ()) if r >= oldest)
+    if not releases and not ours:
+        return found
+    return FlinkVersions(releases, bool(ours), False, f"{found.evidence}, {why}", ours or RELEASES)
+
+
 def from_files(metadata_version: int) -> FlinkVersions:
     """The releases that write ``_metadata`` of ``metadata_version``."""
     return FlinkVersions(
@@ -189,6 +200,7 @@ def default_release(found: FlinkVersions) -> Release | None:
     have written it) is written for when none is named: for Flink 1.x (or flinkstate's writer for
     1.x), the oldest release of that range, which every release of the range restores; None
     (the newest) otherwise."""
-    if found.releases and found.releases[-1] < (2, 0):
-        return found.releases[0]
+    possible = found.releases or (found.written_for if found.flinkstate else ())
+    if possible and possible[-1] < (2, 0):
+        return possible[0]
     return None

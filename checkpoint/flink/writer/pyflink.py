@@ -19,7 +19,9 @@ How a Python state ``name`` is kept depends on ``python.execution-mode``:
 
 TTL carries over as Flink's TTL serializer in both modes. An operator of a Flink savepoint
 keyed by such a Row is written back as it was (its mode kept). Thread mode's keyed state is
-restored from Flink 1.16 on: for an older target release it is ``[FLINK_UNSUPPORTED]``.
+restored from Flink 1.16 on: for an older target release it is ``[FLINK_UNSUPPORTED]``, ours or
+a Flink savepoint's (an operator keyed by the Row whose states are not ``python-state-<name>``),
+and a Flink savepoint holding it is written for 1.16 at the oldest when no release is named.
 """
 
 from __future__ import annotations
@@ -359,10 +361,41 @@ def pyflink_operator(
             f"operator {op.uid or op.operator_id!r}: pyflink_mode converts our checkpoints; an operator "
             "of a Flink savepoint keeps the mode it was written in"
         )
+    header = _pyflink_header(source, op)
+    if header is None:
+        return None
+    held = thread_mode_states(header)
+    if held and not flink.pyflink_thread_mode:
+        raise UnsupportedFlinkWriteError(
+            f"operator {op.uid or op.operator_id!r} is keyed by PyFlink's Row and keeps its states "
+            f"{', '.join(held)} as PyFlink's thread mode does (not {PYTHON_PREFIX}<name>), which Flink "
+            f"restores from 1.16 on, not in {flink.describe()}: write it for 1.16+"
+        )
+    return PyFlinkSavepointOperator(source, op, flink)
+
+
+def _pyflink_header(source: FlinkSavepoint, op: OperatorMeta) -> KeyedHeader | None:
+    """The keyed header of an operator keyed by PyFlink's one-field Row; None: another operator."""
     try:
         header = source.keyed_header(op.operator_id)
     except UnsupportedSerializerError:  # FlinkOperator refuses it, naming the state
         return None
     if header is None or header.key.type_info is None or _row_key_field(header.key.type_info) is None:
         return None
-    return PyFlinkSavepointOperator(source, op, flink)
+    return header
+
+
+def thread_mode_states(header: KeyedHeader) -> list[str]:
+    """The states of a PyFlink-keyed operator kept as thread mode keeps them: by the Python
+    name itself (process mode keeps ``python-state-<name>``); timer states aside."""
+    return [s.name for s in header.states if not s.is_timer and not s.name.startswith(PYTHON_PREFIX)]
+
+
+def holds_thread_mode(source: FlinkSavepoint) -> bool:
+    """Whether an operator of ``source`` keeps PyFlink thread-mode keyed state, which only a
+    Flink 1.16+ job (or flinkstate's writer for 1.16+) writes."""
+    for op in source.operators:
+        header = _pyflink_header(source, op) if op.subtasks else None
+        if header is not None and thread_mode_states(header):
+            return True
+    return False

@@ -49,12 +49,12 @@ from ..metadata.metadata_write import (
     SubtaskOut,
     metadata_bytes,
 )
-from ..metadata.versions import FlinkTarget, default_release
+from ..metadata.versions import FlinkTarget, at_least, default_release
 from ..reader.savepoint import FlinkSavepoint, read_savepoint
 from ..streams.keyed_write import keyed_stream
 from ..streams.operator_write import operator_stream, subtask_states
 from .flink_source import FlinkOperator
-from .pyflink import pyflink_operator
+from .pyflink import holds_thread_mode, pyflink_operator
 from .sources import CheckpointOperator, OperatorSource
 
 #: Flink's default ``execution.checkpointing.data-inline-threshold`` (20 KiB).
@@ -186,7 +186,10 @@ def flink_target(
     ``"1.17.2"``); else, for a Flink 1.x savepoint, the oldest release it can be from (which
     every release of its range restores: :func:`..metadata.versions.default_release`); else the newest."""
     if flink_version is None and isinstance(source, FlinkSavepoint):
-        return FlinkTarget.of(None, default_release(source.flink_versions))
+        found = source.flink_versions
+        if holds_thread_mode(source):
+            found = at_least(found, (1, 16), "PyFlink thread-mode keyed state")
+        return FlinkTarget.of(None, default_release(found))
     return FlinkTarget.of(flink_version)
 
 
