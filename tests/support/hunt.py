@@ -34,13 +34,13 @@ PYFLINK = {"py_long": "BIGINT", "py_string": "STRING"}
 """PyFlink's states decoded by declaration (pickled ones are never loaded: allow_pickle trusts)."""
 
 
-def fixture_types(kind: str, version: str) -> dict[str, str]:
+def fixture_types(kind: str) -> dict[str, str]:
     """The declared types the read tests give a fixture kind (Kryo classes, PyFlink states)."""
     if kind.startswith("sql"):
         return {"k_rich": RICH_DDL}
     if kind == "pyflink":
         return PYFLINK
-    return {"v_kryo": OPAQUE} if version == "2.3" else {"v_kryo": OPAQUE, "v_kryo_fields": FIELDS_DDL}
+    return {"v_kryo": OPAQUE, "v_kryo_fields": FIELDS_DDL}
 
 
 def flink_subjects() -> list[hostile.Subject]:
@@ -50,7 +50,7 @@ def flink_subjects() -> list[hostile.Subject]:
         for path in sorted(folder.iterdir()):
             if (path / "_metadata").is_file():
                 name = path.name if version == "2.3" else f"{version}/{path.name}"
-                out.append(hostile.flink_subject(name, path, fixture_types(path.name, version)))
+                out.append(hostile.flink_subject(name, path, fixture_types(path.name)))
     return out
 
 

@@ -68,9 +68,9 @@ MAPS: dict[str, Any] = {
     "ttl_map": lambda k: {f"x{i}": k + i for i in range(k % 3 + 1)},
 }
 TTL = {"ttl_value", "ttl_list", "ttl_map"}
-#: The states a heap checkpoint stores before the Kryo state in every key group (the 1.x
-#: fixtures have a second Kryo state, v_kryo_fields: another order).
-HEAP_CHECKPOINT_READABLE = {"m_int_string", "v_list", "v_double", "m_string_long", "ttl_map"}
+#: The states a heap checkpoint stores before its Kryo states (v_kryo, v_kryo_fields) in every key
+#: group: readable with neither declared (the order is the heap backend's, by release).
+HEAP_CHECKPOINT_READABLE = {"l_string", "v_bool"}
 HEAP_READABLE = {
     "2.3": HEAP_CHECKPOINT_READABLE,
     "1.20": {
@@ -93,7 +93,7 @@ HEAP_READABLE = {
     "1.17": {"l_long", "m_string_long", "r_sum", "ttl_map", "v_bytes", "v_map", "v_short", "v_tuple"},
 }
 
-#: FixtureJob.Fields (1.x fixtures only: 2.3's predate it), a Kryo class whose short, float and
+#: FixtureJob.Fields, a Kryo class whose short, float and
 #: double fields Kryo 2 writes big-endian and Kryo 5 little-endian.
 FIELDS_DDL = (
     "STRUCT<id: BIGINT NOT NULL, s: SMALLINT NOT NULL, f: FLOAT NOT NULL, d: DOUBLE NOT NULL, "

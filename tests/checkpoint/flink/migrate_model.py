@@ -9,10 +9,10 @@ KEYS = range(8)
 #: The declaration of the Kryo class ``MigrateJob$Listed``.
 LISTED = (
     "STRUCT<id: BIGINT NOT NULL, d: DOUBLE NOT NULL, s: SMALLINT NOT NULL, f: FLOAT NOT NULL, "
-    "tags: ARRAY<STRING>>"
+    "tags: ARRAY<STRING>, c: CHAR NOT NULL, boxedChar: CHAR>"
 )
 #: The declaration of the Kryo class ``MigrateJob$Counted``.
-COUNTED = "STRUCT<id: BIGINT NOT NULL, counts: ARRAY<BIGINT>, weights: ARRAY<DOUBLE>>"
+COUNTED = "STRUCT<id: BIGINT NOT NULL, counts: ARRAY<BIGINT>, weights: ARRAY<DOUBLE>, ints: ARRAY<INT>>"
 #: The declaration of the POJO ``MigrateJob$PojoListed``'s Kryo (GenericType) field.
 POJO_LISTED = "STRUCT<tags: ARRAY<STRING>>"
 TYPES = {"kryo_listed": LISTED, "kryo_counted": COUNTED, "pojo_listed": POJO_LISTED}
@@ -43,6 +43,8 @@ def listed(k: int) -> dict[str, Any]:
         "s": -3 - 100 * k,
         "f": f32(k * 1.25 - 2),
         "tags": None if k == 5 else tags(k),
+        "c": "\u6f22" if k == 4 else chr(ord("A") + k),
+        "boxedChar": None if k == 5 else chr(0x3B1 + k),
     }
 
 
@@ -53,6 +55,7 @@ def counted(k: int) -> dict[str, Any]:
         "id": k,
         "counts": [*counts, None] if k == 3 else counts,
         "weights": None if k == 6 else [k * 0.5, -1.25],
+        "ints": ([] if k == 1 else [k * -7]) + ([None] if k == 5 else []) + ([-(2**31)] if k == 7 else []),
     }
 
 

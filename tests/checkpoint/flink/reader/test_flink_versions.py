@@ -24,7 +24,6 @@ from flinkstate.checkpoint.flink.types.declared_read import parse_type
 from flinkstate.checkpoint.flink.types.kryo_read import KryoReader
 from flinkstate.state.errors import FlinkStateError, InvalidArgumentError
 
-OLD = [v for v in VERSIONS if v != "2.3"]  # the 2.3 fixtures predate v_kryo_fields
 FIELDS = parse_type(FIELDS_DDL)
 JAVA_STREAM = b"\xac\xed\x00\x05"
 
@@ -97,9 +96,9 @@ def test_a_flink_version_the_files_rule_out_is_refused() -> None:
         read_savepoint(str(fixture("2.3", "heap_canonical")), flink_version="1.20")
 
 
-@pytest.mark.parametrize("version", OLD)
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("kind", ALL)
-def test_kryo_2_fields_decode_with_a_declared_struct(version: str, kind: str) -> None:
+def test_kryo_fields_decode_with_a_declared_struct(version: str, kind: str) -> None:
     # v_kryo declared too: a heap checkpoint may store it before v_kryo_fields.
     types = {"v_kryo_fields": FIELDS_DDL, "v_kryo": "STRUCT<value: BIGINT NOT NULL>"}
     sp = read_savepoint(str(fixture(version, kind)), types=types)
@@ -112,15 +111,17 @@ def test_kryo_2_fields_decode_with_a_declared_struct(version: str, kind: str) ->
         assert _fits(got[k], k), (k, got[k], fields(k))
 
 
-@pytest.mark.parametrize("version", OLD)
-def test_the_kryo_2_model_gives_flinks_bytes(version: str) -> None:
-    """Our model of Kryo 2 encodes every value to the bytes Flink wrote (class id as Flink's)."""
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_kryo_model_gives_flinks_bytes(version: str) -> None:
+    """Our model of Kryo 2 (1.x) and Kryo 5 (2.x) encodes every value to the bytes Flink wrote (class
+    id as Flink's), and the other major's bytes differ."""
     raw = read_savepoint(str(fixture(version, "heap_canonical"))).keyed_state("keyed-states", "v_kryo_fields")
     stored = {r["key"]: r["value"] for r in raw.to_pylist()}
     class_id = stored[0][0] - 2  # a one-byte varint: the registration id + 2
+    kryo, other = (5, 2) if version == "2.3" else (2, 5)
     for k in KEYS:
-        assert stored[k] == encode(FIELDS, fields(k), class_id, kryo=2), k
-    assert all(stored[k] != encode(FIELDS, fields(k), class_id, kryo=5) for k in KEYS)
+        assert stored[k] == encode(FIELDS, fields(k), class_id, kryo=kryo), k
+    assert all(stored[k] != encode(FIELDS, fields(k), class_id, kryo=other) for k in KEYS)
 
 
 def test_kryo_2_and_5_readers_against_the_model_on_random_values() -> None:

@@ -54,7 +54,7 @@ def test_heap_checkpoint_states_after_a_kryo_state_need_its_declaration(version:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_fixture_job_heap_checkpoint_reads_every_state_with_opaque_declared(version: str) -> None:
-    types = {"v_kryo": OPAQUE} if version == "2.3" else {"v_kryo": OPAQUE, "v_kryo_fields": FIELDS_DDL}
+    types = {"v_kryo": OPAQUE, "v_kryo_fields": FIELDS_DDL}
     sp = read_savepoint(str(fixture(version, "heap_checkpoint")), types=types)
     kryo = sp.keyed_state("keyed-states", "v_kryo").to_pylist()
     assert {r["key"]: r["value"] for r in kryo} == {k: {"value": k} for k in KEYS}

@@ -1,6 +1,6 @@
 """The ``flink`` tier of the 1.x → 2.x migration: Flink 2.3 restores MigrateJob's 1.20 savepoint
-(its Kryo classes' ``double``/``short``/``float`` fields and ``List`` fields of String, Long and
-Double, its POJO's ``List`` field) as
+(its Kryo classes' ``double``/``short``/``float``/``char`` fields and ``List`` fields of String, Long,
+Integer and Double, its POJO's ``List`` field) as
 converted by ``write_savepoint(..., flink_version="2.3")`` with every value equal to the job's,
 and, beside it, restores the original 1.20 savepoint wrong (the Kryo values) or not at all
 (the POJO: ``StateMigrationException``). Needs ``$FLINK_VENV`` (2.3); ~1-2 min of CPU.
@@ -22,10 +22,14 @@ FLINK = runtimes()["2.3"]
 ORIGINAL = FIXTURE_DIR / "1.20" / "migrate_heap"
 
 
-def _java(v: object) -> str:
-    """A value as Java's ``toString`` prints it (``List``: ``[a, b]``)."""
+def _java(v: object, char: bool = False) -> str:
+    """A value as Java's ``toString`` prints it (``List``: ``[a, b]``; a ``char`` as its code, as
+    ``Listed.toString`` prints it)."""
     if v is None:
         return "null"
+    if char:
+        assert isinstance(v, str)
+        return str(ord(v))
     if isinstance(v, list):
         return "[" + ", ".join(_java(x) for x in v) + "]"
     return str(v)
@@ -33,16 +37,17 @@ def _java(v: object) -> str:
 
 #: By the restore job's argument: the state's class and fields (in its toString) and model.
 PRINTED = {
-    "kryo": ("Listed", ("id", "d", "s", "f", "tags"), listed),
-    "counted": ("Counted", ("id", "counts", "weights"), counted),
+    "kryo": ("Listed", ("id", "d", "s", "f", "tags", "c", "boxedChar"), listed),
+    "counted": ("Counted", ("id", "counts", "weights", "ints"), counted),
     "pojo": ("PojoListed", ("id", "tags"), pojo),
 }
+CHARS = {"c", "boxedChar"}
 
 
 def _expected(state: str) -> list[str]:
     """What the restore job prints of ``state`` (``key<TAB>toString()``) where the values are the job's."""
     name, fields, model = PRINTED[state]
-    return [f"{k}\t{name}({','.join(_java(model(k)[f]) for f in fields)})" for k in KEYS]
+    return [f"{k}\t{name}({','.join(_java(model(k)[f], f in CHARS) for f in fields)})" for k in KEYS]
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +98,9 @@ def test_flink_2_3_restores_the_original_wrong(classpath: str, tmp_path: Path) -
     done = _restore(classpath, "rocksdb", ORIGINAL, "kryo", out)  # heap would read every state at once
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     restored = dict(line.split("\t", 1) for line in out.read_text(encoding="utf-8").splitlines())
-    # Kryo 2's big-endian double 0.5, float -2 and short -3 read as Kryo 5's little-endian ones; a List of
-    # 2 (Kryo 2: size n) read as one of 1 (Kryo 5: n + 1)
-    assert restored["0"] == "Listed(0,2.8363E-319,-513,2.69E-43,[a0])"
+    # Kryo 2's big-endian double 0.5, float -2, short -3 and chars 'A' (0x41) and U+03B1 read as Kryo 5's
+    # little-endian ones (0x4100, 0xB103); a List of 2 (Kryo 2: size n) read as one of 1 (Kryo 5: n + 1)
+    assert restored["0"] == f"Listed(0,2.8363E-319,-513,2.69E-43,[a0],{0x4100},{0xB103})"
     assert all(
         restored[str(k)] != line.split("\t", 1)[1] for k, line in zip(KEYS, _expected("kryo"), strict=True)
     )

@@ -45,7 +45,7 @@ OPAQUE = "STRUCT<value: BIGINT NOT NULL>"  # FixtureJob's Kryo class, declared
 _TIMERS = ["_timer_state/processing_user-timers", "_timer_state/event_user-timers"]
 #: Per fixture: the declared Kryo types, and the keyed states carried verbatim.
 CASES: dict[str, tuple[dict[str, str], set[tuple[str, str]]]] = {
-    name: ({"v_kryo": OPAQUE}, {("keyed-states", "v_kryo")})
+    name: ({"v_kryo": OPAQUE}, {("keyed-states", "v_kryo"), ("keyed-states", "v_kryo_fields")})
     for name in (
         "heap_canonical",
         "heap_canonical_files",

@@ -145,13 +145,11 @@ def _values(sp: FlinkSavepoint, state: str) -> dict[int, object]:
 def test_declared_kryo_states_are_re_encoded_across_kryo_majors(
     tmp_path: Path, source_version: str, target: str
 ) -> None:
-    types = KRYO_TYPES if source_version != "2.3" else {"v_kryo": OPAQUE}  # 2.3's fixtures predate Fields
+    types = KRYO_TYPES
     source = read_savepoint(str(fixture(source_version, "heap_canonical")), types=types)
     write_savepoint(source, str(tmp_path / "sp"), operators=["keyed-states"], flink_version=target)
     back = read_savepoint(str(tmp_path / "sp"), types=types, flink_version=target)
     assert _values(back, "v_kryo") == {k: {"value": k} for k in KEYS} == _values(source, "v_kryo")
-    if "v_kryo_fields" not in types:
-        return
     assert _values(back, "v_kryo_fields") == _values(source, "v_kryo_fields")
     assert _values(back, "v_kryo_fields") == {k: pytest.approx(fields(k)) for k in KEYS}
     raw = _values(read_savepoint(str(tmp_path / "sp")), "v_kryo_fields")  # bytes, undeclared
