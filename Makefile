@@ -49,9 +49,12 @@ test-fast: $(STAMP)  ## run the tests that are not marked slow
 FLINK_VENV ?= /work/flinkvenv
 FLINK120_VENV ?=
 FLINK117_LIB ?=
-test-flink: $(STAMP)  ## restore written savepoints in real Flink (FLINK_VENV: a venv with apache-flink 2.3; FLINK120_VENV: one with 1.20.5; FLINK117_LIB: deps/lib of the apache-flink-libraries 1.17.2 sdist; each release runs where named)
+FLINK115_LIB ?=
+FLINK113_LIB ?=
+test-flink: $(STAMP)  ## restore written savepoints in real Flink (FLINK_VENV: a venv with apache-flink 2.3; FLINK120_VENV: one with 1.20.5; FLINK117_LIB, FLINK115_LIB, FLINK113_LIB: deps/lib of the apache-flink-libraries 1.17.2, 1.15.4, 1.13.6 sdists; each release runs where named)
 	FLINK_VENV=$(abspath $(FLINK_VENV)) FLINK120_VENV=$(abspath $(FLINK120_VENV)) \
-		FLINK117_LIB=$(abspath $(FLINK117_LIB)) $(BIN)/python -m pytest -m flink
+		FLINK117_LIB=$(abspath $(FLINK117_LIB)) FLINK115_LIB=$(abspath $(FLINK115_LIB)) \
+		FLINK113_LIB=$(abspath $(FLINK113_LIB)) $(BIN)/python -m pytest -m flink
 
 SEED ?= 1
 COUNT ?= 5000

@@ -263,6 +263,22 @@ def _operator(c: Cursor, version: int) -> OperatorMeta:
     return OperatorMeta(name, uid, op_id, parallelism, max_parallelism, tuple(subtasks))
 
 
+def _v3_kind(operators: tuple[OperatorMeta, ...]) -> tuple[bool, bool]:
+    """(is a savepoint, is native) of version 3, which records no properties: told by the keyed
+    handles. Flink 1.13-1.15 write a savepoint's key groups under tag 7 and a full checkpoint's
+    under 3 or 12; an incremental handle is a native savepoint's (1.15) when its files are all
+    relative, a checkpoint's otherwise (shared files by absolute path). Without keyed state: a
+    canonical savepoint (what Flink restores it as)."""
+    handles = [s.managed_keyed for o in operators for s in o.subtasks if s.managed_keyed is not None]
+    if any(h.kind == "heap_checkpoint" for h in handles):
+        return False, False
+    incremental = [h for h in handles if h.kind == "incremental"]
+    if not incremental:
+        return True, False
+    relative = all(f.kind != "file" for h in incremental for _, f in h.files)
+    return relative, relative
+
+
 def parse_metadata(buf: bytes, where: str) -> CheckpointMeta:
     """Parse the bytes of a ``_metadata`` file (``where`` names it in errors)."""
     c = Cursor(buf, where)
@@ -276,8 +292,7 @@ def parse_metadata(buf: bytes, where: str) -> CheckpointMeta:
         c.expect_int(_MASTER_MAGIC, "master state magic")
         c.take(c.count("master state length"), "master state")
     operators = tuple(_operator(c, version) for _ in range(c.count("operator count")))
-    # Version 3 records no properties: read as a canonical savepoint (what Flink restores it as).
-    savepoint, native = _trailer(c) if version >= 4 else (True, False)
+    savepoint, native = _trailer(c) if version >= 4 else _v3_kind(operators)
     if version < 4 and not c.at_end():
         raise c.fail("trailing bytes after the operators")
     return CheckpointMeta(version, checkpoint_id, operators, savepoint, native)

@@ -1,7 +1,9 @@
 """A reader of RocksDB's block-based table (SST) files, written from RocksDB's format docs.
 
 A file ends in a footer (checksum type, metaindex and index block handles or, from
-format_version 6, the metaindex size, format_version, magic number). Every block is
+format_version 6, the metaindex size, format_version, magic number); format_version 0's
+legacy footer (FRocksDB 5.17: Flink 1.13) is the two handles and another magic number, its
+checksums crc32c. Before format_version 2, zlib blocks carry no decompressed size. Every block is
 followed by a compression type byte and a 32-bit checksum of the block and that byte. A
 block holds prefix-compressed entries (``varint shared, varint non_shared, varint value
 length, key suffix, value``), then restart offsets and their count. Data block keys are
@@ -24,7 +26,9 @@ from ..errors import FlinkFormatError, UnsupportedFlinkFeatureError
 from .checksums import block_checksum
 
 MAGIC = 0x88E241B785F4CFF7
-_FOOTER = 53
+LEGACY_MAGIC = 0xDB4775248B80FB57
+_FOOTER, _LEGACY_FOOTER = 53, 48
+_CRC32C = 1
 _TRAILER = 5
 _M32 = (1 << 32) - 1
 _HASH_BIT, _SEPARATED_BIT, _UNIFORM_BIT = 1 << 31, 1 << 28, 1 << 29
@@ -61,6 +65,7 @@ class SstTable:
     data: bytes
     where: str
     format_version: int = 0
+    footer_size: int = _FOOTER
     checksum: int = 0
     context: int = 0
     index: Handle | None = None
@@ -90,7 +95,7 @@ class SstTable:
     def block(self, h: Handle, what: str) -> bytes:
         """The checked, decompressed contents of the block at ``h``."""
         end = h.offset + h.size + _TRAILER
-        if h.offset < 0 or end > len(self.data) - _FOOTER:
+        if h.offset < 0 or end > len(self.data) - self.footer_size:
             raise self.fail(f"{what} block (size {h.size}) runs past the end of the file", h.offset)
         raw = self.data[h.offset : h.offset + h.size]
         kind = self.data[h.offset + h.size]
@@ -113,9 +118,16 @@ class SstTable:
                 f"{self.where}: {what} block uses compression type {kind}, which cannot be read, "
                 f"at byte offset {h.offset}"
             )
+        if self.format_version < 2 and name not in ("snappy", "zlib"):
+            raise UnsupportedFlinkFeatureError(
+                f"{self.where}: {what} block uses {name} compression of SST format_version "
+                f"{self.format_version}, which cannot be read, at byte offset {h.offset}"
+            )
         try:
             if name == "snappy":
                 return bytes(cramjam.snappy.decompress_raw(raw))
+            if self.format_version < 2:  # zlib, without the decompressed size
+                return zlib.decompress(raw, -15)
             size, pos = varint(raw, 0, self.where, h.offset)
             body = raw[pos:]
             if name == "zlib":
@@ -197,12 +209,19 @@ def open_table(data: bytes, where: str, largest_seqno: int | None = None) -> Sst
     the file's largest sequence number as the MANIFEST records it)."""
     t = SstTable(data, where)
     n = len(data)
-    if n < _FOOTER or int.from_bytes(data[n - 8 :], "little") != MAGIC:
+    magic = int.from_bytes(data[n - 8 :], "little") if n >= _LEGACY_FOOTER else None
+    if magic == LEGACY_MAGIC:
+        t.footer_size, t.checksum = _LEGACY_FOOTER, _CRC32C
+        footer = n - _LEGACY_FOOTER
+        metaindex, pos = _handle(data, footer, where, 0)
+        t.index, _ = _handle(data, pos, where, 0)
+        return _read_meta(t, metaindex, largest_seqno)
+    if n < _FOOTER or magic != MAGIC:
         raise t.fail("not a block-based RocksDB table (bad or missing magic number)", max(n - 8, 0))
     footer = n - _FOOTER
     t.format_version = int.from_bytes(data[n - 12 : n - 8], "little")
     t.checksum = data[footer]
-    if not 2 <= t.format_version <= 6:
+    if not 1 <= t.format_version <= 6:
         raise UnsupportedFlinkFeatureError(
             f"{where}: SST format_version {t.format_version} cannot be read, at byte offset {n - 12}"
         )
@@ -224,6 +243,12 @@ def open_table(data: bytes, where: str, largest_seqno: int | None = None) -> Sst
     else:
         metaindex, pos = _handle(data, footer + 1, where, 0)
         t.index, _ = _handle(data, pos, where, 0)
+    return _read_meta(t, metaindex, largest_seqno)
+
+
+def _read_meta(t: SstTable, metaindex: Handle, largest_seqno: int | None) -> SstTable:
+    """``t`` with its metaindex, properties and sequence number read (the footer read)."""
+    where = t.where
     block = t.block(metaindex, "metaindex")
     for name, start, end in entries(block, where, metaindex.offset):
         t.meta[name.decode("utf-8", "replace")] = _handle(block[start:end], 0, where, metaindex.offset)[0]

@@ -4,22 +4,42 @@ each Flink version whose fixtures are there (2.3's in the folder itself, the oth
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "flink"
 #: The Flink versions whose fixtures FixtureJob and SqlJob wrote (generate.py --flink).
-VERSIONS = ("2.3", "1.20", "1.17")
+VERSIONS = ("2.3", "1.20", "1.17", "1.15", "1.13")
 #: What each version's files tell of it: the _metadata version, the range of releases.
 #: The versions with a PyFlink fixture (PyFlink runs on Python 3.11 from 1.19 on).
 PYFLINK_VERSIONS = ("2.3", "1.20")
-METADATA_VERSION = {"2.3": 6, "1.20": 4, "1.17": 4}
-FLINK_RANGE = {"2.3": "2.1-2.3", "1.20": "1.18-1.20", "1.17": "1.16-1.17"}
+METADATA_VERSION = {"2.3": 6, "1.20": 4, "1.17": 4, "1.15": 3, "1.13": 3}
+#: 1.13-1.15's version 3 _metadata and format 5 operator streams are also what flinkstate's
+#: writer writes for 1.13-1.17: the files cannot tell those apart.
+_V3 = "1.13-1.15 or flinkstate's writer for 1.13-1.17"
+FLINK_RANGE = {"2.3": "2.1-2.3", "1.20": "1.18-1.20", "1.17": "1.16-1.17", "1.15": _V3, "1.13": _V3}
+#: The fixture kinds a version lacks: native savepoints came with Flink 1.15, and a retained
+#: incremental RocksDB checkpoint is made only where the full one holds key groups (1.13-1.15).
+_LATER = {"rocksdb_incremental"}
+ABSENT = {"2.3": _LATER, "1.20": _LATER, "1.17": _LATER, "1.13": {"rocksdb_native", "timers_rocksdb_native"}}
 
 
 def fixture(version: str, kind: str) -> Path:
     """The fixture ``kind`` Flink ``version`` wrote."""
     return FIXTURES / kind if version == "2.3" else FIXTURES / version / kind
+
+
+def made(kinds: Iterable[str], versions: Iterable[str] = VERSIONS) -> list[tuple[str, str]]:
+    """(version, kind) of every fixture of ``kinds`` that its version makes."""
+    return [(v, k) for v in versions for k in kinds if k not in ABSENT.get(v, ())]
+
+
+def told(version: str) -> dict[str, str]:
+    """What a read of ``version``'s fixtures is told where the files cannot say which Kryo wrote
+    their Kryo values: ``_metadata`` version 3 without operator state (SqlJob's) is Flink 1.13-1.15's
+    or flinkstate's writer's for any release (Kryo 5 for 2.x), so the release is given."""
+    return {"flink_version": version} if METADATA_VERSION[version] == 3 else {}
 
 
 def uids(version: str) -> bool:
@@ -29,9 +49,17 @@ def uids(version: str) -> bool:
 
 KEYS = range(20)
 CANONICAL = ["heap_canonical", "heap_canonical_files", "heap_snappy", "rocksdb_canonical"]
-NATIVE = ["rocksdb_native", "rocksdb_checkpoint"]
-CHECKPOINTS = ["heap_checkpoint", "rocksdb_checkpoint"]
+NATIVE = ["rocksdb_native", "rocksdb_checkpoint", "rocksdb_incremental"]
+CHECKPOINTS = ["heap_checkpoint", "rocksdb_checkpoint", "rocksdb_incremental"]
 ALL = [*CANONICAL, *NATIVE, "heap_checkpoint"]
+#: Flink 1.13-1.15's full RocksDB checkpoints hold key groups (the canonical layout under a full
+#: checkpoint's handle tag 3 or 12), not RocksDB's files.
+KEY_GROUP_CHECKPOINTS = {"1.15", "1.13"}
+
+
+def native_format(version: str, kind: str) -> bool:
+    """Whether the fixture holds RocksDB's own files."""
+    return kind in NATIVE and not (kind == "rocksdb_checkpoint" and version in KEY_GROUP_CHECKPOINTS)
 
 
 def text(k: int) -> str:
@@ -91,6 +119,8 @@ HEAP_READABLE = {
         "v_string",
     },
     "1.17": {"l_long", "m_string_long", "r_sum", "ttl_map", "v_bytes", "v_map", "v_short", "v_tuple"},
+    "1.15": {"l_string", "m_int_string", "ttl_map", "v_double", "v_list", "v_map"},
+    "1.13": {"l_string", "m_int_string", "m_string_long", "ttl_map", "v_bool", "v_double", "v_list"},
 }
 
 #: FixtureJob.Fields, a Kryo class whose short, float and

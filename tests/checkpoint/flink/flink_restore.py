@@ -3,9 +3,10 @@ generator): compiles ``tests/fixtures/flink/RestoreJob.java`` (with the ``compat
 release) against a release's jars and runs it; no Python of Flink's.
 
 The releases (:func:`runtimes`): 2.3 from the ``apache-flink`` package in the virtualenv
-``$FLINK_VENV``, 1.20 from one with ``apache-flink==1.20.5`` in ``$FLINK120_VENV``, 1.17 from
-the jars of the ``apache-flink-libraries`` 1.17.2 sdist in ``$FLINK117_LIB`` (its ``deps/lib``);
-Flink 1.x runs on Java 17 with ``--add-opens`` (:data:`ADD_OPENS`)."""
+``$FLINK_VENV``, 1.20 from one with ``apache-flink==1.20.5`` in ``$FLINK120_VENV``, 1.17, 1.15
+and 1.13 from the jars of the ``apache-flink-libraries`` 1.17.2, 1.15.4 and 1.13.6 sdists in
+``$FLINK117_LIB``, ``$FLINK115_LIB`` and ``$FLINK113_LIB`` (their ``deps/lib``); Flink 1.x
+runs on Java 17 with ``--add-opens`` (:data:`ADD_OPENS`)."""
 
 from __future__ import annotations
 
@@ -57,17 +58,21 @@ class FlinkRuntime:
 
 def runtimes() -> dict[str, FlinkRuntime | None]:
     """Each release of the tier, None where its environment variable is unset or holds no jars."""
-    venv120, lib117 = os.environ.get("FLINK120_VENV"), os.environ.get("FLINK117_LIB")
+    venv120 = os.environ.get("FLINK120_VENV")
     found = {
         "2.3": (flink_lib(), "v2", ()),
         "1.20": (flink_lib(venv120) if venv120 else None, "v1_19", ADD_OPENS),
-        "1.17": (
-            Path(lib117) if lib117 and glob.glob(os.path.join(lib117, "*.jar")) else None,
-            "v1_17",
-            ADD_OPENS,
-        ),
+        "1.17": (_jars("FLINK117_LIB"), "v1_17", ADD_OPENS),
+        "1.15": (_jars("FLINK115_LIB"), "v1_17", ADD_OPENS),
+        "1.13": (_jars("FLINK113_LIB"), "v1_13", ADD_OPENS),
     }
     return {v: FlinkRuntime(v, lib, compat, jvm) if lib else None for v, (lib, compat, jvm) in found.items()}
+
+
+def _jars(variable: str) -> Path | None:
+    """The folder of Flink jars the environment variable names, if it holds any."""
+    lib = os.environ.get(variable)
+    return Path(lib) if lib and glob.glob(os.path.join(lib, "*.jar")) else None
 
 
 def flink_lib(venv: str | None = None) -> Path | None:

@@ -33,8 +33,27 @@ def _ts_nanos(n: int) -> int:
 
 
 #: Where a column of the deduplication row (as Flink 2.3 and 1.20 store it) is in another
-#: version's: Flink 1.17's planner puts the computed columns (dec2, ts3) after the others.
-DEDUP_COLUMNS = {"1.17": {"f10": "f13", "f11": "f10", "f12": "f14", "f13": "f11", "f14": "f12"}}
+#: version's: Flink 1.13's, 1.15's and 1.17's planners put the computed columns (dec2, ts3) after the others.
+_COMPUTED_LAST = {"f10": "f13", "f11": "f10", "f12": "f14", "f13": "f11", "f14": "f12"}
+DEDUP_COLUMNS = {"1.17": _COMPUTED_LAST, "1.15": _COMPUTED_LAST, "1.13": _COMPUTED_LAST}
+#: The SQL operators' ids where Flink's planner gives them no uid (1.15 and older: no
+#: ``table.exec.uid.generation``): the ids Flink generated from the job graph, the same in each
+#: SQL fixture of the version.
+SQL_OPERATOR_IDS = {
+    "1.15": {
+        "4_deduplicate": "b242981826d4547a19a963082ada81bb",
+        "10_group-aggregate": "ca248d81199cf3664fcf6c2d8cc000e6",
+    },
+    "1.13": {
+        "4_deduplicate": "dc787a656df4aae213f24af3b2a84980",
+        "10_group-aggregate": "b7f2b64efb83279b22bbc5d1eb86f468",
+    },
+}
+
+
+def sql_operator(uid: str, version: str) -> str:
+    """The reference (uid, or the generated id) of SqlJob's SQL operator ``uid`` in ``version``'s fixtures."""
+    return SQL_OPERATOR_IDS.get(version, {}).get(uid, uid)
 
 
 def dedup_column(name: str, version: str = "2.3") -> str:

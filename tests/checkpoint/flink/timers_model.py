@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flink_model import fixture
+from flink_model import made
 
 from flinkstate.checkpoint import CompletedCheckpoint
 from flinkstate.checkpoint.flink import FlinkSavepoint
@@ -71,4 +71,4 @@ def our_timers(ck: CompletedCheckpoint, uid: str) -> set[tuple[str, int, Any, An
 
 def sources(kinds: tuple[str, ...]) -> list[Any]:
     """(version, kind) of every fixture of ``kinds``."""
-    return [(v, k) for v in ("2.3", "1.20", "1.17") for k in kinds if fixture(v, k).exists()]
+    return made(kinds)

@@ -21,6 +21,8 @@ from flink_model import (
     VALUES,
     VERSIONS,
     fixture,
+    made,
+    native_format,
     uids,
     windows,
 )
@@ -40,7 +42,7 @@ def _readable(version: str, kind: str, state: str) -> bool:
 Versioned = tuple[str, str, FlinkSavepoint]
 
 
-@pytest.fixture(scope="module", params=[(v, k) for v in VERSIONS for k in ALL], ids="-".join)
+@pytest.fixture(scope="module", params=made(ALL), ids="-".join)
 def savepoint(request: pytest.FixtureRequest) -> Versioned:
     """(Flink version, fixture kind, the savepoint read)."""
     version, kind = request.param
@@ -160,7 +162,7 @@ def test_metadata(savepoint: Versioned) -> None:
     assert {o.uid for o in ops.values()} == (set(ops) if uids(version) else {""})
     props = sp.properties
     assert props["snapshot"] == ("checkpoint" if kind in CHECKPOINTS else "savepoint")
-    assert props["format"] == ("native" if kind in NATIVE else "canonical")
+    assert props["format"] == ("native" if native_format(version, kind) else "canonical")
     assert props["metadata_version"] == str(METADATA_VERSION[version])
     assert props["flink_version"] == FLINK_RANGE[version]
     table = sp.metadata_table()
@@ -206,8 +208,7 @@ def test_key_group_pushdown_reads_only_needed_files(
     assert len(opened) == 1 and owner[0].stream is not None and opened == [owner[0].stream.name]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("kind", NATIVE)
+@pytest.mark.parametrize(("version", "kind"), made(NATIVE))
 @pytest.mark.parametrize("state", ["l_long", "m_string_long", "ttl_list"])
 def test_native_key_group_pushdown_gives_the_same_rows(version: str, kind: str, state: str) -> None:
     sp = read_savepoint(str(fixture(version, kind)))

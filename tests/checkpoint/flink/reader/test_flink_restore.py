@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from flink_model import KEYS, LISTS, MAPS, VALUES, VERSIONS, fixture
+from flink_model import KEYS, LISTS, MAPS, VALUES, VERSIONS, fixture, made
 
 from flinkstate.checkpoint import CheckpointStorage, open_checkpoint
 from flinkstate.checkpoint.flink import FlinkSavepoint, UnsupportedSerializerError, read_savepoint
@@ -20,9 +20,9 @@ from flinkstate.state import (
 STATES = ["v_long", "v_string", "v_pojo", "v_row", "l_long", "m_int_string", "ttl_value", "r_sum"]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize(
-    "kind", ["heap_canonical", "rocksdb_canonical", "heap_snappy", "rocksdb_native", "rocksdb_checkpoint"]
+    ("version", "kind"),
+    made(["heap_canonical", "rocksdb_canonical", "heap_snappy", "rocksdb_native", "rocksdb_checkpoint"]),
 )
 def test_restore_keyed_at_another_parallelism_then_checkpoint(
     version: str, kind: str, tmp_path: Path

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from block_model import block, count_native, decode, header, outcome, plain
-from flink_model import CANONICAL, FIELDS_DDL, VERSIONS, fixture
+from flink_model import CANONICAL, FIELDS_DDL, VERSIONS, fixture, told
 from kryo_model import encode, string, uvarint
 from sql_model import RICH_DDL
 
@@ -188,10 +188,13 @@ def test_fixtures_read_alike_with_the_accelerator_on_and_off(
     )
     path = str(fixture(version, kind))
     taken = count_native(monkeypatch)
-    on = {s: read_savepoint(path, types={s: t}).keyed_state(operator, s) for s, t in states.items()}
+    on = {
+        s: read_savepoint(path, types={s: t}, **told(version)).keyed_state(operator, s)
+        for s, t in states.items()
+    }
     assert taken and all(taken)
     monkeypatch.setattr(keyed_columns_read, "_native", None)
     for s, t in states.items():
-        off = read_savepoint(path, types={s: t}).keyed_state(operator, s)
+        off = read_savepoint(path, types={s: t}, **told(version)).keyed_state(operator, s)
         assert on[s].schema == off.schema
         assert plain(on[s].sort_by("key")) == plain(off.sort_by("key")), s

@@ -9,7 +9,7 @@ import struct
 
 import pyarrow as pa
 import pytest
-from flink_model import FIELDS_DDL, KEYS, LISTS, MAPS, PYFLINK_VERSIONS, VALUES, VERSIONS, fixture
+from flink_model import FIELDS_DDL, KEYS, LISTS, MAPS, PYFLINK_VERSIONS, VALUES, VERSIONS, fixture, told
 from kryo_model import encode, string
 from sql_model import RICH_DDL, rich
 
@@ -27,7 +27,11 @@ OPAQUE = "STRUCT<value: BIGINT NOT NULL>"
 @pytest.mark.parametrize("kind", SQL_KINDS)
 def test_kryo_class_decodes_with_a_declared_struct(version: str, kind: str) -> None:
     """Flink 2.x's Kryo 5 bytes and 1.x's Kryo 2 ones (ratio, a Double: big-endian there)."""
-    sp = read_savepoint(str(fixture(version, kind)), types={"k_rich": RICH_DDL})
+    path = str(fixture(version, kind))
+    if told(version):
+        with pytest.raises(FlinkStateError, match=r"\[FLINK_VERSION_REQUIRED\].*k_rich"):
+            read_savepoint(path, types={"k_rich": RICH_DDL}).keyed_state("kryo-states", "k_rich")
+    sp = read_savepoint(path, types={"k_rich": RICH_DDL}, **told(version))
     table = sp.keyed_state("kryo-states", "k_rich")
     assert table.schema.field("value").type == parse_type(RICH_DDL)
     got = {r["key"]: r["value"] for r in table.to_pylist()}
@@ -41,7 +45,7 @@ def test_heap_checkpoint_states_after_a_kryo_state_need_its_declaration(version:
     path = str(fixture(version, "sql_heap_checkpoint"))
     with pytest.raises(FlinkStateError, match=r"\[UNSUPPORTED_SERIALIZER\].*k_rich"):
         read_savepoint(path).keyed_state("kryo-states", "k_after")
-    sp = read_savepoint(path, types={"k_rich": RICH_DDL})
+    sp = read_savepoint(path, types={"k_rich": RICH_DDL}, **told(version))
     assert {r["key"]: r["value"] for r in sp.keyed_state("kryo-states", "k_after").to_pylist()} == {
         k: f"a{k}" for k in range(20)
     }
@@ -83,13 +87,14 @@ def test_a_declaration_that_does_not_fit_is_an_invalid_option(version: str) -> N
         "STRUCT<id: BIGINT, count: INT NOT NULL, name: STRING, boxed: BIGINT, ratio: DOUBLE, flag: BOOLEAN>"
     )
     with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*k_rich"):
-        read_savepoint(path, types={"k_rich": wrong}).keyed_state("kryo-states", "k_rich")
+        read_savepoint(path, types={"k_rich": wrong}, **told(version)).keyed_state("kryo-states", "k_rich")
     with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*k_after.*comes from the savepoint"):
         read_savepoint(path, types={"k_after": "STRING"}).keyed_state("kryo-states", "k_after")
     with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*STRUCT"):
         read_savepoint(path, types={"k_rich": "BIGINT"}).keyed_state("kryo-states", "k_rich")
     with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\].*field when"):
-        read_savepoint(path, types={"k_rich": "STRUCT<when: DATE>"}).keyed_state("kryo-states", "k_rich")
+        sp = read_savepoint(path, types={"k_rich": "STRUCT<when: DATE>"}, **told(version))
+        sp.keyed_state("kryo-states", "k_rich")
     with pytest.raises(FlinkStateError, match=r"\[INVALID_OPTION\]"):
         read_savepoint(path, types={"k_rich": "STRUCT<id BIGINT"})
 

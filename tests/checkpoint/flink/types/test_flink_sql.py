@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from flink_model import VERSIONS, fixture
 from rowdata_model import encode, flink_hash
-from sql_model import IDS, SQL, accumulators, dedup_column, last_row, text
+from sql_model import IDS, SQL, accumulators, dedup_column, last_row, sql_operator, text
 
 from flinkstate.checkpoint.flink import FlinkSavepoint, read_savepoint
 from flinkstate.checkpoint.flink.errors import FlinkFormatError
@@ -44,6 +44,11 @@ def savepoint(case: tuple[str, str]) -> FlinkSavepoint:
     return read_savepoint(str(fixture(*case)))
 
 
+def _state(savepoint: FlinkSavepoint, case: tuple[str, str], state: tuple[str, str], **kw: Any) -> pa.Table:
+    """SqlJob's SQL state ``state`` (operator uid, state name) in the fixture ``case``."""
+    return savepoint.keyed_state(sql_operator(state[0], case[0]), state[1], **kw)
+
+
 def _close(got: object, want: object) -> bool:
     if isinstance(want, float) and isinstance(got, float):
         return math.isclose(got, want)
@@ -66,12 +71,12 @@ def test_metadata_names_the_sql_types(savepoint: FlinkSavepoint, case: tuple[str
     agg = states["accState"]
     assert agg.key_type == "ROW<f0 BIGINT, f1 VARCHAR>" and agg.ttl
     # Before 1.19 no STATE_TTL hint: the option gives every SQL state the TTL, the deduplication's too.
-    assert dedup.ttl == (case[0] == "1.17")
+    assert dedup.ttl == (case[0] not in ("2.3", "1.20"))
 
 
 def test_deduplication_state_every_value(savepoint: FlinkSavepoint, case: tuple[str, str]) -> None:
     version = case[0]
-    table = savepoint.keyed_state(*DEDUP)
+    table = _state(savepoint, case, DEDUP)
     value_type = table.schema.field("value").type
 
     def col(name: str) -> str:
@@ -100,8 +105,8 @@ def test_deduplication_state_every_value(savepoint: FlinkSavepoint, case: tuple[
     assert seen == set(IDS)
 
 
-def test_group_aggregation_keys_values_and_ttl(savepoint: FlinkSavepoint) -> None:
-    table = savepoint.keyed_state(*AGG)
+def test_group_aggregation_keys_values_and_ttl(savepoint: FlinkSavepoint, case: tuple[str, str]) -> None:
+    table = _state(savepoint, case, AGG)
     assert table.schema.field("key").type == pa.struct([("f0", pa.int64()), ("f1", pa.string())])
     rows = table.to_pylist()
     assert sorted(r["key"]["f0"] for r in rows) == list(IDS)
@@ -115,12 +120,12 @@ def test_group_aggregation_keys_values_and_ttl(savepoint: FlinkSavepoint) -> Non
 
 @pytest.mark.parametrize(("state", "arity"), [(DEDUP, 1), (AGG, 2)])
 def test_keys_rebuilt_by_the_model_hash_to_their_key_groups(
-    savepoint: FlinkSavepoint, state: tuple[str, str], arity: int
+    savepoint: FlinkSavepoint, case: tuple[str, str], state: tuple[str, str], arity: int
 ) -> None:
     """The decoded keys, re-encoded as BinaryRowData by the model, give Flink's key groups:
     the key bytes were read (and the model writes) exactly as Flink does."""
     fields = [SqlTypeInfo("BIGINT"), SqlTypeInfo("VARCHAR")][:arity]
-    for row in savepoint.keyed_state(*state).to_pylist():
+    for row in _state(savepoint, case, state).to_pylist():
         values = tuple(row["key"][f"f{i}"] for i in range(arity))
         key = encode(fields, list(values))[4:]
         assert compute_key_group_for_key_hash(flink_hash(key), 128) == row["key_group"]
@@ -155,10 +160,10 @@ def test_key_rows_written_as_the_model_writes_them() -> None:
     assert key_group_of((SqlTypeInfo("TIMESTAMP_WITHOUT_TIME_ZONE", 9),), (5,), 128) is None
 
 
-def test_key_group_pushdown_reads_only_those_groups(savepoint: FlinkSavepoint) -> None:
-    full = savepoint.keyed_state(*DEDUP)
+def test_key_group_pushdown_reads_only_those_groups(savepoint: FlinkSavepoint, case: tuple[str, str]) -> None:
+    full = _state(savepoint, case, DEDUP)
     groups = sorted(set(full.column("key_group").to_pylist()))[:3]
-    part = savepoint.keyed_state(*DEDUP, key_groups=groups)
+    part = _state(savepoint, case, DEDUP, key_groups=groups)
     assert set(part.column("key_group").to_pylist()) == set(groups)
     assert part.num_rows == sum(1 for g in full.column("key_group").to_pylist() if g in groups)
 

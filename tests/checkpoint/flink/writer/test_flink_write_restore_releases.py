@@ -1,9 +1,10 @@
-"""The ``flink`` tier per Flink release: the model checkpoint written for 2.3, 1.20 and 1.17
+"""The ``flink`` tier per Flink release: the model checkpoint written for 2.3, 1.20, 1.17, 1.15 and 1.13
 (``flink_version``) and restored by that release's Flink (a local mini-cluster) on both state
 backends, every value compared with the model.
 
 Each release runs where its installation is named (:func:`flink_restore.runtimes`):
-``$FLINK_VENV`` (2.3), ``$FLINK120_VENV`` (1.20), ``$FLINK117_LIB`` (1.17's jars); each
+``$FLINK_VENV`` (2.3), ``$FLINK120_VENV`` (1.20), ``$FLINK117_LIB``, ``$FLINK115_LIB`` and
+``$FLINK113_LIB`` (1.17's, 1.15's and 1.13's jars); each
 restore takes 20-60 s of CPU.
 """
 
@@ -19,7 +20,13 @@ from flinkstate.checkpoint import CompletedCheckpoint
 from flinkstate.checkpoint.flink import write_savepoint
 
 RUNTIMES = runtimes()
-_ENV = {"2.3": "$FLINK_VENV", "1.20": "$FLINK120_VENV", "1.17": "$FLINK117_LIB"}
+_ENV = {
+    "2.3": "$FLINK_VENV",
+    "1.20": "$FLINK120_VENV",
+    "1.17": "$FLINK117_LIB",
+    "1.15": "$FLINK115_LIB",
+    "1.13": "$FLINK113_LIB",
+}
 pytestmark = pytest.mark.flink
 
 

@@ -43,8 +43,9 @@ from flinkstate.state.types.mapping import Types
 TARGETS = ["1.13", "1.17", "1.20", "2.3"]
 OPAQUE = "STRUCT<value: BIGINT NOT NULL>"
 KRYO_TYPES = {"v_kryo": OPAQUE, "v_kryo_fields": FIELDS_DDL}
-#: The releases each fixture's files allow, and the oldest of them (the default target).
-DEFAULTS = {"2.3": (2, 3), "1.20": (1, 18), "1.17": (1, 16)}
+#: The releases each fixture's files allow, and the oldest of them (the default target): 1.15's
+#: and 1.13's (metadata version 3, operator state format 5) allow 1.13-1.15 and our writer for 1.13-1.17.
+DEFAULTS = {"2.3": (2, 3), "1.20": (1, 18), "1.17": (1, 16), "1.15": (1, 13), "1.13": (1, 13)}
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +93,8 @@ def test_the_model_reads_back_for_each_release(
 @pytest.mark.parametrize("version", VERSIONS)
 def test_operator_streams_are_the_bytes_flink_wrote(tmp_path: Path, version: str) -> None:
     """Operator list, union and broadcast state of a fixture written again for its own release:
-    every subtask's stream (header version 5 without the compression flag for 1.17, 6 with it
-    for 1.20 and 2.3; meta infos; elements) byte for byte what Flink wrote."""
+    every subtask's stream (header version 5 without the compression flag for 1.13-1.17, 6 with
+    it for 1.20 and 2.3; meta infos; elements) byte for byte what Flink wrote."""
     source = read_savepoint(str(fixture(version, "heap_canonical_files")))
     ops = ["operator-states", "broadcast"]
     sp = write_savepoint(
@@ -101,7 +102,7 @@ def test_operator_streams_are_the_bytes_flink_wrote(tmp_path: Path, version: str
     )
     ours, flinks = streams(sp, "operator"), streams(source, "operator")
     assert ours and ours == {k: v for k, v in flinks.items() if k in ours}
-    assert {v[:4] for v in ours.values()} == {(5 if version == "1.17" else 6).to_bytes(4)}
+    assert {v[:4] for v in ours.values()} == {(5 if version in ("1.17", "1.15", "1.13") else 6).to_bytes(4)}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
