@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from flink_model import ALL, FIXTURES, HEAP_CHECKPOINT_READABLE, KEYS, LISTS, MAPS, VALUES
+from flink_model import ALL, FIXTURES, HEAP_CHECKPOINT_READABLE, KEYS, LISTS, MAPS, VALUES, made
 from write_model import WRITTEN, build_checkpoint, read_rows, rows
 
 from flinkstate.checkpoint import Storage
@@ -39,7 +39,11 @@ from flinkstate.checkpoint.flink import (
     write_savepoint,
 )
 
-SOURCES = [*(f"ours-{n}" for n in WRITTEN), *(f"restored-{n}" for n in WRITTEN), *(f"flink-{k}" for k in ALL)]
+SOURCES = [
+    *(f"ours-{n}" for n in WRITTEN),
+    *(f"restored-{n}" for n in WRITTEN),
+    *(f"flink-{k}" for _, k in made(ALL, ["2.3"])),
+]
 REFUSED_CODES = r"\[(UNSUPPORTED_SERIALIZER|FLINK_UNSUPPORTED)\]"
 """How the reader refuses a state it cannot decode (never a wrong value)."""
 
