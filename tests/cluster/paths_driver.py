@@ -13,10 +13,11 @@ import json
 import re
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from support.faults import FaultProxy, Faults, cases, proxied
+from support.faults import KINDS, FaultProxy, Faults, cases, proxied
 from support.storages import fs_options
 
 from flinkstate.checkpoint import CheckpointStorage
@@ -30,9 +31,8 @@ from flinkstate.state import (
     compute_key_group_range_for_operator_index,
 )
 
-DIFF_STATES = ("value", "list", "map")
 DIFF_KEYS = [f"k{i}-ü" for i in range(240)]
-DIFF_PAIRS = {"incremental": ("a", 1, "a", 2, DIFF_STATES), "rescaled": ("a", 1, "b", 1, ("map",))}
+DIFF_PAIRS = {"incremental": ("a", 1, "a", 2, ("value", "map")), "rescaled": ("a", 1, "b", 1, ("list",))}
 """Diff name -> (old root, its checkpoint, new root, its checkpoint, the states compared): ``a``
 (max parallelism 32, incremental: checkpoint 2 shares the files of key groups it did not
 change) and ``b`` (max parallelism 48: units are residues of 16) holding ``a``'s second state."""
@@ -173,28 +173,39 @@ def _outcome(error: BaseException) -> dict[str, Any]:
 
 def fault_section(spark: Any, endpoint: str, bucket: str) -> dict[str, Any]:
     """The batch write (an append over a first checkpoint) and the read, once clean (to count the
-    requests), then under each fault of :func:`support.faults.cases`: each case's root and what
-    came of it (``ok``, with the rows read; or the error). First checkpoints are the library's,
-    written without the proxy; the reads share one."""
+    requests), then under each fault of :func:`support.faults.cases` (the reads' kinds shifted by
+    three: they meet a cut body, a truncated one and a late answer, the writes a 500, a 503 and a
+    reset): each case's root and what came of it (``ok``, with the rows read; or the error).
+    First checkpoints are the library's, written without the proxy; the reads share one."""
     proxy = FaultProxy(endpoint)
     read_root = _first_checkpoint(f"s3://{bucket}/faults/read", endpoint)
-    operations: dict[str, tuple[Callable[[int], str], Callable[[str, dict[str, Any]], Any]]] = {
+    operations: dict[str, tuple[Callable[[int], str], Callable[[str, dict[str, Any]], Any], int]] = {
         "write": (
             lambda n: _first_checkpoint(f"s3://{bucket}/faults/write-{n}", endpoint),
             lambda root, options: _write_values(spark, root, options, FAULT_MORE, "append"),
+            0,
         ),
-        "read": (lambda n: read_root, lambda root, options: _read_values(spark, root, options)),
+        "read": (lambda n: read_root, lambda root, options: _read_values(spark, root, options), 3),
     }
     runs: list[dict[str, Any]] = []
     try:
-        for name, (root_of, operation) in operations.items():
+        for name, (root_of, operation, shift) in operations.items():
             clean = _fault_run(proxy, root_of(0), operation, None)
             runs.append({"operation": name, **clean})
-            for n, faults in enumerate(cases(clean["requests"], 2, READ_TIMEOUT * 1.6), 1):
+            for n, faults in enumerate(
+                _kinds_shifted(cases(clean["requests"], 2, READ_TIMEOUT * 1.6), shift), 1
+            ):
                 runs.append({"operation": name, **_fault_run(proxy, root_of(n), operation, faults)})
     finally:
         proxy.stop()
     return {"runs": runs, "injected": proxy.injected}
+
+
+def _kinds_shifted(found: list[Faults], shift: int) -> list[Faults]:
+    """``found`` with each single fault's kind ``shift`` further on in :data:`KINDS` (outages kept)."""
+    return [
+        f if f.outage else replace(f, kind=KINDS[(KINDS.index(f.kind) + shift) % len(KINDS)]) for f in found
+    ]
 
 
 def _first_checkpoint(root: str, endpoint: str) -> str:
