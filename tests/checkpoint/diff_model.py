@@ -19,9 +19,16 @@ Contents = dict[Any, Any]
 """Scope (key, namespace) -> value, list of elements or dict of map entries."""
 
 
-def read_whole(path: str, uid: str, state: str, include_expired: bool = False) -> pa.Table:
+def read_whole(
+    path: str,
+    uid: str,
+    state: str,
+    include_expired: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    checkpoint_id: int | None = None,
+) -> pa.Table:
     """The state's flattened view rows, as the plain reader gives them (every key group at once)."""
-    opened = open_checkpoint(path)
+    opened = open_checkpoint(path, storage_options, checkpoint_id)
     if isinstance(opened, FlinkSavepoint):
         return opened.keyed_state(uid, state)
     assert isinstance(opened, CompletedCheckpoint)
